@@ -1,0 +1,187 @@
+"""Configuration: ``config/params.json`` loaded strictly into frozen models.
+
+Top-level keys are the ``artex-robot`` SDK's own, with the SDK's meaning and
+defaults, so a params.json written for the SDK loads unchanged:
+
+============== ===================== =========================================
+key            default               meaning
+============== ===================== =========================================
+name           "DefaultName"         passport name
+type           "DefaultType"         passport type
+telem_can      false                 robot sends telemetry
+video_can      false                 robot sends video
+server         "http://artex.arcon"  ARTEX hub URL; "" or null turns ARTEX off
+port           80                    hub port
+max_send_freq  0.05                  seconds between telem/video sends (a period)
+logger_type    "console"             "console" (stderr -> journald) or "file"
+logger_level   "all"                 "all", "skip_TODO", or a logging level name
+max_main_freq  0.1                   SDK main-loop period, s (kept for compatibility)
+external       {}                    SDK externals (kept, unused)
+============== ===================== =========================================
+
+The agent's own sections: ``drivers``, ``base``, ``watchdog``, ``control``,
+``artex``, ``sim2bot``, ``robot_msg``, ``log_dir``. Unknown keys are errors
+with a "did you mean" hint. :func:`load` raises :class:`ConfigError` listing
+every problem with its JSON path.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from pydantic import Field, ValidationError
+
+from agent.config.artex import ArtexConfig
+from agent.config.base import Section
+from agent.config.control import BaseConfig, ControlConfig, WatchdogConfig
+from agent.config.drivers import DriversConfig
+from agent.config.robotmsg import RobotMsgConfig
+from agent.config.sim2bot import Sim2botConfig
+from agent.errors import ConfigError
+
+__all__ = ["AgentConfig", "ConfigError", "load", "loads", "problems_of"]
+
+
+class AgentConfig(Section):
+    """The whole params.json. See the module docstring for the SDK keys."""
+
+    name: str = Field("DefaultName", min_length=1, max_length=128)
+    type: str = Field("DefaultType", min_length=1, max_length=128)
+    telem_can: bool = False
+    video_can: bool = False
+    server: str | None = "http://artex.arcon"
+    port: int = Field(80, ge=1, le=65535)
+    max_send_freq: float = Field(1 / 20, gt=0.0, le=60.0)
+    logger_type: str = "console"
+    logger_level: str = "all"
+    max_main_freq: float = Field(0.1, gt=0.0)
+    external: dict[str, Any] = Field(default_factory=dict)
+
+    drivers: DriversConfig = Field(default_factory=DriversConfig)
+    base: BaseConfig = Field(default_factory=BaseConfig)
+    watchdog: WatchdogConfig = Field(default_factory=WatchdogConfig)
+    control: ControlConfig = Field(default_factory=ControlConfig)
+    artex: ArtexConfig = Field(default_factory=ArtexConfig)
+    sim2bot: Sim2botConfig = Field(default_factory=Sim2botConfig)
+    robot_msg: RobotMsgConfig = Field(default_factory=RobotMsgConfig)
+    log_dir: str | None = Field(None, description="where the file logs for ARTEX `file` live; None = in memory only")
+
+    @property
+    def artex_enabled(self) -> bool:
+        """ARTEX is off when ``server`` is empty or null."""
+        return bool(self.server)
+
+    def source_timeout_s(self, source: str) -> float:
+        """Velocity timeout for ``source``, s: its own, else ``watchdog.velocity_timeout_s``."""
+        src = self.control.sources.get(source)
+        if src is not None and src.timeout_s is not None:
+            return src.timeout_s
+        return self.watchdog.velocity_timeout_s
+
+
+def _json_path(loc: tuple[Any, ...]) -> str:
+    path = "$"
+    for part in loc:
+        if isinstance(part, int):
+            path += f"[{part}]"
+        else:
+            path += f".{part}"
+    return path
+
+
+def _models_in(ann: Any) -> list[type[Section]]:
+    """Every Section class inside an annotation (unions, lists, dicts, Optional)."""
+    import typing
+    if isinstance(ann, type) and issubclass(ann, Section):
+        return [ann]
+    out: list[type[Section]] = []
+    for a in typing.get_args(ann):
+        out.extend(_models_in(a))
+    return out
+
+
+def _walk(loc: tuple[Any, ...]) -> tuple[tuple[Any, ...], type[Section] | None]:
+    """Drop discriminator tags from a pydantic ``loc``; return it and the model owning the last key."""
+    model: type[Section] | None = AgentConfig
+    candidates: list[type[Section]] = []
+    clean: list[Any] = []
+    owner: type[Section] | None = AgentConfig
+    dict_key = False
+    for part in loc:
+        if candidates and isinstance(part, str):
+            tagged = [m for m in candidates if "kind" in m.model_fields
+                      and part in (typing_args(m.model_fields["kind"].annotation))]
+            if tagged and (model is None or part not in model.model_fields):
+                model, candidates = tagged[0], []
+                continue
+        clean.append(part)
+        owner = model
+        if dict_key:
+            dict_key = False
+            continue
+        if isinstance(part, int) or model is None:
+            continue
+        field = model.model_fields.get(part)
+        if field is None:
+            model = None
+            continue
+        import typing
+        dict_key = typing.get_origin(field.annotation) is dict
+        found = _models_in(field.annotation)
+        candidates = found if len(found) > 1 else []
+        model = found[0] if len(found) == 1 else None
+    return tuple(clean), owner
+
+
+def typing_args(ann: Any) -> tuple[Any, ...]:
+    import typing
+    return typing.get_args(ann)
+
+
+def problems_of(err: ValidationError) -> list[tuple[str, str]]:
+    """Turn a pydantic error into ``(json_path, message)`` pairs, with 'did you mean' for unknown keys."""
+    out: list[tuple[str, str]] = []
+    for e in err.errors():
+        loc, model = _walk(tuple(e["loc"]))
+        msg = e["msg"]
+        if e["type"] == "extra_forbidden":
+            key = str(loc[-1])
+            msg = f"unknown key {key!r}"
+            if model is not None:
+                close = difflib.get_close_matches(key, list(model.model_fields), n=1, cutoff=0.6)
+                if close:
+                    msg += f"; did you mean {close[0]!r}?"
+        elif e["type"] == "union_tag_invalid":
+            msg = f"unknown kind {e.get('input', {}).get('kind') if isinstance(e.get('input'), dict) else e.get('input')!r}; {msg}"
+        out.append((_json_path(loc), msg))
+    return out
+
+
+def loads(text: str, origin: str = "<string>") -> AgentConfig:
+    """Parse and validate params.json text. Raises ConfigError with every problem."""
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise ConfigError(f"{origin}: not valid JSON: {err}", [("$", f"line {err.lineno} column {err.colno}: {err.msg}")]) from err
+    if not isinstance(data, dict):
+        raise ConfigError(f"{origin}: top level must be an object", [("$", f"expected an object, got {type(data).__name__}")])
+    try:
+        return AgentConfig.model_validate(data)
+    except ValidationError as err:
+        problems = problems_of(err)
+        lines = "\n".join(f"  {p}: {m}" for p, m in problems)
+        raise ConfigError(f"{origin}: {len(problems)} problem(s)\n{lines}", problems) from err
+
+
+def load(path: str | os.PathLike[str]) -> AgentConfig:
+    """Read and validate a params.json file. Raises ConfigError (missing file included)."""
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except OSError as err:
+        raise ConfigError(f"{p}: cannot read: {err.strerror}", [("$", f"cannot read {p}: {err.strerror}")]) from err
+    return loads(text, str(p))

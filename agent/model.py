@@ -1,0 +1,356 @@
+"""The robot model shared by the control loop and every adapter.
+
+Commands go *in* to the control loop (:meth:`agent.control.ControlLoop.submit`);
+a :class:`Snapshot` comes *out* once per control tick. Units are SI: m, s,
+rad, V, A; duty is dimensionless -1..1. Frames follow REP-103: body x forward,
+y left, z up; positive ``omega`` turns left (counter-clockwise seen from above).
+
+Adapters translate their protocol's messages into these commands and their
+protocol's telemetry out of :class:`Snapshot`; they hold no robot logic.
+Constructors validate what can be checked without knowing the robot (finite
+numbers, ranges that are universal) and raise :class:`agent.errors.CommandError`;
+the control loop checks what depends on the robot (joint count, limits).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Union
+
+from agent.errors import CommandError
+
+Vec3 = tuple[float, float, float]
+Quat = tuple[float, float, float, float]  # x, y, z, w
+
+#: Most joint values one command may carry (the Sim2Bot runtime ceiling).
+MAX_JOINTS = 32
+#: Most points one trajectory may carry.
+MAX_TRAJECTORY_POINTS = 10_000
+
+
+def _finite(name: str, value: object) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise CommandError(f"{name} must be a number, got {type(value).__name__}")
+    value = float(value)
+    if not math.isfinite(value):
+        raise CommandError(f"{name} must be finite, got {value!r}")
+    return value
+
+
+def _vector(name: str, values: object, limit: int = MAX_JOINTS) -> tuple[float, ...]:
+    if isinstance(values, (str, bytes)) or not hasattr(values, "__len__"):
+        raise CommandError(f"{name} must be a list of numbers, got {type(values).__name__}")
+    if len(values) > limit:  # type: ignore[arg-type]
+        raise CommandError(f"{name} has {len(values)} values, at most {limit} allowed")  # type: ignore[arg-type]
+    return tuple(_finite(f"{name}[{i}]", v) for i, v in enumerate(values))  # type: ignore[arg-type]
+
+
+# --------------------------------------------------------------------------- commands
+
+
+@dataclass(frozen=True, slots=True)
+class BaseVelocity:
+    """Body twist for the tracked base. A velocity command: watchdog applies.
+
+    Attributes:
+        vx: forward speed, m/s (+ forward).
+        omega: yaw rate, rad/s (+ counter-clockwise / left turn).
+    """
+
+    vx: float
+    omega: float
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "vx", _finite("vx", self.vx))
+        object.__setattr__(self, "omega", _finite("omega", self.omega))
+
+
+@dataclass(frozen=True, slots=True)
+class TrackDuty:
+    """Open-loop duty per track, -1..1 (+ drives that track forward). Watchdog applies."""
+
+    left: float
+    right: float
+
+    def __post_init__(self) -> None:
+        for name in ("left", "right"):
+            v = _finite(name, getattr(self, name))
+            if not -1.0 <= v <= 1.0:
+                raise CommandError(f"{name} duty must be within -1..1, got {v}")
+            object.__setattr__(self, name, v)
+
+
+@dataclass(frozen=True, slots=True)
+class JointPosition:
+    """Target angle per servo joint, rad, shape (n,) with n <= dof.
+
+    A shorter vector sets the first n joints and leaves the others' targets as they are.
+    """
+
+    q: tuple[float, ...]
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "q", _vector("q", self.q))
+
+
+@dataclass(frozen=True, slots=True)
+class JointVelocity:
+    """Joint velocity per servo joint, rad/s, shape (n,) with n <= dof; integrated each tick.
+
+    A velocity command: the watchdog holds the joints when it goes stale.
+    """
+
+    qd: tuple[float, ...]
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "qd", _vector("qd", self.qd))
+
+
+@dataclass(frozen=True, slots=True)
+class TrajectoryPoint:
+    """One waypoint: ``t`` seconds from trajectory start, ``q`` joint angles, rad."""
+
+    t: float
+    q: tuple[float, ...]
+
+    def __post_init__(self) -> None:
+        t = _finite("t", self.t)
+        if t < 0:
+            raise CommandError(f"trajectory time must be >= 0, got {t}")
+        object.__setattr__(self, "t", t)
+        object.__setattr__(self, "q", _vector("q", self.q))
+
+
+@dataclass(frozen=True, slots=True)
+class JointTrajectory:
+    """Joint-space trajectory, linearly interpolated; holds the last point when done.
+
+    Attributes:
+        points: waypoints with strictly increasing ``t``; every ``q`` the same length.
+        loop: restart from the first point after the last.
+    """
+
+    points: tuple[TrajectoryPoint, ...]
+    loop: bool = False
+
+    def __post_init__(self) -> None:
+        pts = tuple(self.points)
+        if not pts:
+            raise CommandError("trajectory has no points")
+        if len(pts) > MAX_TRAJECTORY_POINTS:
+            raise CommandError(f"trajectory has {len(pts)} points, at most {MAX_TRAJECTORY_POINTS}")
+        n = len(pts[0].q)
+        for i, p in enumerate(pts):
+            if len(p.q) != n:
+                raise CommandError(f"points[{i}].q has {len(p.q)} values, points[0].q has {n}")
+            if i and p.t <= pts[i - 1].t:
+                raise CommandError(f"points[{i}].t={p.t} is not after points[{i - 1}].t={pts[i - 1].t}")
+        if not isinstance(self.loop, bool):
+            raise CommandError(f"loop must be a boolean, got {type(self.loop).__name__}")
+        object.__setattr__(self, "points", pts)
+
+
+@dataclass(frozen=True, slots=True)
+class JointTrajectoryStop:
+    """Cancel trajectory playback and hold the current pose."""
+
+
+@dataclass(frozen=True, slots=True)
+class Gripper:
+    """Gripper opening, 0 closed .. 1 open, mapped onto the gripper servo's range."""
+
+    fraction: float
+
+    def __post_init__(self) -> None:
+        v = _finite("fraction", self.fraction)
+        if not 0.0 <= v <= 1.0:
+            raise CommandError(f"gripper fraction must be within 0..1, got {v}")
+        object.__setattr__(self, "fraction", v)
+
+
+@dataclass(frozen=True, slots=True)
+class Stop:
+    """Stop the tracks and freeze the joints where they are. Always obeyed, from any source."""
+
+
+@dataclass(frozen=True, slots=True)
+class Reset:
+    """Release this source's external targets: base stops, joints return to home."""
+
+
+@dataclass(frozen=True, slots=True)
+class CalibrateImu:
+    """Estimate the gyro bias at rest (robot must be still)."""
+
+
+Command = Union[
+    BaseVelocity, TrackDuty, JointPosition, JointVelocity, JointTrajectory,
+    JointTrajectoryStop, Gripper, Stop, Reset, CalibrateImu,
+]
+
+#: Commands that carry a deadline: the watchdog stops them when no fresh one arrives.
+VELOCITY_COMMANDS = (BaseVelocity, TrackDuty, JointVelocity)
+
+
+# --------------------------------------------------------------------------- state
+
+
+@dataclass(frozen=True, slots=True)
+class Odometry:
+    """Dead-reckoned pose and twist of the base in the ``odom`` frame.
+
+    Attributes:
+        x_m, y_m: position, m. yaw_rad: heading, rad (wrapped to -pi..pi).
+        vx_mps: forward speed, m/s. omega_radps: yaw rate, rad/s.
+        distance_m: total path length travelled, m.
+    """
+
+    x_m: float = 0.0
+    y_m: float = 0.0
+    yaw_rad: float = 0.0
+    vx_mps: float = 0.0
+    omega_radps: float = 0.0
+    distance_m: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class TrackState:
+    """Left and right track: commanded speed (m/s), duty sent (-1..1), measured speed and encoder counts."""
+
+    cmd_left_mps: float = 0.0
+    cmd_right_mps: float = 0.0
+    duty_left: float = 0.0
+    duty_right: float = 0.0
+    left_mps: float = 0.0
+    right_mps: float = 0.0
+    left_counts: int = 0
+    right_counts: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class ImuSample:
+    """One IMU reading in the body frame (x forward, y left, z up).
+
+    Attributes:
+        t_mono_s: capture time, s, agent monotonic clock.
+        accel_mps2: specific force incl. gravity, m/s^2 (at rest about (0, 0, 9.81)).
+        gyro_radps: angular rate, rad/s, gyro bias removed.
+        orientation_xyzw: unit quaternion body->world, or None when unknown.
+        temperature_c: die temperature, degC, or None.
+    """
+
+    t_mono_s: float
+    accel_mps2: Vec3
+    gyro_radps: Vec3
+    orientation_xyzw: Quat | None = None
+    temperature_c: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PowerSample:
+    """Battery as seen by the power monitor: bus voltage V, current A (+ discharging), power W, 0..100 %."""
+
+    t_mono_s: float
+    voltage_v: float
+    current_a: float
+    power_w: float
+    percent: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class JointState:
+    """Servo joints (gripper excluded), each shape (dof,).
+
+    Attributes:
+        names: joint names. q: measured/commanded angle, rad (hobby servos have no
+        feedback: q is the angle last written). target: the goal, rad.
+        qd, qdd, qddd: rad/s, rad/s^2, rad/s^3 by finite differences over ticks.
+    """
+
+    names: tuple[str, ...] = ()
+    q: tuple[float, ...] = ()
+    target: tuple[float, ...] = ()
+    qd: tuple[float, ...] = ()
+    qdd: tuple[float, ...] = ()
+    qddd: tuple[float, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceHealth:
+    """Supervision state of one configured device.
+
+    Attributes:
+        name: config name (``motor``, ``imu``, ``power``, ``servo``, ``camera.front``).
+        state: ``ok`` | ``degraded`` (recent errors, still answering) | ``lost`` (not answering, being reopened).
+        last_error: text of the last error, or "".
+        errors: error count since start.
+    """
+
+    name: str
+    state: str
+    last_error: str = ""
+    errors: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """Everything the robot knows after one control tick. Immutable; adapters read it.
+
+    Attributes:
+        seq: tick counter (increases by 1 per tick).
+        t_mono_s: tick time, s, agent monotonic clock. t_unix_s: the same instant, Unix s.
+        active_source: command source in control of the base, or "".
+        overridden: source -> count of its commands overridden by a higher-priority source.
+        watchdog: ``idle`` (no velocity command), ``ok`` (fresh), ``expired`` (stopped by timeout).
+        stopped: a ``stop`` is latched (cleared by the next motion command).
+        faults: short strings for active faults (``motor: lost``, ``motor: status 0x0001 E-Stop``).
+    """
+
+    seq: int = 0
+    t_mono_s: float = 0.0
+    t_unix_s: float = 0.0
+    odom: Odometry = field(default_factory=Odometry)
+    tracks: TrackState = field(default_factory=TrackState)
+    joints: JointState = field(default_factory=JointState)
+    gripper: float | None = None
+    imu: ImuSample | None = None
+    power: PowerSample | None = None
+    active_source: str = ""
+    overridden: tuple[tuple[str, int], ...] = ()
+    watchdog: str = "idle"
+    stopped: bool = False
+    faults: tuple[str, ...] = ()
+    devices: tuple[DeviceHealth, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class RobotDescription:
+    """Static description of the robot, from config; what adapters announce.
+
+    Attributes:
+        name: robot name (params.json ``name``). kind: params.json ``type``.
+        joint_names: servo joints (gripper excluded), shape (dof,).
+        joint_limits: (min_rad, max_rad) per joint, shape (dof, 2).
+        home: home angle per joint, rad, shape (dof,).
+        has_gripper: a gripper servo is configured.
+        track_width_m, max_speed_mps: base geometry and limit.
+        max_omega_radps: yaw rate at full opposite track speeds, rad/s.
+        cameras: configured camera ids, in config order.
+    """
+
+    name: str
+    kind: str
+    joint_names: tuple[str, ...]
+    joint_limits: tuple[tuple[float, float], ...]
+    home: tuple[float, ...]
+    has_gripper: bool
+    track_width_m: float
+    max_speed_mps: float
+    max_omega_radps: float
+    cameras: tuple[str, ...]
+
+    @property
+    def dof(self) -> int:
+        """Number of servo joints (gripper excluded)."""
+        return len(self.joint_names)

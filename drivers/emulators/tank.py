@@ -1,0 +1,186 @@
+"""Tracked-vehicle physics shared by the device emulators of the simulated tank.
+
+The motor-controller emulator writes duty into it and reads encoder counts
+and currents back; the IMU emulator reads body accelerations and yaw rate;
+the power-monitor emulator reads battery voltage and current; the servo
+emulator reports pulse widths to it. One :class:`TankPhysics` ties them
+together so the IMU's yaw rate follows ``omega``, acceleration follows speed
+changes and the battery sags with current.
+
+Model: each track is a first-order lag from duty to speed
+(``v' = (duty * max_speed - v) / tau``); the body twist is the skid-steer
+mean/difference; pose integrates the twist. Battery: open-circuit voltage from
+the state of charge minus ``R_internal * I``; current is idle draw plus motor
+current proportional to |duty| and to acceleration effort.
+
+Thread-safe: emulators run on their own threads (pty servers) and the agent's
+threads read through them. Time advances with :meth:`step` or, by default,
+lazily from a monotonic clock on every access (``auto_step=True``).
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from dataclasses import dataclass
+
+GRAVITY_MPS2 = 9.80665
+
+
+@dataclass
+class TankParams:
+    """Geometry and electrical model of the simulated tank.
+
+    Attributes:
+        track_width_m: distance between track centrelines, m.
+        max_speed_mps: track speed at duty 1.0, m/s.
+        tau_s: first-order time constant from duty to track speed, s.
+        counts_per_m: encoder counts per metre of track travel.
+        cells: battery cells in series; cell_full_v / cell_empty_v per cell, V.
+        capacity_ah: battery capacity, Ah. r_internal_ohm: pack resistance, ohm.
+        idle_a: electronics draw, A. stall_a: motor current per track at full duty, A.
+    """
+
+    track_width_m: float = 0.30
+    max_speed_mps: float = 1.0
+    tau_s: float = 0.15
+    counts_per_m: float = 4000.0
+    cells: int = 3
+    cell_full_v: float = 4.2
+    cell_empty_v: float = 3.3
+    capacity_ah: float = 5.0
+    r_internal_ohm: float = 0.05
+    idle_a: float = 0.4
+    stall_a: float = 6.0
+
+
+class TankPhysics:
+    """State of one simulated tracked vehicle. See module docstring for the model."""
+
+    def __init__(self, params: TankParams | None = None, *, auto_step: bool = True,
+                 clock=time.monotonic) -> None:
+        self.params = params or TankParams()
+        self._clock = clock
+        self._auto = auto_step
+        self._lock = threading.RLock()
+        self._t = clock()
+        self.duty = [0.0, 0.0]          # left, right, -1..1
+        self.track_mps = [0.0, 0.0]     # left, right
+        self.track_m = [0.0, 0.0]       # distance travelled per track, m
+        self.x_m = 0.0
+        self.y_m = 0.0
+        self.yaw_rad = 0.0
+        self.vx_mps = 0.0
+        self.omega_radps = 0.0
+        self.ax_mps2 = 0.0              # body-frame linear acceleration, m/s^2
+        self.ay_mps2 = 0.0
+        self.charge_ah = self.params.capacity_ah
+        self.servo_pulse_us: dict[int, float] = {}
+
+    # ------------------------------------------------------------------ time
+    def step(self, dt: float | None = None) -> None:
+        """Advance the model by ``dt`` seconds (default: to the clock's now)."""
+        with self._lock:
+            now = self._clock()
+            if dt is None:
+                dt = now - self._t
+            self._t = now
+            if dt <= 0:
+                return
+            p = self.params
+            # integrate in small sub-steps for stability
+            n = max(1, int(math.ceil(dt / 0.005)))
+            h = dt / n
+            for _ in range(n):
+                old_vx = self.vx_mps
+                for i in (0, 1):
+                    target = self.duty[i] * p.max_speed_mps
+                    self.track_mps[i] += (target - self.track_mps[i]) * min(1.0, h / p.tau_s)
+                    self.track_m[i] += self.track_mps[i] * h
+                vl, vr = self.track_mps
+                self.vx_mps = 0.5 * (vl + vr)
+                self.omega_radps = (vr - vl) / p.track_width_m
+                self.ax_mps2 = (self.vx_mps - old_vx) / h
+                self.ay_mps2 = self.vx_mps * self.omega_radps  # centripetal
+                self.yaw_rad += self.omega_radps * h
+                self.x_m += self.vx_mps * math.cos(self.yaw_rad) * h
+                self.y_m += self.vx_mps * math.sin(self.yaw_rad) * h
+                self.charge_ah = max(0.0, self.charge_ah - self.current_a_unlocked() * h / 3600.0)
+            self.yaw_rad = math.atan2(math.sin(self.yaw_rad), math.cos(self.yaw_rad))
+
+    def _sync(self) -> None:
+        if self._auto:
+            self.step()
+
+    # ------------------------------------------------------------------ inputs
+    def set_duty(self, left: float, right: float) -> None:
+        """Motor controller output, each -1..1 (clamped)."""
+        with self._lock:
+            self._sync()
+            self.duty = [max(-1.0, min(1.0, float(left))), max(-1.0, min(1.0, float(right)))]
+
+    def set_servo_pulse(self, channel: int, pulse_us: float) -> None:
+        """Servo PWM output on ``channel``, microseconds (0 = off)."""
+        with self._lock:
+            self.servo_pulse_us[channel] = float(pulse_us)
+
+    # ------------------------------------------------------------------ outputs
+    def encoder_counts(self) -> tuple[int, int]:
+        """Left, right encoder counts (signed running totals)."""
+        with self._lock:
+            self._sync()
+            c = self.params.counts_per_m
+            return int(round(self.track_m[0] * c)), int(round(self.track_m[1] * c))
+
+    def encoder_cps(self) -> tuple[float, float]:
+        """Left, right encoder speed, counts/s."""
+        with self._lock:
+            self._sync()
+            c = self.params.counts_per_m
+            return self.track_mps[0] * c, self.track_mps[1] * c
+
+    def accel_body_mps2(self) -> tuple[float, float, float]:
+        """Specific force in the body frame, m/s^2, gravity included (flat ground: z = +g)."""
+        with self._lock:
+            self._sync()
+            return self.ax_mps2, self.ay_mps2, GRAVITY_MPS2
+
+    def gyro_body_radps(self) -> tuple[float, float, float]:
+        """Body angular rate, rad/s (flat ground: only z)."""
+        with self._lock:
+            self._sync()
+            return 0.0, 0.0, self.omega_radps
+
+    def current_a_unlocked(self) -> float:
+        p = self.params
+        motor = sum(abs(d) for d in self.duty) * p.stall_a * 0.5
+        return p.idle_a + motor
+
+    def motor_current_a(self) -> tuple[float, float]:
+        """Per-track motor current, A."""
+        with self._lock:
+            self._sync()
+            p = self.params
+            return abs(self.duty[0]) * p.stall_a * 0.5, abs(self.duty[1]) * p.stall_a * 0.5
+
+    def battery_current_a(self) -> float:
+        """Total battery current, A (+ discharging)."""
+        with self._lock:
+            self._sync()
+            return self.current_a_unlocked()
+
+    def battery_voltage_v(self) -> float:
+        """Terminal voltage, V: open-circuit voltage from charge minus the IR drop."""
+        with self._lock:
+            self._sync()
+            p = self.params
+            soc = self.charge_ah / p.capacity_ah
+            ocv = p.cells * (p.cell_empty_v + (p.cell_full_v - p.cell_empty_v) * soc)
+            return ocv - p.r_internal_ohm * self.current_a_unlocked()
+
+    def pose(self) -> tuple[float, float, float]:
+        """Ground-truth x, y (m) and yaw (rad)."""
+        with self._lock:
+            self._sync()
+            return self.x_m, self.y_m, self.yaw_rad
