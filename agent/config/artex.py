@@ -1,14 +1,18 @@
 """``artex`` section: the agent's own ARTEX settings beyond the SDK's top-level keys.
 
-The SDK's keys (``server``, ``port``, ``max_send_freq``...) stay at the top
-level of params.json with the SDK's meaning and defaults (see agent.config).
+The SDK's keys (``server``, ``port``, ``max_send_freq``, ``telem_can``,
+``video_can``...) stay at the top level of params.json with the SDK's meaning
+and defaults (see agent.config). See docs/artex.md for the protocol mapping.
 """
 
 from __future__ import annotations
 
-from pydantic import Field
+from pydantic import Field, field_validator, model_validator
 
 from agent.config.base import Section
+
+#: ``com`` name handled by the adapter itself (a Stop); it cannot be configured.
+BUILTIN_STOP = "stop"
 
 
 class MotionConfig(Section):
@@ -39,10 +43,33 @@ class ArtexConfig(Section):
         log_tail_kib: ``file`` log/error content is the last this many KiB.
         jpeg_quality: video JPEG quality (the SDK's 80).
         reconnect_delay_s / reconnect_delay_max_s: first and largest reconnect delay, s (jittered, forever).
+        connect_timeout_s: how long one connection attempt (Engine.IO + ``/robot`` namespace) may take, s.
+        max_speed_mps: operator speed limit, m/s, set from the ARTEX web UI (``web_settings``);
+            applied with ``robot.set_limits`` when the adapter starts; None = no extra limit.
+            Must not exceed ``base.max_speed_mps`` (the track speed at full duty).
     """
 
-    commands: dict[str, MotionConfig] = Field(default_factory=_default_commands)
+    commands: dict[str, MotionConfig] = Field(default_factory=_default_commands, max_length=64)
     log_tail_kib: int = Field(64, ge=1, le=4096)
     jpeg_quality: int = Field(80, ge=1, le=100)
     reconnect_delay_s: float = Field(1.0, gt=0, le=60)
     reconnect_delay_max_s: float = Field(5.0, gt=0, le=600)
+    connect_timeout_s: float = Field(5.0, gt=0, le=60)
+    max_speed_mps: float | None = Field(None, gt=0, le=20)
+
+    @field_validator("commands")
+    @classmethod
+    def _command_names(cls, commands: dict[str, MotionConfig]) -> dict[str, MotionConfig]:
+        for name in commands:
+            if not 1 <= len(name) <= 64:
+                raise ValueError(f"command name {name!r} must be 1..64 characters")
+            if name == BUILTIN_STOP:
+                raise ValueError(f"command name {BUILTIN_STOP!r} is built in (always a Stop) and cannot be configured")
+        return commands
+
+    @model_validator(mode="after")
+    def _delays(self) -> ArtexConfig:
+        if self.reconnect_delay_max_s < self.reconnect_delay_s:
+            raise ValueError(f"reconnect_delay_max_s {self.reconnect_delay_max_s} is below "
+                             f"reconnect_delay_s {self.reconnect_delay_s}")
+        return self

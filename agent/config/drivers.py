@@ -15,9 +15,9 @@ A device left out is absent; a configured device that fails at start is
 
 from __future__ import annotations
 
-from typing import Literal, Union
+from typing import ClassVar, Literal, Union
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from agent.config.base import Section
 
@@ -36,6 +36,8 @@ class RoboclawConfig(Section):
     left_channel: Literal[1, 2] = 1
     invert_left: bool = False
     invert_right: bool = False
+    reply_timeout_s: float = Field(0.05, ge=0.005, le=2.0, description="wait for an ack/reply before retrying")
+    feedback_hz: float = Field(20.0, gt=0, le=500, description="encoder/battery/status reads per second (7 transactions each)")
 
 
 class SabertoothConfig(Section):
@@ -47,6 +49,7 @@ class SabertoothConfig(Section):
     address: int = Field(128, ge=128, le=135)
     serial_timeout_s: float = Field(0.5, ge=0.1, le=12.7, description="controller's own stop timeout (cmd 14)")
     autobaud: bool = True
+    autobaud_wait_s: float = Field(0.5, ge=0.0, le=5.0, description="pause after the 0xAA autobaud byte (DE library: 500 ms)")
     left_channel: Literal[1, 2] = 1
     invert_left: bool = False
     invert_right: bool = False
@@ -64,6 +67,8 @@ class LineMotorConfig(Section):
     ready_timeout_s: float = Field(3.0, ge=0.0, le=10.0)
     invert_left: bool = False
     invert_right: bool = False
+    reply_timeout_s: float = Field(0.05, ge=0.005, le=2.0, description="wait for a reply line before retrying")
+    feedback_hz: float = Field(20.0, gt=0, le=500, description="encoder/status reads per second")
 
 
 MotorConfig = Union[RoboclawConfig, SabertoothConfig, LineMotorConfig]
@@ -208,6 +213,41 @@ class CameraConfig(Section):
     jpeg_quality: int = Field(80, ge=1, le=100)
     stale_s: float = Field(1.0, gt=0.05, le=30)
 
+    #: URL schemes a string ``source`` may carry; a source without one is a device or file path.
+    SOURCE_SCHEMES: ClassVar[tuple[str, ...]] = (
+        "gst", "sim", "http", "https", "rtsp", "rtsps", "rtmp", "udp", "tcp")
+
+    @staticmethod
+    def source_scheme(source: int | str) -> str:
+        """``"gst"`` for ``gst:<pipeline>``, ``"rtsp"`` for ``rtsp://...``; "" for an index or a path."""
+        if isinstance(source, int):
+            return ""
+        head, sep, _ = source.partition(":")
+        plain = head[:1].isalpha() and all(c.isalnum() or c in "+.-" for c in head)
+        return head.lower() if sep and plain else ""
+
+    @field_validator("source")
+    @classmethod
+    def _known_source(cls, value: int | str) -> int | str:
+        if isinstance(value, int):
+            if value < 0:
+                raise ValueError(f"camera index must be >= 0, got {value}")
+            return value
+        value = value.strip()
+        if not value:
+            raise ValueError("camera source is empty")
+        scheme = cls.source_scheme(value)
+        if scheme and scheme not in cls.SOURCE_SCHEMES:
+            raise ValueError(f"unknown camera source scheme {scheme!r}; known: {', '.join(cls.SOURCE_SCHEMES)}")
+        return value
+
+    @field_validator("fourcc")
+    @classmethod
+    def _four_characters(cls, value: str) -> str:
+        if value and len(value) != 4:
+            raise ValueError(f"fourcc must be 4 characters (e.g. MJPG) or empty, got {value!r}")
+        return value
+
 
 class DriversConfig(Section):
     """Every device of the robot; each optional."""
@@ -223,4 +263,17 @@ class DriversConfig(Section):
         ids = [c.id for c in self.cameras]
         if len(ids) != len(set(ids)):
             raise ValueError(f"camera ids used twice: {ids}")
+        return self
+
+    @model_validator(mode="after")
+    def _unique_i2c_addresses(self) -> "DriversConfig":
+        seen: dict[tuple[str, int], str] = {}
+        for name in ("imu", "power", "servo"):
+            dev = getattr(self, name)
+            if dev is None:
+                continue
+            key = (str(dev.bus), dev.address)
+            if key in seen:
+                raise ValueError(f"{name} and {seen[key]} both use address 0x{dev.address:02x} on I2C bus {dev.bus!r}")
+            seen[key] = name
         return self

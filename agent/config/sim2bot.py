@@ -1,25 +1,66 @@
-"""``sim2bot`` section: the agent as the simulator side of a Sim2Bot bridge."""
+"""``sim2bot`` section: the agent as the simulator side of a Sim2Bot bridge.
+
+See docs/sim2bot.md for what each setting changes on the wire.
+"""
 
 from __future__ import annotations
 
-from pydantic import Field
+from urllib.parse import urlparse
+
+from pydantic import Field, field_validator, model_validator
 
 from agent.config.base import Section
 
 
 class Sim2botConfig(Section):
-    """Sim2Bot bridge connection.
+    """Sim2Bot bridge connection (bridge protocol v1).
 
     Attributes:
-        url: bridge control socket, ``ws://host:port/ws``; frames go to the sibling ``/video``.
-        room: pairing id (letters, digits, ``._-``), or None for the default room.
-        token: bridge token for non-loopback bridges (sent as a Bearer header).
+        enabled: run the adapter.
+        url: bridge control socket, ``ws://host:port/ws`` (or ``wss://``); frames go to the
+            sibling ``/video``.
+        room: pairing id (letters, digits, ``._-``, at most 80), or None for the bridge's
+            default room. Sent in the hello and as the ``room`` query parameter.
+        token: bridge token for non-loopback bridges, sent as ``Authorization: Bearer``.
+        token_in_query: also send the token as the ``token`` query parameter (for proxies
+            that drop headers; the query may end up in access logs).
+        robot_id: the robot's ``id`` in the announced scene and in telemetry.
         telemetry_hz: telemetry packets per second (1..60).
+        max_samples: most control-tick samples carried by one telemetry packet.
+        max_message_bytes: larger incoming commands are rejected (the connection stays up).
+        subscription_ttl_s: a camera subscription not renewed for this long stops, s.
+        connect_timeout_s: WebSocket opening handshake timeout, s.
+        reconnect_delay_s / reconnect_delay_max_s: first and largest reconnect delay, s
+            (doubled per failure, jittered, forever).
     """
 
     enabled: bool = False
-    url: str = "ws://localhost:8765/ws"
-    room: str | None = Field(None, max_length=80, pattern=r"^[A-Za-z0-9._-]+$")
-    token: str | None = None
+    url: str = Field("ws://localhost:8765/ws", max_length=2048)
+    room: str | None = Field(None, min_length=1, max_length=80, pattern=r"^[A-Za-z0-9._-]+$")
+    token: str | None = Field(None, min_length=1, max_length=4096)
+    token_in_query: bool = False
+    robot_id: str = Field("tank", min_length=1, max_length=64, pattern=r"^[A-Za-z0-9._:-]+$")
     telemetry_hz: float = Field(30.0, ge=1.0, le=60.0)
-    robot_id: str = "tank"
+    max_samples: int = Field(64, ge=1, le=256)
+    max_message_bytes: int = Field(4 << 20, ge=1024, le=16 << 20)
+    subscription_ttl_s: float = Field(3.0, ge=0.5, le=60.0)
+    connect_timeout_s: float = Field(5.0, gt=0.0, le=60.0)
+    reconnect_delay_s: float = Field(0.5, gt=0.0, le=60.0)
+    reconnect_delay_max_s: float = Field(10.0, gt=0.0, le=600.0)
+
+    @field_validator("url")
+    @classmethod
+    def _ws_url(cls, value: str) -> str:
+        parsed = urlparse(value)
+        if parsed.scheme not in ("ws", "wss"):
+            raise ValueError(f"url must start with ws:// or wss://, got {value!r}")
+        if not parsed.hostname:
+            raise ValueError(f"url has no host: {value!r}")
+        return value
+
+    @model_validator(mode="after")
+    def _delays(self) -> Sim2botConfig:
+        if self.reconnect_delay_max_s < self.reconnect_delay_s:
+            raise ValueError(f"reconnect_delay_max_s {self.reconnect_delay_max_s} is below "
+                             f"reconnect_delay_s {self.reconnect_delay_s}")
+        return self

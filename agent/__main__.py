@@ -1,0 +1,131 @@
+"""Command line: ``robot-agent`` / ``python -m agent``.
+
+- ``robot-agent run [--config PATH]``: run the agent (default ``config/params.json``).
+- ``robot-agent check-config PATH``: validate a params.json; prints every problem with its
+  JSON path and exits 2 when there is any, 0 when the file is valid.
+- ``robot-agent probe``: list serial ports, scan I2C buses for supported chips, list cameras,
+  print a suggested ``drivers`` section.
+
+``--log-level`` overrides params.json ``logger_level``. Logs go to stderr (journald
+under systemd); handlers are configured here and nowhere else.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import logging.handlers
+import sys
+from pathlib import Path
+
+from agent.config import AgentConfig, ConfigError, load
+
+DEFAULT_CONFIG = "config/params.json"
+EXIT_CONFIG = 2
+
+#: the SDK's logger_level values mapped onto logging levels
+SDK_LEVELS = {"all": logging.INFO, "skip_todo": logging.INFO}
+
+
+def _level(name: str) -> int:
+    key = name.strip().lower()
+    if key in SDK_LEVELS:
+        return SDK_LEVELS[key]
+    value = logging.getLevelName(key.upper())
+    if isinstance(value, int):
+        return value
+    raise ConfigError(f"unknown log level {name!r}", [("$.logger_level", f"unknown log level {name!r}")])
+
+
+def setup_logging(cfg: AgentConfig | None, override: str | None):
+    """Configure the root logger once: stderr, the ARTEX log tail, optionally a file. Returns the tail."""
+    from agent.logtail import LogTail
+
+    level = _level(override) if override else _level(cfg.logger_level) if cfg else logging.INFO
+    root = logging.getLogger()
+    root.setLevel(level)
+    fmt = logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s")
+    stderr = logging.StreamHandler(sys.stderr)
+    stderr.setFormatter(fmt)
+    root.addHandler(stderr)
+    tail = LogTail(max_bytes=(cfg.artex.log_tail_kib if cfg else 64) * 1024)
+    tail.setFormatter(fmt)
+    root.addHandler(tail)
+    if cfg is not None and cfg.logger_type == "file" and cfg.log_dir:
+        Path(cfg.log_dir).mkdir(parents=True, exist_ok=True)
+        fh = logging.handlers.RotatingFileHandler(Path(cfg.log_dir) / "robot-agent.log",
+                                                  maxBytes=5 << 20, backupCount=3)
+        fh.setFormatter(fmt)
+        root.addHandler(fh)
+    return tail
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    try:
+        cfg = load(args.config)
+    except ConfigError as err:
+        print(str(err), file=sys.stderr)
+        return EXIT_CONFIG
+    tail = setup_logging(cfg, args.log_level)
+    from agent.service import run
+    return asyncio.run(run(cfg, config_path=args.config, logs=tail))
+
+
+def cmd_check_config(args: argparse.Namespace) -> int:
+    try:
+        cfg = load(args.path)
+    except ConfigError as err:
+        for path, message in err.problems:
+            print(f"{args.path}: {path}: {message}")
+        if not err.problems:
+            print(str(err))
+        return EXIT_CONFIG
+    devices = [n for n in ("motor", "imu", "power", "servo") if getattr(cfg.drivers, n) is not None]
+    print(f"{args.path}: ok (devices: {', '.join(devices) or 'none'}; cameras: {len(cfg.drivers.cameras)}; "
+          f"artex: {'on' if cfg.artex_enabled else 'off'}, sim2bot: {'on' if cfg.sim2bot.enabled else 'off'}, "
+          f"robot_msg: {'on' if cfg.robot_msg.enabled else 'off'})")
+    return 0
+
+
+def cmd_probe(args: argparse.Namespace) -> int:
+    setup_logging(None, args.log_level or "warning")
+    from agent.probe import format_probe, probe
+    result = probe([int(b) if str(b).isdigit() else b for b in args.bus])
+    if args.json:
+        print(json.dumps(result, indent=2, default=str))
+    else:
+        print(format_probe(result))
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="robot-agent", description=__doc__.split("\n")[0])
+    p.add_argument("--log-level", default=None, help="debug, info, warning, error (overrides logger_level)")
+    sub = p.add_subparsers(dest="command", required=True)
+    r = sub.add_parser("run", help="run the agent")
+    r.add_argument("--config", default=DEFAULT_CONFIG, help=f"params.json (default {DEFAULT_CONFIG})")
+    r.set_defaults(func=cmd_run)
+    for sp in (r,):
+        sp.add_argument("--log-level", default=argparse.SUPPRESS, help="as above, after the command")
+    c = sub.add_parser("check-config", help="validate a params.json; exit 2 on problems")
+    c.add_argument("path", nargs="?", default=DEFAULT_CONFIG)
+    c.set_defaults(func=cmd_check_config)
+    pr = sub.add_parser("probe", help="list serial ports, I2C chips and cameras; suggest a drivers section")
+    pr.add_argument("--bus", action="append", default=None, help="I2C bus number or path (repeatable; default 1)")
+    pr.add_argument("--json", action="store_true", help="machine-readable output")
+    pr.set_defaults(func=cmd_probe)
+    pr.add_argument("--log-level", default=argparse.SUPPRESS, help="as above, after the command")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if getattr(args, "bus", "unset") is None:
+        args.bus = [1]
+    return args.func(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,357 @@
+"""ARTEX robot role: the agent as an ``artex-robot`` SDK robot on an ARTEX Socket.IO hub.
+
+Protocol (``artex-robot`` 0.1.1 and the ARTEX page "Протокол обмена с сервером";
+docs/artex.md has the tables):
+
+- connect ``{server}:{port}``, namespace ``/robot``, ``auth`` = passport
+  ``{name, type, telem_can, video_can}``;
+- the hub *calls* ``heartbeat`` with a list of requests: ``d_meta`` ->
+  ``{sid, ready, telem_run, video_run}`` (the state once the whole list is handled,
+  as the SDK's shared dict shows it), ``Ready`` -> ``"ok"`` and the telemetry and
+  video streams start; ``token_ask`` -> the ``/robot`` sid;
+- ``command`` events (only once ready): motion (agent.adapters.artex_commands),
+  ``file`` (the :class:`agent.logtail.LogTail`) and ``web_settings``
+  (agent.adapters.artex_settings);
+- ``telem`` (agent.adapters.artex_telem) and ``video`` (camera id -> JPEG bytes)
+  at most every ``max_send_freq`` seconds, only what changed.
+
+Unlike the SDK (5 attempts), the adapter reconnects forever with jittered,
+capped backoff (``artex.reconnect_delay_s`` .. ``artex.reconnect_delay_max_s``);
+after a reconnect ``ready`` is ``init`` again and the streams wait for the next
+``Ready``. When the link drops the adapter releases its source at once, so the
+robot stops if ARTEX was driving. Motion commands are velocity commands under
+the control loop's watchdog: the hub must repeat them (every 100-200 ms).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+import time
+from collections import Counter
+from typing import Any
+
+import socketio
+from socketio.exceptions import SocketIOError
+
+from agent.adapters.artex_commands import FileRequest, WebSettings, describe, parse_command
+from agent.adapters.artex_settings import persist_settings, validate_settings
+from agent.adapters.artex_streams import ArtexStreams
+from agent.config import AgentConfig
+from agent.errors import CommandError, ConfigError
+from agent.logtail import LogTail
+
+log = logging.getLogger(__name__)
+
+__all__ = ["NAMESPACE", "SOURCE", "ArtexAdapter"]
+
+NAMESPACE = "/robot"
+SOURCE = "artex"
+READY_INIT, READY_OK = "init", "ok"
+#: Most requests one heartbeat may carry.
+MAX_HEARTBEAT_REQUESTS = 16
+#: Identical warnings within this many seconds are logged once (with a repeat count later).
+LOG_REPEAT_S = 10.0
+
+
+class _Throttle:
+    """Log a message once per LOG_REPEAT_S; later repeats are counted and reported with the next one."""
+
+    def __init__(self, period_s: float = LOG_REPEAT_S, max_keys: int = 256) -> None:
+        self._period = period_s
+        self._max_keys = max_keys
+        self._seen: dict[str, tuple[float, int]] = {}
+
+    def __call__(self, level: int, text: str) -> None:
+        now = time.monotonic()
+        last, repeats = self._seen.get(text, (-float("inf"), 0))
+        if now - last < self._period:
+            self._seen[text] = (last, repeats + 1)
+            return
+        if len(self._seen) >= self._max_keys:
+            self._seen.clear()
+        self._seen[text] = (now, 0)
+        suffix = f" (and {repeats} more like it)" if repeats else ""
+        log.log(level, "%s%s", text, suffix)
+
+
+class ArtexAdapter:
+    """The ARTEX robot role. See the module docstring.
+
+    Args:
+        cfg: the agent configuration (SDK top-level keys, ``artex`` section).
+        robot: the RobotPort (agent.control.ControlLoop): ``submit``, ``release``, ``snapshot``,
+            ``set_limits``.
+        video: the shared agent.video.VideoHub, or None (no cameras: no video stream).
+        config_path: params.json to persist ``web_settings`` into (None: applied, not persisted).
+        logs: the log tail served to ``file`` requests (None: empty answers).
+    """
+
+    def __init__(self, cfg: AgentConfig, robot: Any, video: Any = None, *,
+                 config_path: str | None = None, logs: LogTail | None = None) -> None:
+        self._cfg = cfg
+        self._robot = robot
+        self._config_path = config_path
+        self._logs = logs
+        self._client: socketio.AsyncClient | None = None
+        self._gone: asyncio.Event | None = None
+        self._sid: str | None = None
+        self._ready = READY_INIT
+        self._told_not_ready = False
+        self._refusal = ""
+        self._settings_lock: asyncio.Lock | None = None
+        self._throttle = _Throttle()
+        self.counters: Counter[str] = Counter()
+        self._streams = ArtexStreams(cfg, robot, video, self._emit, self._link_busy, self.counters)
+
+    # ------------------------------------------------------------------ public
+    @property
+    def url(self) -> str:
+        """Hub URL, ``{server}:{port}`` as the SDK builds it."""
+        return f"{str(self._cfg.server).rstrip('/')}:{self._cfg.port}"
+
+    @property
+    def cfg(self) -> AgentConfig:
+        """The configuration in force (replaced by accepted ``web_settings``)."""
+        return self._cfg
+
+    def passport(self) -> dict[str, Any]:
+        """The ``auth`` object sent on connect: ``{name, type, telem_can, video_can}``."""
+        c = self._cfg
+        return {"name": c.name, "type": c.type, "telem_can": c.telem_can, "video_can": c.video_can}
+
+    def d_meta(self) -> dict[str, Any]:
+        """The ``d_meta`` heartbeat answer: ``{sid, ready, telem_run, video_run}``."""
+        return {"sid": self._sid, "ready": self._ready,
+                "telem_run": self._streams.telem_run, "video_run": self._streams.video_run}
+
+    def status(self) -> dict[str, Any]:
+        """Health view: link state and counters (received, rejected, ignored, sent_*...)."""
+        client = self._client
+        return {"connected": bool(client is not None and client.connected), "url": self.url,
+                **self.d_meta(), **dict(self.counters)}
+
+    async def run(self) -> None:
+        """Connect, serve, reconnect forever. Returns only by cancellation; never raises on link errors."""
+        self._settings_lock = asyncio.Lock()
+        self._apply_speed_limit()
+        first = self._cfg.artex.reconnect_delay_s
+        delay = first
+        failing = False
+        try:
+            while True:
+                client = self._new_client()
+                self._gone = asyncio.Event()
+                self._refusal = ""
+                try:
+                    await client.connect(self.url, auth=self.passport(), namespaces=[NAMESPACE],
+                                         wait_timeout=self._cfg.artex.connect_timeout_s)
+                except (SocketIOError, OSError, ValueError) as err:
+                    self.counters["connect_failures"] += 1
+                    level = logging.DEBUG if failing else logging.WARNING
+                    log.log(level, "ARTEX: cannot connect to %s: %s%s (retrying forever)", self.url, err,
+                            self._refusal)
+                    failing = True
+                    await self._discard(client)
+                else:
+                    failing = False
+                    delay = first
+                    await self._serve(client)
+                    await self._discard(client)
+                pause = min(delay * random.uniform(0.8, 1.2), self._cfg.artex.reconnect_delay_max_s)
+                await asyncio.sleep(pause)
+                delay = min(delay * 2, self._cfg.artex.reconnect_delay_max_s)
+        finally:
+            await self._shutdown()
+
+    def _apply_speed_limit(self) -> None:
+        limit = self._cfg.artex.max_speed_mps
+        if limit is None:
+            return
+        try:
+            self._robot.set_limits(max_speed_mps=limit)
+        except CommandError as err:
+            log.error("ARTEX: artex.max_speed_mps %s not applied: %s", limit, err)
+
+    # ------------------------------------------------------------------ link
+    def _new_client(self) -> socketio.AsyncClient:
+        client = socketio.AsyncClient(reconnection=False, handle_sigint=False)
+        for event, handler in (("connect", self._on_connect), ("disconnect", self._on_disconnect),
+                               ("connect_error", self._on_connect_error),
+                               ("heartbeat", self._on_heartbeat), ("token_ask", self._on_token_ask),
+                               ("command", self._on_command), ("*", self._on_other)):
+            client.on(event, handler, namespace=NAMESPACE)
+        self._client = client
+        return client
+
+    async def _serve(self, client: socketio.AsyncClient) -> None:
+        """Wait until the link drops (disconnect event, or the transport found closed)."""
+        assert self._gone is not None
+        while not self._gone.is_set():
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self._gone.wait(), 1.0)
+            if not client.connected and not self._gone.is_set():
+                self._link_lost("transport closed")
+
+    async def _discard(self, client: socketio.AsyncClient) -> None:
+        try:
+            await asyncio.wait_for(client.disconnect(), 2.0)
+        except (TimeoutError, SocketIOError, OSError) as err:
+            log.debug("ARTEX: closing the old client: %s", err)
+
+    async def _shutdown(self) -> None:
+        client = self._client
+        if client is not None and client.connected:
+            log.info("ARTEX: disconnecting from %s (agent stopping)", self.url)
+            self._link_lost("agent stopping")
+            await self._discard(client)
+        await self._streams.close()
+
+    def _link_lost(self, reason: str) -> None:
+        if self._gone is None or self._gone.is_set():
+            return
+        self._gone.set()
+        self.counters["disconnects"] += 1
+        self._streams.stop()
+        self._ready = READY_INIT
+        self._sid = None
+        self._robot.release(SOURCE, f"ARTEX link to {self.url} lost: {reason}")
+        if reason != "agent stopping":
+            log.warning("ARTEX: disconnected from %s (%s); reconnecting", self.url, reason)
+
+    async def _emit(self, event: str, data: dict[str, Any]) -> bool:
+        client = self._client
+        if client is None or not client.connected:
+            return False
+        try:
+            await client.emit(event, data, namespace=NAMESPACE)
+        except (SocketIOError, OSError) as err:
+            log.debug("ARTEX: emit %s failed: %s", event, err)
+            return False
+        self.counters[f"sent_{event}"] += 1
+        return True
+
+    def _link_busy(self, limit: int = 8) -> bool:
+        """More than ``limit`` Engine.IO packets still waiting to go out (slow link)."""
+        queue = getattr(getattr(self._client, "eio", None), "queue", None)
+        return queue is not None and queue.qsize() > limit
+
+    def _reject(self, what: str, problem: str) -> None:
+        self.counters["rejected"] += 1
+        self._throttle(logging.ERROR, f"ARTEX: rejected {what}: {problem}")
+
+    # ------------------------------------------------------------------ handlers
+    async def _on_connect(self) -> None:
+        client = self._client
+        self._sid = client.get_sid(NAMESPACE) if client is not None else None
+        self._ready = READY_INIT
+        self._told_not_ready = False
+        self.counters["connects"] += 1
+        log.info("ARTEX: connected to %s as %r (sid %s); waiting for Ready", self.url, self._cfg.name, self._sid)
+
+    async def _on_disconnect(self, reason: object = None) -> None:
+        self._link_lost(str(reason or "server disconnect"))
+
+    async def _on_connect_error(self, *args: object) -> None:
+        self._refusal = f"; the hub says {describe(args[0] if len(args) == 1 else args, 200)}" if args else ""
+
+    async def _on_other(self, event: object, *args: object) -> None:
+        self.counters["received"] += 1
+        self._reject("event", f"unknown event {describe(event)}")
+
+    async def _on_token_ask(self, *args: object) -> str | None:
+        self.counters["received"] += 1
+        return self._sid
+
+    async def _on_heartbeat(self, *args: object) -> dict[str, Any]:
+        self.counters["received"] += 1
+        requests = args[0] if len(args) == 1 else args
+        if not isinstance(requests, list):
+            self._reject("heartbeat", f"data must be a list of requests, got {describe(requests)}")
+            return {}
+        if len(requests) > MAX_HEARTBEAT_REQUESTS:
+            self._reject("heartbeat", f"{len(requests)} requests, at most {MAX_HEARTBEAT_REQUESTS} allowed")
+            return {}
+        answer: dict[str, Any] = {}
+        for req in requests:
+            if req == "d_meta":
+                answer["d_meta"] = None  # filled below: the state after the whole list, as the SDK shows it
+            elif req == "Ready":
+                if self._ready != READY_OK:
+                    log.info("ARTEX: Ready from the hub; streams on (telem %s, video %s)",
+                             self._cfg.telem_can, self._cfg.video_can and self._streams.has_video)
+                self._ready = READY_OK
+                self._streams.start()
+                answer["Ready"] = "ok"
+            else:
+                self._throttle(logging.WARNING, f"ARTEX: unknown heartbeat request {describe(req)} ignored")
+        if "d_meta" in answer:
+            answer["d_meta"] = self.d_meta()
+        return answer
+
+    async def _on_command(self, *args: object) -> None:
+        self.counters["received"] += 1
+        if self._ready != READY_OK:
+            self.counters["ignored"] += 1
+            level = logging.DEBUG if self._told_not_ready else logging.INFO
+            self._told_not_ready = True
+            log.log(level, "ARTEX: command ignored: not ready (the hub has not sent Ready yet)")
+            return
+        try:
+            cmd = parse_command(args[0] if len(args) == 1 else list(args), self._cfg.artex.commands)
+        except CommandError as err:
+            self._reject("command", str(err))
+            return
+        action = cmd.action
+        if isinstance(action, FileRequest):
+            await self._on_file(action.kind)
+        elif isinstance(action, WebSettings):
+            await self._on_web_settings(action, cmd.author)
+        else:
+            try:
+                self._robot.submit(SOURCE, action)
+            except CommandError as err:
+                self._reject("command", f"payload.{cmd.kind}: refused by the robot: {err}")
+                return
+            self.counters["accepted"] += 1
+            log.debug("ARTEX: %s from %r -> %s", cmd.kind, cmd.author, action)
+
+    async def _on_file(self, kind: str) -> None:
+        self.counters["accepted"] += 1
+        logs = self._logs
+        if logs is None:
+            self._throttle(logging.WARNING, "ARTEX: file request but no log tail is installed; answering empty")
+        if kind == "clear":
+            if logs is not None:
+                logs.clear()
+            log.warning("ARTEX: logs cleared by the hub")
+            return
+        content = "" if logs is None else logs.log_text() if kind == "log" else logs.error_text()
+        await self._emit("file", {"payload": {"type": kind, "content": content}})
+
+    async def _on_web_settings(self, settings: WebSettings, author: str) -> None:
+        assert self._settings_lock is not None
+        async with self._settings_lock:
+            try:
+                new_cfg, changes = validate_settings(self._cfg, settings)
+            except CommandError as err:
+                self._reject("web_settings", str(err))
+                return
+            where = "not persisted: no config file"
+            if self._config_path:
+                try:
+                    await asyncio.to_thread(persist_settings, self._config_path, changes)
+                except (ConfigError, OSError) as err:
+                    self._reject("web_settings", f"nothing applied: cannot write {self._config_path}: {err}")
+                    return
+                where = f"persisted to {self._config_path}"
+            self._cfg = self._streams.cfg = new_cfg
+            if "max_speed_mps" in changes:
+                self._apply_speed_limit()
+            if self._ready == READY_OK:
+                self._streams.stop(telem=not new_cfg.telem_can, video=not new_cfg.video_can)
+                self._streams.start()
+            self.counters["accepted"] += 1
+            log.info("ARTEX: web_settings from %r applied (%s): %s", author, where, changes)

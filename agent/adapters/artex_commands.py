@@ -1,0 +1,223 @@
+"""ARTEX ``command`` events -> agent commands (pure translation, no I/O).
+
+An ARTEX hub sends ``command`` events shaped ``{"author": str, "payload": {TYPE: COMMAND}}``
+(ARTEX protocol page, "command"). :func:`parse_command` checks everything
+(type, shape, size, finiteness) and returns one :class:`ArtexCommand`, or raises
+:class:`agent.errors.CommandError` whose message names what was wrong and where
+(``payload.drive.vx must be finite, got nan``). The command table is in docs/artex.md:
+
+=========== ======================================== ===================================
+TYPE        COMMAND                                  result
+=========== ======================================== ===================================
+``com``     ``"stop"``                               :class:`~agent.model.Stop`
+``com``     a name in ``cfg.artex.commands``         :class:`~agent.model.BaseVelocity`
+``drive``   ``{"vx": m/s, "omega": rad/s}``          :class:`~agent.model.BaseVelocity`
+``tracks``  ``{"left": -1..1, "right": -1..1}``      :class:`~agent.model.TrackDuty`
+``file``    ``"log"`` / ``"error"`` / ``"clear"``    :class:`FileRequest`
+``web_settings`` ``{key: value, ...}``               :class:`WebSettings` (checked by artex_settings)
+=========== ======================================== ===================================
+
+Motion commands are velocity commands: the control loop's watchdog stops the
+tracks 0.5 s (``watchdog.velocity_timeout_s``) after the last one, so the hub
+must repeat them while the motion should last.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from agent.config.artex import BUILTIN_STOP, MotionConfig
+from agent.errors import CommandError
+from agent.model import BaseVelocity, Command, Stop, TrackDuty
+
+__all__ = [
+    "COMMAND_TYPES",
+    "FILE_TYPES",
+    "MAX_SETTINGS_KEYS",
+    "MAX_TEXT_CHARS",
+    "ArtexCommand",
+    "FileRequest",
+    "WebSettings",
+    "describe",
+    "parse_command",
+]
+
+#: Longest string accepted anywhere in a command (author, names, setting values), characters.
+MAX_TEXT_CHARS = 256
+#: Most keys one ``web_settings`` command may carry.
+MAX_SETTINGS_KEYS = 16
+#: ``file`` requests: ``log`` and ``error`` answer with a ``file`` event, ``clear`` answers nothing.
+FILE_TYPES = ("log", "error", "clear")
+
+
+@dataclass(frozen=True, slots=True)
+class FileRequest:
+    """``{"file": kind}``: send the log tail (``log``), the error tail (``error``) or clear both."""
+
+    kind: str
+
+
+@dataclass(frozen=True, slots=True)
+class WebSettings:
+    """``{"web_settings": {...}}``: settings to apply and persist, raw scalar values in arrival order."""
+
+    values: tuple[tuple[str, bool | int | float | str | None], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ArtexCommand:
+    """One parsed ``command`` event.
+
+    Attributes:
+        author: the hub's ``author`` field ("" when absent).
+        kind: the payload TYPE (``com``, ``drive``, ``tracks``, ``file``, ``web_settings``).
+        action: an agent command for the control loop, a FileRequest, or WebSettings.
+    """
+
+    author: str
+    kind: str
+    action: Command | FileRequest | WebSettings
+
+
+def describe(value: object, limit: int = 40) -> str:
+    """Short, bounded description of an untrusted value for log messages: type and clipped repr."""
+    if isinstance(value, (str, bytes, bytearray)) and len(value) > limit:
+        return f"{type(value).__name__} of length {len(value)}"
+    text = repr(value)
+    if len(text) > limit:
+        text = text[:limit] + "..."
+    return f"{type(value).__name__} {text}"
+
+
+def _text(where: str, value: object, limit: int = MAX_TEXT_CHARS) -> str:
+    if not isinstance(value, str):
+        raise CommandError(f"{where} must be a string, got {describe(value)}", "artex")
+    if len(value) > limit:
+        raise CommandError(f"{where} is {len(value)} characters long, at most {limit} allowed", "artex")
+    return value
+
+
+def _object(where: str, value: object, keys: tuple[str, ...]) -> dict[str, object]:
+    """A dict whose keys are all among ``keys`` (so its size is bounded too)."""
+    if not isinstance(value, dict):
+        raise CommandError(f"{where} must be an object, got {describe(value)}", "artex")
+    for key in value:
+        if key not in keys:
+            raise CommandError(f"{where} has unknown key {describe(key)}; allowed: {', '.join(keys)}", "artex")
+    return value
+
+
+def _number(where: str, value: object) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise CommandError(f"{where} must be a number, got {describe(value)}", "artex")
+    value = float(value)
+    if not math.isfinite(value):
+        raise CommandError(f"{where} must be finite, got {value!r}", "artex")
+    return value
+
+
+def _com(value: object, commands: Mapping[str, MotionConfig]) -> Command:
+    name = _text("payload.com", value, 64)
+    if name == BUILTIN_STOP:
+        return Stop()
+    motion = commands.get(name)
+    if motion is None:
+        known = ", ".join([BUILTIN_STOP, *commands])
+        raise CommandError(f"payload.com: unknown command {name!r}; known: {known}", "artex")
+    return BaseVelocity(motion.vx, motion.omega)
+
+
+def _drive(value: object) -> Command:
+    body = _object("payload.drive", value, ("vx", "omega"))
+    if not body:
+        raise CommandError("payload.drive must carry vx (m/s) and/or omega (rad/s)", "artex")
+    vx = _number("payload.drive.vx", body.get("vx", 0.0))
+    omega = _number("payload.drive.omega", body.get("omega", 0.0))
+    return BaseVelocity(vx, omega)
+
+
+def _tracks(value: object) -> Command:
+    body = _object("payload.tracks", value, ("left", "right"))
+    for side in ("left", "right"):
+        if side not in body:
+            raise CommandError(f"payload.tracks.{side} is missing (duty -1..1)", "artex")
+    left = _number("payload.tracks.left", body["left"])
+    right = _number("payload.tracks.right", body["right"])
+    try:
+        return TrackDuty(left, right)
+    except CommandError as err:
+        raise CommandError(f"payload.tracks: {err}", "artex") from err
+
+
+def _file(value: object) -> FileRequest:
+    kind = _text("payload.file", value, 16)
+    if kind not in FILE_TYPES:
+        raise CommandError(f"payload.file: unknown request {kind!r}; known: {', '.join(FILE_TYPES)}", "artex")
+    return FileRequest(kind)
+
+
+def _web_settings(value: object) -> WebSettings:
+    if not isinstance(value, dict):
+        raise CommandError(f"payload.web_settings must be an object, got {describe(value)}", "artex")
+    if not value:
+        raise CommandError("payload.web_settings is empty", "artex")
+    if len(value) > MAX_SETTINGS_KEYS:
+        raise CommandError(f"payload.web_settings has {len(value)} keys, at most {MAX_SETTINGS_KEYS} allowed", "artex")
+    out: list[tuple[str, bool | int | float | str | None]] = []
+    for key, item in value.items():
+        key = _text("payload.web_settings key", key, 64)
+        where = f"payload.web_settings.{key}"
+        if isinstance(item, str):
+            item = _text(where, item)
+        elif isinstance(item, float) and not math.isfinite(item):
+            raise CommandError(f"{where} must be finite, got {item!r}", "artex")
+        elif item is not None and not isinstance(item, (bool, int, float)):
+            raise CommandError(f"{where} must be a number, boolean or string, got {describe(item)}", "artex")
+        out.append((key, item))
+    return WebSettings(tuple(out))
+
+
+_PARSERS = {
+    "drive": _drive,
+    "tracks": _tracks,
+    "file": _file,
+    "web_settings": _web_settings,
+}
+
+#: Payload TYPEs the adapter understands.
+COMMAND_TYPES = ("com", *_PARSERS)
+
+
+def parse_command(data: object, commands: Mapping[str, MotionConfig]) -> ArtexCommand:
+    """Check and translate one ``command`` event's data.
+
+    Args:
+        data: the event's data as received (untrusted): ``{"author": str, "payload": {TYPE: COMMAND}}``.
+            Other top-level keys are ignored; the payload must hold exactly one TYPE.
+        commands: ``cfg.artex.commands``, the ``com`` name -> twist table (``stop`` is built in).
+
+    Returns:
+        The parsed command; motion actions are already-validated agent commands.
+
+    Raises:
+        CommandError: naming the offending field (``payload.tracks.left duty must be within -1..1``).
+    """
+    if not isinstance(data, dict):
+        raise CommandError(f"command must be an object, got {describe(data)}", "artex")
+    author = data.get("author")
+    author = "" if author is None else _text("author", author)
+    if "payload" not in data:
+        raise CommandError("command has no payload", "artex")
+    payload = data["payload"]
+    if not isinstance(payload, dict):
+        raise CommandError(f"payload must be an object, got {describe(payload)}", "artex")
+    if len(payload) != 1:
+        raise CommandError(f"payload must hold exactly one command type, got {len(payload)} keys", "artex")
+    kind, value = next(iter(payload.items()))
+    kind = _text("payload type", kind, 64)
+    if kind not in COMMAND_TYPES:
+        raise CommandError(f"payload: unknown command type {kind!r}; known: {', '.join(COMMAND_TYPES)}", "artex")
+    action = _com(value, commands) if kind == "com" else _PARSERS[kind](value)
+    return ArtexCommand(author, kind, action)

@@ -1,0 +1,183 @@
+"""ARTEX ``web_settings``: the whitelist, its validation, and atomic persistence to params.json.
+
+The ``artex-robot`` SDK only logs "nothing happens" for ``web_settings``; the
+agent applies a documented whitelist (docs/artex.md):
+
+================= ============================ ==========================================
+key               params.json location         meaning
+================= ============================ ==========================================
+``max_speed_mps`` ``artex.max_speed_mps``      speed limit, m/s, <= ``base.max_speed_mps`` (robot.set_limits)
+``max_send_freq`` ``max_send_freq``            seconds between telem/video sends (a period)
+``jpeg_quality``  ``artex.jpeg_quality``       video JPEG quality, 1..100
+``telem_can``     ``telem_can``                telemetry stream on/off
+``video_can``     ``video_can``                video stream on/off
+================= ============================ ==========================================
+
+``base.max_speed_mps`` itself is never written: it is the track speed at full
+duty (the duty scale), not a limit. A ``web_settings`` command is all-or-nothing: one unknown key or invalid value
+rejects the whole command (logged error naming the key) and nothing changes.
+Values are type-checked strictly (JSON booleans for switches, numbers for
+numbers) and range-checked by the config's own pydantic models.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import tempfile
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from agent.adapters.artex_commands import WebSettings, describe
+from agent.config import AgentConfig, problems_of
+from agent.errors import CommandError, ConfigError
+
+__all__ = ["WEB_SETTINGS", "SettingSpec", "persist_settings", "validate_settings"]
+
+
+@dataclass(frozen=True, slots=True)
+class SettingSpec:
+    """Where a ``web_settings`` key lives in params.json and what JSON type it takes.
+
+    Attributes:
+        section: params.json section holding the key (``artex``), None = top level.
+        field: the key inside that section.
+        kind: ``bool``, ``int`` or ``float`` (an int is accepted for a float).
+    """
+
+    section: str | None
+    field: str
+    kind: type
+
+
+#: The ``web_settings`` whitelist: hub key -> params.json location.
+WEB_SETTINGS: dict[str, SettingSpec] = {
+    "max_speed_mps": SettingSpec("artex", "max_speed_mps", float),
+    "max_send_freq": SettingSpec(None, "max_send_freq", float),
+    "jpeg_quality": SettingSpec("artex", "jpeg_quality", int),
+    "telem_can": SettingSpec(None, "telem_can", bool),
+    "video_can": SettingSpec(None, "video_can", bool),
+}
+
+
+def _typed(key: str, value: object, kind: type) -> object:
+    where = f"web_settings.{key}"
+    if kind is bool:
+        if not isinstance(value, bool):
+            raise CommandError(f"{where} must be true or false, got {describe(value)}", "artex")
+        return value
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise CommandError(f"{where} must be a number, got {describe(value)}", "artex")
+    if kind is int and not isinstance(value, int):
+        raise CommandError(f"{where} must be an integer, got {describe(value)}", "artex")
+    return value
+
+
+def _location(key: str) -> tuple[str, ...]:
+    spec = WEB_SETTINGS[key]
+    return (spec.section, spec.field) if spec.section else (spec.field,)
+
+
+def validate_settings(cfg: AgentConfig, settings: WebSettings) -> tuple[AgentConfig, dict[str, Any]]:
+    """Check a ``web_settings`` command against the whitelist and the config models.
+
+    Args:
+        cfg: the configuration now in force.
+        settings: the parsed command (keys and raw scalar values).
+
+    Returns:
+        The new configuration and the accepted ``{key: value}`` changes (whitelist keys).
+
+    Raises:
+        CommandError: an unknown key, a wrong JSON type or a value the config rejects; the
+            message names the key (``web_settings.max_send_freq: Input should be greater than 0``).
+    """
+    changes: dict[str, Any] = {}
+    for key, value in settings.values:
+        spec = WEB_SETTINGS.get(key)
+        if spec is None:
+            raise CommandError(f"web_settings: key {key!r} is not settable; allowed: {', '.join(WEB_SETTINGS)}",
+                               "artex")
+        changes[key] = _typed(key, value, spec.kind)
+    data = cfg.model_dump()
+    for key, value in changes.items():
+        *section, field = _location(key)
+        (data[section[0]] if section else data)[field] = value
+    try:
+        new_cfg = AgentConfig.model_validate(data)
+    except ValidationError as err:
+        by_path = {"$." + ".".join(_location(k)): k for k in changes}
+        problems = [f"web_settings.{by_path.get(path, path)}: {msg}" for path, msg in problems_of(err)]
+        raise CommandError("; ".join(problems), "artex") from err
+    limit, full = new_cfg.artex.max_speed_mps, new_cfg.base.max_speed_mps
+    if limit is not None and limit > full:
+        raise CommandError(f"web_settings.max_speed_mps: {limit} m/s is above base.max_speed_mps {full} m/s "
+                           "(the track speed at full duty)", "artex")
+    return new_cfg, changes
+
+
+def _indent_of(text: str) -> str | None:
+    """The indentation unit of a JSON document (None for a one-line document)."""
+    m = re.search(r"\n([ \t]+)\S", text)
+    return m.group(1) if m else None
+
+
+def persist_settings(path: str | os.PathLike[str], changes: Mapping[str, Any]) -> None:
+    """Write whitelisted changes into params.json atomically, keeping every other key and the key order.
+
+    Reads the raw JSON (not the model, so defaults are not written out), updates the keys at
+    their :data:`WEB_SETTINGS` locations (a missing section is appended), writes a temporary
+    file in the same directory, fsyncs it, ``os.replace``-s it over the original and fsyncs the
+    directory. Blocking: call it off the event loop.
+
+    Args:
+        path: params.json path.
+        changes: ``{key: value}`` as returned by :func:`validate_settings`.
+
+    Raises:
+        ConfigError: the file cannot be read, is not a JSON object, or a section is not an object.
+        OSError: the file cannot be written (the original is then unchanged).
+    """
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+        data = json.loads(text)
+    except (OSError, ValueError) as err:
+        raise ConfigError(f"{p}: cannot update settings: {err}") from err
+    if not isinstance(data, dict):
+        raise ConfigError(f"{p}: top level must be an object")
+    for key, value in changes.items():
+        *section, field = _location(key)
+        target = data
+        if section:
+            target = data.setdefault(section[0], {})
+            if not isinstance(target, dict):
+                raise ConfigError(f"{p}: section {section[0]!r} must be an object")
+        target[field] = value
+    out = json.dumps(data, indent=_indent_of(text), ensure_ascii=False) + "\n"
+    _atomic_write(p, out)
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    mode = path.stat().st_mode & 0o7777
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    dir_fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)

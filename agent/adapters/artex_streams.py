@@ -1,0 +1,184 @@
+"""ARTEX ``telem`` and ``video`` streams: the two sending tasks of the adapter.
+
+Started by the hub's ``Ready`` (each only if ``telem_can`` / ``video_can``),
+stopped when the link drops. Both read the configuration in force on every
+round, so ``web_settings`` changes of ``max_send_freq`` and ``jpeg_quality``
+apply at once.
+
+- ``telem``: every ``max_send_freq`` s the whole dict (agent.adapters.artex_telem),
+  sent only if it changed beyond the deadbands since the last send.
+- ``video``: ``{camera_id: JPEG bytes}`` for the cameras with a frame newer than the
+  last one sent, no two sends closer than ``max_send_freq`` s (ARTEX protocol page,
+  "video"). Keys containing ``led`` or ``rgb_strip`` are sent as they are, not
+  JPEG-encoded (SDK ``Vault_Video_mixin.set_video``): the raw frame bytes
+  (``Frame.image``: BGR uint8, rows top-down, ``height * width * 3`` bytes).
+  Encoding happens once per frame and format in the shared
+  :class:`agent.video.VideoHub`, off the event loop. While more than a few
+  Engine.IO packets wait to go out (slow link) a round is skipped, so frames
+  never queue up.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import Counter
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from agent.adapters.artex_telem import changed, telemetry
+from agent.config import AgentConfig
+from agent.video import FrameFormat, VideoHub
+
+log = logging.getLogger(__name__)
+
+__all__ = ["ArtexStreams", "ArtexVideo", "is_raw_key"]
+
+RAW_MARKERS = ("led", "rgb_strip")
+
+Emit = Callable[[str, dict[str, Any]], Awaitable[bool]]
+
+
+def is_raw_key(camera_id: str) -> bool:
+    """True when the SDK sends this key's value as is (``led`` / ``rgb_strip`` in the id)."""
+    low = camera_id.lower()
+    return any(m in low for m in RAW_MARKERS)
+
+
+class ArtexVideo:
+    """Newest frame per camera as ARTEX ``video`` payload values.
+
+    Args:
+        hub: the shared video hub (``camera_ids``, ``next_encoded``, ``next_frame``).
+    """
+
+    def __init__(self, hub: VideoHub) -> None:
+        self._hub = hub
+        self._after: dict[str, int] = {}
+
+    @property
+    def camera_ids(self) -> tuple[str, ...]:
+        """Cameras streamed, in config order."""
+        return tuple(self._hub.camera_ids)
+
+    async def _next(self, camera_id: str, quality: int, wait_s: float) -> tuple[str, bytes | None]:
+        after = self._after.get(camera_id, 0)
+        if is_raw_key(camera_id):
+            frame = await self._hub.next_frame(camera_id, after, wait_s)
+            data = None if frame is None else frame.image.tobytes()
+        else:
+            frame = await self._hub.next_encoded(camera_id, FrameFormat("jpeg", quality=quality), after, wait_s)
+            data = None if frame is None else frame.data
+        if frame is None:
+            return camera_id, None
+        self._after[camera_id] = frame.seq
+        return camera_id, data
+
+    async def next_payload(self, quality: int, wait_s: float) -> dict[str, bytes]:
+        """Frames newer than the last ones returned, waiting up to ``wait_s`` s per camera.
+
+        Args:
+            quality: JPEG quality 1..100. wait_s: longest wait for a new frame, s.
+
+        Returns:
+            camera id -> JPEG (or raw) bytes, only the cameras that produced a new frame.
+        """
+        got = await asyncio.gather(*(self._next(cam, quality, wait_s) for cam in self.camera_ids))
+        return {cam: data for cam, data in got if data is not None}
+
+
+def _alive(task: asyncio.Task | None) -> bool:
+    return task is not None and not task.done()
+
+
+class ArtexStreams:
+    """The telem and video tasks of one ARTEX connection.
+
+    Args:
+        cfg: configuration in force; the adapter replaces :attr:`cfg` after ``web_settings``.
+        robot: the RobotPort (``snapshot``).
+        video: the shared video hub, or None (no video stream).
+        emit: ``await emit(event, data) -> sent`` on the ``/robot`` namespace.
+        link_busy: True while the link has packets waiting to go out (skip a video round).
+        counters: the adapter's counters (``video_skipped``).
+    """
+
+    def __init__(self, cfg: AgentConfig, robot: Any, video: VideoHub | None, emit: Emit,
+                 link_busy: Callable[[], bool], counters: Counter[str]) -> None:
+        self.cfg = cfg
+        self._robot = robot
+        self._video = ArtexVideo(video) if video is not None and video.camera_ids else None
+        self._emit = emit
+        self._link_busy = link_busy
+        self._counters = counters
+        self._telem: asyncio.Task | None = None
+        self._frames: asyncio.Task | None = None
+
+    @property
+    def has_video(self) -> bool:
+        """A camera exists to stream."""
+        return self._video is not None
+
+    @property
+    def telem_run(self) -> bool:
+        """The telem task is running (``d_meta`` ``telem_run``)."""
+        return _alive(self._telem)
+
+    @property
+    def video_run(self) -> bool:
+        """The video task is running (``d_meta`` ``video_run``)."""
+        return _alive(self._frames)
+
+    def start(self) -> None:
+        """Start the streams ``telem_can`` / ``video_can`` allow that are not running. On the event loop."""
+        loop = asyncio.get_running_loop()
+        if self.cfg.telem_can and not self.telem_run:
+            self._telem = loop.create_task(self._telem_loop(), name="artex-telem")
+            self._telem.add_done_callback(_report)
+        if self.cfg.video_can and self._video is not None and not self.video_run:
+            self._frames = loop.create_task(self._video_loop(), name="artex-video")
+            self._frames.add_done_callback(_report)
+
+    def stop(self, telem: bool = True, video: bool = True) -> None:
+        """Cancel the chosen streams (both by default)."""
+        for wanted, task in ((telem, self._telem), (video, self._frames)):
+            if wanted and task is not None:
+                task.cancel()
+
+    async def close(self) -> None:
+        """Cancel both streams and wait for them to end."""
+        self.stop()
+        for task in (self._telem, self._frames):
+            if task is not None:
+                await asyncio.wait([task])
+
+    async def _telem_loop(self) -> None:
+        sent: dict[str, Any] | None = None
+        while True:
+            await asyncio.sleep(self.cfg.max_send_freq)
+            data = telemetry(self._robot.snapshot())
+            if changed(data, sent) and await self._emit("telem", {"payload": data}):
+                sent = data
+
+    async def _video_loop(self) -> None:
+        assert self._video is not None
+        loop = asyncio.get_running_loop()
+        last = -float("inf")
+        while True:
+            period = self.cfg.max_send_freq
+            wait = last + period - loop.time()
+            if wait > 0:
+                await asyncio.sleep(wait)
+            if self._link_busy():
+                self._counters["video_skipped"] += 1
+                await asyncio.sleep(period)
+                continue
+            payload = await self._video.next_payload(self.cfg.artex.jpeg_quality, period)
+            if payload and await self._emit("video", {"payload": payload}):
+                last = loop.time()
+
+
+def _report(task: asyncio.Task) -> None:
+    """A stream that ended by itself is a bug: log it (cancellation is the normal end)."""
+    if not task.cancelled() and task.exception() is not None:
+        log.error("ARTEX: %s stream failed", task.get_name(), exc_info=task.exception())

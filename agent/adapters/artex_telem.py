@@ -1,0 +1,126 @@
+"""Snapshot -> ARTEX ``telem`` payload, and the "did it change" test with deadbands (pure).
+
+The ARTEX hub gets the whole telemetry dict, only when something changed since
+the last send (ARTEX protocol page, "telem"). The SDK keys come first with their
+SDK meaning: ``battery`` (V), ``speed`` (forward speed, m/s), ``imu``
+(``[ax, ay, az]`` specific force, m/s^2, body frame x forward, y left, z up).
+The agent's own keys carry their units in their names; docs/artex.md lists them.
+
+Sensors are noisy (a real MPU-6050 at rest wanders by a few 0.01 m/s^2, the
+simulated one too), so "changed" is not float equality: every numeric value is
+rounded (volts, amps and m/s^2 to 2 decimals, percent to 0, the rest to 3) and counts as changed only when it moved by at least
+its key's deadband (:data:`DEADBANDS`) from the value last *sent*. Noise below
+the deadband never triggers a send, a real change of one deadband always does,
+and a slow drift is reported once it has added up to a deadband.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from agent.model import Snapshot
+
+__all__ = ["DEADBANDS", "changed", "telemetry"]
+
+#: Smallest change per top-level key that makes the dict "changed" (numbers; default: any change).
+DEADBANDS: dict[str, float] = {
+    "battery": 0.05,        # V; INA219 bus LSB is 4 mV, load ripple is tens of mV
+    "battery_a": 0.05,      # A
+    "battery_pct": 1.0,     # %
+    "speed": 0.005,         # m/s
+    "imu": 0.1,             # m/s^2; MPU-6050 noise ~400 ug/sqrt(Hz) -> ~0.04 m/s^2 rms at 100 Hz
+    "gyro_radps": 0.02,     # rad/s; ~0.005 rad/s rms
+    "odom": 0.005,          # m, rad, m/s, rad/s
+    "tracks": 0.005,        # m/s, duty; counts change by whole counts
+    "joints": 0.005,        # rad
+    "gripper": 0.005,       # 0..1
+}
+
+
+def _r(value: float | None, decimals: int) -> float | None:
+    """Rounded, JSON-safe number: None stays None, NaN/inf become None (JSON has neither)."""
+    if value is None or not math.isfinite(value):
+        return None
+    out = round(float(value), decimals)
+    return out + 0.0  # -0.0 -> 0.0, so a sign flip of zero is no change
+
+
+def _rs(values: Any, decimals: int) -> list[float | None]:
+    return [_r(v, decimals) for v in values]
+
+
+def telemetry(snap: Snapshot) -> dict[str, Any]:
+    """The ARTEX telemetry dict for one control-tick snapshot.
+
+    Args:
+        snap: the newest :class:`agent.model.Snapshot`.
+
+    Returns:
+        ``battery`` V, ``battery_a`` A, ``battery_pct`` %, ``speed`` m/s, ``imu`` [m/s^2 x3],
+        ``gyro_radps`` [rad/s x3], ``odom`` {x_m, y_m, yaw_rad, vx_mps, omega_radps, distance_m},
+        ``tracks`` {left_mps, right_mps, cmd_left_mps, cmd_right_mps, duty_left, duty_right,
+        left_counts, right_counts}, ``joints`` {name: rad}, ``gripper`` 0..1, ``source`` (active
+        command source or ""), ``watchdog`` (idle/ok/expired), ``stopped``, ``overridden``
+        {source: count}, ``faults`` [str], ``devices`` {name: ok/degraded/lost}. Unknown values
+        (no IMU, no power monitor, non-finite) are None. No timestamps: the dict only changes
+        when the robot does.
+    """
+    power, imu, o, t = snap.power, snap.imu, snap.odom, snap.tracks
+    d3 = 3
+    return {
+        "battery": _r(power.voltage_v, 2) if power else None,
+        "speed": _r(o.vx_mps, d3),
+        "imu": _rs(imu.accel_mps2, 2) if imu else None,
+        "battery_a": _r(power.current_a, 2) if power else None,
+        "battery_pct": _r(power.percent, 0) if power else None,
+        "gyro_radps": _rs(imu.gyro_radps, d3) if imu else None,
+        "odom": {
+            "x_m": _r(o.x_m, d3), "y_m": _r(o.y_m, d3), "yaw_rad": _r(o.yaw_rad, d3),
+            "vx_mps": _r(o.vx_mps, d3), "omega_radps": _r(o.omega_radps, d3),
+            "distance_m": _r(o.distance_m, d3),
+        },
+        "tracks": {
+            "left_mps": _r(t.left_mps, d3), "right_mps": _r(t.right_mps, d3),
+            "cmd_left_mps": _r(t.cmd_left_mps, d3), "cmd_right_mps": _r(t.cmd_right_mps, d3),
+            "duty_left": _r(t.duty_left, d3), "duty_right": _r(t.duty_right, d3),
+            "left_counts": int(t.left_counts), "right_counts": int(t.right_counts),
+        },
+        "joints": dict(zip(snap.joints.names, _rs(snap.joints.q, d3))),
+        "gripper": _r(snap.gripper, d3),
+        "source": snap.active_source,
+        "watchdog": snap.watchdog,
+        "stopped": snap.stopped,
+        "overridden": {src: int(n) for src, n in snap.overridden},
+        "faults": list(snap.faults),
+        "devices": {dev.name: dev.state for dev in snap.devices},
+    }
+
+
+def _differs(new: Any, old: Any, deadband: float) -> bool:
+    if isinstance(new, dict):
+        return (not isinstance(old, dict) or new.keys() != old.keys()
+                or any(_differs(v, old[k], deadband) for k, v in new.items()))
+    if isinstance(new, list):
+        return (not isinstance(old, list) or len(new) != len(old)
+                or any(_differs(a, b, deadband) for a, b in zip(new, old)))
+    numbers = (int, float)
+    if (isinstance(new, numbers) and isinstance(old, numbers)
+            and not isinstance(new, bool) and not isinstance(old, bool)):
+        return abs(new - old) + 1e-9 >= deadband if deadband > 0 else new != old  # 1e-9: rounded floats
+    return new != old or type(new) is not type(old)
+
+
+def changed(new: dict[str, Any], sent: dict[str, Any] | None) -> bool:
+    """True when ``new`` differs from the last sent dict by more than the deadbands.
+
+    Args:
+        new: a :func:`telemetry` dict. sent: the dict last sent, or None (nothing sent yet).
+
+    Returns:
+        True if anything non-numeric changed, a key appeared or vanished, or a number moved
+        by at least its top-level key's :data:`DEADBANDS` entry (any change for other keys).
+    """
+    if sent is None or new.keys() != sent.keys():
+        return True
+    return any(_differs(v, sent[k], DEADBANDS.get(k, 0.0)) for k, v in new.items())

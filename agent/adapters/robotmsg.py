@@ -1,0 +1,396 @@
+"""robot_msg over ZeroMQ: RobotState out, RobotAction and ControllerCommand in (issue 5).
+
+Three sockets (docs/robot_msg.md): a PUB publishing ``RobotState`` at
+``state_hz``, a SUB for ``ControllerCommand`` and a SUB for ``RobotAction``,
+by default bound on loopback at the ``robot_msg.ports`` numbers. The
+translation is in robotmsg_inbound.py / robotmsg_state.py, the ZeroMQ plumbing
+in robotmsg_sockets.py; this module runs them on the event loop.
+
+Receiving is latest-wins: each wake-up drains what the socket holds (at most
+``MAX_DRAIN`` messages), rejects what is malformed, keeps the newest message of
+each type (plus any stop) and applies only those. Frames larger than
+``DECODE_INLINE_BYTES`` are decoded on a worker thread so a 1 MiB trajectory
+never stalls the loop. A peer disconnecting from a command socket releases
+the ``robot_msg`` source at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import concurrent.futures
+import logging
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import robot_msg as rm
+import zmq
+import zmq.asyncio
+from zmq.utils.monitor import parse_monitor_message
+
+from agent.adapters.robotmsg_inbound import (
+    Rejected, Translation, action_commands, controller_commands, decode_envelope, expect_type,
+    newest_per_type, unpack_frames,
+)
+from agent.adapters.robotmsg_sockets import (
+    CLOSED, HANDSHAKE_FAILED, OPENED, CurveKeys, load_curve, open_socket, start_authenticator,
+)
+from agent.adapters.robotmsg_state import StateFrames, monotonic_clock_id, robot_state
+from agent.config import AgentConfig
+from agent.config.robotmsg import SocketConfig
+from agent.errors import CommandError
+from agent.model import CalibrateImu
+
+log = logging.getLogger(__name__)
+
+SOURCE = "robot_msg"
+#: Envelopes at least this large are decoded on the worker thread, bytes.
+DECODE_INLINE_BYTES = 64 * 1024
+#: Most messages taken from one socket per wake-up before they are processed.
+MAX_DRAIN = 1024
+#: Identical warnings are logged at most once per this many seconds.
+WARN_INTERVAL_S = 5.0
+
+
+class RateLimitedWarnings:
+    """Log a warning per key at most once per ``interval_s``; the next one says how many were skipped."""
+
+    def __init__(self, logger: logging.Logger, interval_s: float = WARN_INTERVAL_S,
+                 clock: Callable[[], float] = time.monotonic, max_keys: int = 256) -> None:
+        self._log = logger
+        self._interval = interval_s
+        self._clock = clock
+        self._max_keys = max_keys
+        self._seen: dict[object, tuple[float, int]] = {}
+
+    def warning(self, key: object, msg: str, *args: object) -> bool:
+        """Log ``msg % args`` unless ``key`` was logged less than ``interval_s`` ago. Returns True if logged."""
+        now = self._clock()
+        last = self._seen.get(key)
+        if last is not None and now - last[0] < self._interval:
+            self._seen[key] = (last[0], last[1] + 1)
+            return False
+        if last is None and len(self._seen) >= self._max_keys:
+            self._seen.pop(next(iter(self._seen)))
+        skipped = last[1] if last is not None else 0
+        if skipped:
+            self._log.warning(msg + " (%d more like this in the last %.0f s)", *args, skipped, now - last[0])
+        else:
+            self._log.warning(msg, *args)
+        self._seen[key] = (now, 0)
+        return True
+
+
+@dataclass(eq=False)
+class _Channel:
+    """Runtime of one configured socket."""
+
+    name: str
+    cfg: SocketConfig
+    kind: int
+    accepts: type | None
+    sock: zmq.asyncio.Socket | None = None
+    endpoint: str = ""
+    peers: set[int] = field(default_factory=set)
+
+    @property
+    def topic(self) -> bytes | None:
+        return self.cfg.topic.encode() if self.cfg.topic else None
+
+    @property
+    def where(self) -> str:
+        return f"{self.name} ({self.cfg.mode} {self.endpoint or self.cfg.address})"
+
+
+class RobotMsgAdapter:
+    """The robot_msg adapter. Construct once; ``await run()`` until cancelled.
+
+    Args:
+        cfg: the agent config (``cfg.robot_msg`` is used).
+        robot: the RobotPort (``agent.control.ControlLoop``).
+        video: unused (robot_msg carries no images); accepted for the common adapter signature.
+        config_path: params.json path; relative CURVE key paths resolve against its directory.
+
+    Raises:
+        ConfigError: CURVE key files missing or invalid.
+    """
+
+    def __init__(self, cfg: AgentConfig, robot: Any, video: Any = None, *, config_path: str | None = None) -> None:
+        self._cfg = cfg.robot_msg
+        self._robot = robot
+        base_dir = Path(config_path).resolve().parent if config_path else Path.cwd()
+        self._keys: CurveKeys | None = load_curve(self._cfg.curve, base_dir) if self._cfg.curve else None
+        self._frames = StateFrames(self._cfg.frame_id, self._cfg.odom_frame_id, self._cfg.imu_world_frame_id)
+        self._clock_id = monotonic_clock_id()
+        self._channels = {
+            "state": _Channel("state", self._cfg.state, zmq.PUB, None),
+            "command": _Channel("command", self._cfg.command, zmq.SUB, rm.ControllerCommand),
+            "action": _Channel("action", self._cfg.action, zmq.SUB, rm.RobotAction),
+        }
+        self._warn = RateLimitedWarnings(log)
+        self._publish_now = asyncio.Event()
+        self._connected = False
+        self._driving = False
+        self._open_failures = 0
+        self._sequence = 0
+        self._received = 0
+        self._applied = 0
+        self._superseded = 0
+        self._sent = 0
+        self._state_errors = 0
+        self._handshake_failures = 0
+        self._rejected: collections.Counter[str] = collections.Counter()
+        self._declined: collections.Counter[str] = collections.Counter()
+        self._events: collections.Counter[str] = collections.Counter()
+        self._disconnects: collections.Counter[str] = collections.Counter()
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def run(self) -> None:
+        """Open the sockets and serve until cancelled; on socket errors retry with jittered, capped backoff."""
+        delay = self._cfg.reconnect_delay_s
+        try:
+            while True:
+                try:
+                    await self._serve()
+                except (zmq.ZMQError, OSError) as err:
+                    self._open_failures += 1
+                    if self._open_failures == 1:
+                        log.error("robot_msg: sockets failed: %s; retrying (backoff %.1f..%.1f s)",
+                                  err, self._cfg.reconnect_delay_s, self._cfg.reconnect_delay_max_s)
+                    else:
+                        log.debug("robot_msg: attempt %d failed: %s", self._open_failures, err)
+                await asyncio.sleep(delay * random.uniform(0.5, 1.0))
+                delay = min(delay * 2.0, self._cfg.reconnect_delay_max_s)
+        finally:
+            self._release("robot_msg adapter stopped")
+
+    async def _serve(self) -> None:
+        ctx = zmq.asyncio.Context()
+        auth = None
+        decoder = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="robotmsg-decode")
+        tasks: list[asyncio.Task] = []
+        try:
+            if self._keys is not None:
+                auth = start_authenticator(ctx, self._keys)
+            for ch in self._channels.values():
+                ch.sock = open_socket(ctx, ch.kind, ch.cfg, self._cfg, self._keys)
+                ch.endpoint = (ch.sock.getsockopt(zmq.LAST_ENDPOINT).decode() if ch.cfg.mode == "bind"
+                               else ch.cfg.address)
+            self._connected = True
+            if self._open_failures:
+                log.info("robot_msg: sockets open after %d failed attempt(s)", self._open_failures)
+            self._open_failures = 0
+            s, c, a = (self._channels[n] for n in ("state", "command", "action"))
+            log.info("robot_msg: state PUB %s %s, command SUB %s %s, action SUB %s %s (%s envelopes, CURVE %s)",
+                     s.cfg.mode, s.endpoint, c.cfg.mode, c.endpoint, a.cfg.mode, a.endpoint,
+                     self._cfg.encoding, "on" if self._keys else "off")
+            state = self._channels["state"]
+            tasks.append(asyncio.create_task(self._publish_loop(state), name="robotmsg-state"))
+            for ch in self._channels.values():
+                tasks.append(asyncio.create_task(self._monitor_loop(ch), name=f"robotmsg-monitor-{ch.name}"))
+                if ch.kind == zmq.SUB:
+                    tasks.append(asyncio.create_task(self._receive_loop(ch, decoder), name=f"robotmsg-{ch.name}"))
+            done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
+            for task in done:
+                task.result()
+        finally:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            self._connected = False
+            for ch in self._channels.values():
+                ch.sock = None
+                ch.endpoint = ""
+                ch.peers.clear()
+            if auth is not None:
+                auth.stop()
+            decoder.shutdown(wait=False, cancel_futures=True)
+            ctx.destroy(linger=0)
+
+    def _release(self, reason: str) -> None:
+        if self._driving:
+            self._driving = False
+            log.info("robot_msg: releasing the robot: %s", reason)
+            self._robot.release(SOURCE, reason)
+
+    # ------------------------------------------------------------------ receiving
+
+    async def _receive_loop(self, ch: _Channel, decoder: concurrent.futures.Executor) -> None:
+        sock = ch.sock
+        assert sock is not None
+        while True:
+            batch = [await sock.recv_multipart()]
+            while len(batch) < MAX_DRAIN:
+                try:
+                    batch.append(await sock.recv_multipart(flags=zmq.NOBLOCK))
+                except zmq.Again:
+                    break
+            self._received += len(batch)
+            messages = []
+            for frames in batch:
+                message = await self._decode(ch, frames, decoder)
+                if message is not None:
+                    messages.append(message)
+            kept = newest_per_type(messages, self._cfg.ctrl_modes)
+            self._superseded += len(messages) - len(kept)
+            for message in kept:
+                self._apply(ch, message)
+
+    async def _decode(self, ch: _Channel, frames: list[bytes],
+                      decoder: concurrent.futures.Executor) -> object | None:
+        try:
+            envelope = unpack_frames(frames, ch.topic, self._cfg.max_frame_bytes)
+            if len(envelope) < DECODE_INLINE_BYTES:
+                message = decode_envelope(envelope)
+            else:
+                message = await asyncio.get_running_loop().run_in_executor(decoder, decode_envelope, envelope)
+            expect_type(message, ch.accepts)
+        except Rejected as rejected:
+            self._reject(ch, rejected)
+            return None
+        return message
+
+    def _reject(self, ch: _Channel, rejected: Rejected, *, logged: bool = False) -> None:
+        self._rejected[rejected.reason] += 1
+        if logged:
+            log.debug("robot_msg %s: rejected (%s): %s", ch.where, rejected.reason, rejected.detail)
+            return
+        self._warn.warning((ch.name, rejected.reason), "robot_msg %s: rejected (%s): %s",
+                           ch.where, rejected.reason, rejected.detail)
+
+    def _translate(self, message: object) -> Translation:
+        dof = self._robot.description.dof
+        if isinstance(message, rm.RobotAction):
+            return action_commands(message, dof)
+        return controller_commands(message, dof, self._cfg.ctrl_modes)
+
+    def _apply(self, ch: _Channel, message: object) -> None:
+        try:
+            translation = self._translate(message)
+        except Rejected as rejected:
+            self._reject(ch, rejected)
+            return
+        for declined in translation.declined:
+            self._declined[declined.field] += 1
+            self._warn.warning((ch.name, "declined", declined.field), "robot_msg %s: %s declined: %s",
+                               ch.where, declined.field, declined.why)
+        for command in translation.commands:
+            try:
+                self._robot.submit(SOURCE, command)
+            except CommandError as err:
+                # the control loop has logged why (rate-limited); count it here
+                self._reject(ch, Rejected("refused", f"the robot refused {type(command).__name__}: {err}"),
+                             logged=True)
+                return
+            self._driving = True
+            if isinstance(command, CalibrateImu):
+                self._events["calibrate_sensor"] += 1
+        if translation.publish_state:
+            self._events["ctrl_update"] += 1
+            self._publish_now.set()
+        if translation.commands:
+            self._applied += 1
+
+    # ------------------------------------------------------------------ publishing
+
+    async def _publish_loop(self, ch: _Channel) -> None:
+        assert ch.sock is not None
+        pub = zmq.Socket.shadow(ch.sock.underlying)
+        loop = asyncio.get_running_loop()
+        period = 1.0 / self._cfg.state_hz
+        next_t = loop.time()
+        while True:
+            timeout = next_t - loop.time()
+            if timeout > 0 and not self._publish_now.is_set():
+                try:
+                    await asyncio.wait_for(self._publish_now.wait(), timeout)
+                except TimeoutError:
+                    pass
+            if self._publish_now.is_set():
+                self._publish_now.clear()
+                self._publish_state(pub, ch.topic)
+                continue
+            self._publish_state(pub, ch.topic)
+            next_t = max(next_t + period, loop.time())
+
+    def _publish_state(self, pub: zmq.Socket, topic: bytes | None) -> None:
+        try:
+            state = robot_state(self._robot.snapshot(), self._robot.description, sequence=self._sequence,
+                                clock_id=self._clock_id, frames=self._frames, send_unix_s=time.time())
+            data = rm.encode(state) if self._cfg.encoding == "binary" else rm.encode_json(state).encode()
+        except rm.RobotMsgError as err:
+            self._state_errors += 1
+            self._warn.warning("state-encode", "robot_msg: RobotState not sent, it fails validation: %s", err)
+            return
+        pub.send_multipart([topic, data] if topic else [data], flags=zmq.NOBLOCK)
+        self._sequence += 1
+        self._sent += 1
+
+    # ------------------------------------------------------------------ connections
+
+    async def _monitor_loop(self, ch: _Channel) -> None:
+        assert ch.sock is not None
+        monitor = ch.sock.get_monitor_socket()
+        try:
+            while True:
+                self._on_event(ch, parse_monitor_message(await monitor.recv_multipart()))
+        finally:
+            monitor.close(linger=0)
+
+    def _on_event(self, ch: _Channel, event: dict) -> None:
+        kind, value = event["event"], event["value"]
+        endpoint = event.get("endpoint", b"").decode(errors="replace")
+        if kind in OPENED:
+            ch.peers.add(value)
+            log.info("robot_msg %s: peer connected on %s (%d peer(s))", ch.where, endpoint, len(ch.peers))
+        elif kind in CLOSED:
+            ch.peers.discard(value)
+            self._disconnects[ch.name] += 1
+            log.info("robot_msg %s: peer disconnected from %s (%d left; a frame over %d bytes also ends "
+                     "a connection)", ch.where, endpoint, len(ch.peers), 2 * self._cfg.max_frame_bytes)
+            if ch.kind == zmq.SUB:
+                self._release(f"robot_msg {ch.name} peer disconnected")
+        elif kind in HANDSHAKE_FAILED:
+            self._handshake_failures += 1
+            self._warn.warning((ch.name, "handshake"), "robot_msg %s: handshake with a peer failed (%s, %s)",
+                               ch.where, zmq.Event(kind).name, value)
+        else:
+            log.debug("robot_msg %s: socket event %s %s", ch.where, kind, value)
+
+    # ------------------------------------------------------------------ health
+
+    def status(self) -> dict:
+        """Health and counters (thread-safe reads of plain values).
+
+        Returns:
+            ``connected`` (sockets open), ``received`` (ZeroMQ messages), ``applied``
+            (messages that reached the robot), ``superseded`` (dropped by latest-wins),
+            ``rejected`` (total) and ``rejected_reasons``, ``declined`` (per field), ``sent``
+            (RobotState published), ``state_errors``, ``events`` (ctrl_update, calibrate_sensor),
+            ``peers`` and ``disconnects`` per socket, ``handshake_failures``, ``endpoints`` (the
+            address each socket is bound or connecting to, "" while closed).
+        """
+        rejected = dict(self._rejected)
+        return {
+            "connected": self._connected,
+            "received": self._received,
+            "applied": self._applied,
+            "superseded": self._superseded,
+            "rejected": sum(rejected.values()),
+            "rejected_reasons": rejected,
+            "declined": dict(self._declined),
+            "sent": self._sent,
+            "state_errors": self._state_errors,
+            "events": dict(self._events),
+            "peers": {name: len(ch.peers) for name, ch in self._channels.items()},
+            "disconnects": dict(self._disconnects),
+            "handshake_failures": self._handshake_failures,
+            "endpoints": {name: ch.endpoint for name, ch in self._channels.items()},
+            "encoding": self._cfg.encoding,
+            "curve": self._keys is not None,
+        }

@@ -1,0 +1,168 @@
+"""robot_msg outbound: one control-tick :class:`~agent.model.Snapshot` -> one ``RobotState``.
+
+Pure functions; the adapter (agent/adapters/robotmsg.py) owns the socket and
+the publication counter. The full field table is docs/robot_msg.md, "RobotState".
+Nothing here invents a value: a time is stamped only when the snapshot carries
+it, IMU and battery arrays appear only when those devices reported a sample,
+and quantities the tank cannot measure (external torques and wrench) are zero
+as the docs say.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import os
+import re
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+from robot_msg import RobotState
+from robot_msg.types import MessageMetadata, NamedArray, Timestamp, Vec3, Wrench
+
+from agent.model import RobotDescription, Snapshot
+
+log = logging.getLogger(__name__)
+
+BOOT_ID_PATH = "/proc/sys/kernel/random/boot_id"
+_BOOT_ID = re.compile(r"^[0-9a-fA-F-]{8,64}$")
+
+
+@functools.lru_cache(maxsize=4)
+def monotonic_clock_id(boot_id_path: str = BOOT_ID_PATH) -> str:
+    """Name of the agent's monotonic clock domain, for ``Timestamp.clock_id``.
+
+    ``time.monotonic`` is Linux ``CLOCK_MONOTONIC``: one clock for every process
+    of one boot, restarting at each boot. Its identity is therefore the kernel's
+    per-boot random id, ``linux-boot:<boot_id>``. Where that file is missing
+    (not Linux), the id is ``process-<pid>-<random>``: it changes with every
+    agent start, which can only under-claim comparability, never over-claim.
+
+    Args:
+        boot_id_path: the kernel's boot id file (tests point it elsewhere).
+
+    Returns:
+        A string of at most 128 characters.
+    """
+    try:
+        boot_id = Path(boot_id_path).read_text(encoding="ascii").strip()
+    except (OSError, UnicodeDecodeError) as err:
+        log.info("no boot id at %s (%s): monotonic clock id is per process", boot_id_path, err)
+        boot_id = ""
+    if _BOOT_ID.match(boot_id):
+        return f"linux-boot:{boot_id.lower()}"
+    return f"process-{os.getpid()}-{uuid.uuid4().hex}"
+
+
+@dataclass(frozen=True, slots=True)
+class StateFrames:
+    """Frame names used in RobotState (robot_msg config ``frame_id``, ``odom_frame_id``, ``imu_world_frame_id``)."""
+
+    base: str = "base_link"
+    odom: str = "odom"
+    imu_world: str = "imu_world"
+
+
+def _aux(name: str, values: tuple[float, ...] | list[float] | float, unit: str,
+         frame_id: str | None = None) -> NamedArray:
+    """A NamedArray: a bare float is a scalar (shape []), a sequence is a vector (shape [n])."""
+    if isinstance(values, (int, float)):
+        return NamedArray(name=name, shape=[], data=[float(values)], unit=unit, frame_id=frame_id)
+    data = [float(v) for v in values]
+    return NamedArray(name=name, shape=[len(data)], data=data, unit=unit, frame_id=frame_id)
+
+
+def state_aux(snap: Snapshot, frames: StateFrames) -> list[NamedArray]:
+    """The ``metadata.aux`` arrays for one snapshot (docs/robot_msg.md, "aux arrays").
+
+    Args:
+        snap: the control tick.
+        frames: frame names.
+
+    Returns:
+        Odometry, track, joint-target, gripper and status arrays always; IMU arrays only
+        when ``snap.imu`` is set (orientation and temperature only when known); battery
+        arrays only when ``snap.power`` is set.
+    """
+    odom, tracks = snap.odom, snap.tracks
+    out = [
+        _aux("odom_position", (odom.x_m, odom.y_m), "m", frames.odom),
+        _aux("odom_yaw", odom.yaw_rad, "rad", frames.odom),
+        _aux("odom_vx", odom.vx_mps, "m/s", frames.base),
+        _aux("odom_omega", odom.omega_radps, "rad/s", frames.base),
+        _aux("odom_distance", odom.distance_m, "m"),
+        _aux("track_speed", (tracks.left_mps, tracks.right_mps), "m/s", frames.base),
+        _aux("track_speed_cmd", (tracks.cmd_left_mps, tracks.cmd_right_mps), "m/s", frames.base),
+        _aux("track_duty", (tracks.duty_left, tracks.duty_right), "1"),
+        _aux("track_counts", (tracks.left_counts, tracks.right_counts), "count"),
+    ]
+    if snap.joints.target:
+        out.append(_aux("joint_target", snap.joints.target, "rad"))
+    if snap.gripper is not None:
+        out.append(_aux("gripper", snap.gripper, "1"))
+    imu = snap.imu
+    if imu is not None:
+        out.append(_aux("imu_accel", imu.accel_mps2, "m/s^2", frames.base))
+        out.append(_aux("imu_gyro", imu.gyro_radps, "rad/s", frames.base))
+        if imu.orientation_xyzw is not None:
+            out.append(_aux("imu_orientation", imu.orientation_xyzw, "1", frames.imu_world))
+        if imu.temperature_c is not None:
+            out.append(_aux("imu_temperature", imu.temperature_c, "degC"))
+        out.append(_aux("imu_age", snap.t_mono_s - imu.t_mono_s, "s"))
+    power = snap.power
+    if power is not None:
+        out.append(_aux("battery_voltage", power.voltage_v, "V"))
+        out.append(_aux("battery_current", power.current_a, "A"))
+        out.append(_aux("battery_power", power.power_w, "W"))
+        if power.percent is not None:
+            out.append(_aux("battery_percent", power.percent, "%"))
+        out.append(_aux("battery_age", snap.t_mono_s - power.t_mono_s, "s"))
+    out.append(_aux("stopped", 1.0 if snap.stopped else 0.0, "1"))
+    out.append(_aux("watchdog_expired", 1.0 if snap.watchdog == "expired" else 0.0, "1"))
+    out.append(_aux("fault_count", len(snap.faults), "1"))
+    return out
+
+
+def robot_state(snap: Snapshot, description: RobotDescription, *, sequence: int, clock_id: str,
+                frames: StateFrames, send_unix_s: float) -> RobotState:
+    """Build the RobotState for one snapshot.
+
+    Args:
+        snap: the newest control tick.
+        description: the robot (joint order is ``description.joint_names``).
+        sequence: publication counter, >= 0, +1 per published state.
+        clock_id: ``monotonic_clock_id()``.
+        frames: frame names.
+        send_unix_s: the send time the caller stamps, Unix s.
+
+    Returns:
+        A RobotState: ``q``/``dq`` the servo joints (rad, rad/s; gripper excluded),
+        ``tau_ext`` and ``base_wrench_ext`` zero (not measured), no joint/EE frames (the
+        config has no link geometry), ``sample_time`` the tick's monotonic time when the
+        snapshot has one, ``send_time`` Unix.
+    """
+    joints = snap.joints
+    q = [float(v) for v in joints.q]
+    dq = [float(v) for v in joints.qd] if len(joints.qd) == len(q) else [0.0] * len(q)
+    if len(q) != description.dof:
+        log.debug("snapshot carries %d joint values, robot has %d joints", len(q), description.dof)
+    sample_time = (Timestamp(seconds=snap.t_mono_s, clock_kind="monotonic", clock_id=clock_id)
+                   if snap.t_mono_s > 0 else None)
+    metadata = MessageMetadata(
+        sample_time=sample_time,
+        send_time=Timestamp(seconds=send_unix_s, clock_kind="unix"),
+        aux=state_aux(snap, frames),
+    )
+    zero = Vec3(0.0, 0.0, 0.0)
+    return RobotState(
+        base_wrench_ext=Wrench(force=zero, torque=Vec3(0.0, 0.0, 0.0)),
+        dq=dq,
+        ee_frames=[],
+        frame_id=frames.base,
+        joint_frames=[],
+        q=q,
+        sequence=sequence,
+        tau_ext=[0.0] * len(dq),
+        metadata=metadata,
+    )

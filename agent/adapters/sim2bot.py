@@ -1,0 +1,383 @@
+"""Sim2Bot adapter: the robot is the *simulator* side of a Sim2Bot bridge.
+
+The agent connects to the bridge's control socket (``cfg.sim2bot.url``),
+announces the tank in a ``hello`` with ``role: "simulator"`` (the bridge caches
+it and serves it to controllers' ``describe``; it forgets it when we drop, so
+every reconnect re-announces), sends ``telemetry`` at ``telemetry_hz`` and
+executes the controller commands the bridge relays. Camera frames go to the
+sibling ``/video`` socket (:mod:`agent.adapters.sim2bot_video`).
+
+Translation only: :mod:`agent.adapters.sim2bot_commands` maps messages onto
+agent.model commands submitted as source ``sim2bot``;
+:mod:`agent.adapters.sim2bot_telemetry` maps snapshots onto packets. On
+disconnect the source is released, so whatever it drove stops at once.
+
+Source: ``sim2bot-bridge-protocol-v1.md``; peers ``sim2bot.bridge_server``
+(the relay) and ``sim2bot.Robot`` (the controller client). See docs/sim2bot.md.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import random
+import time
+from collections import OrderedDict
+from typing import Any
+from urllib.parse import parse_qsl, urlencode, urlparse, urlunparse
+
+from websockets.asyncio.client import ClientConnection, connect
+from websockets.exceptions import WebSocketException
+
+from agent.adapters.sim2bot_commands import (
+    CameraRelease,
+    CameraRequest,
+    Declined,
+    ParseContext,
+    Parsed,
+    Submit,
+    decode,
+    normalize_room,
+    parse,
+)
+from agent.adapters.sim2bot_telemetry import TelemetryBuilder, camera_ids, hello_message
+from agent.config import AgentConfig
+from agent.config.robotmsg import is_local_address
+from agent.errors import CommandError
+
+log = logging.getLogger(__name__)
+
+SOURCE = "sim2bot"
+#: Largest WebSocket message the transport accepts (the bridge's own uvicorn limit is 16 MiB);
+#: the logical limit is ``cfg.sim2bot.max_message_bytes``, checked without dropping the link.
+TRANSPORT_MAX_BYTES = (16 << 20) + (64 << 10)
+#: Messages longer than this are decoded and parsed off the event loop.
+OFFLOAD_BYTES = 64 << 10
+#: Identical warnings are repeated at most this often, s.
+WARN_REPEAT_S = 10.0
+_PING_S = 10.0
+
+
+def video_url(control_url: str) -> str:
+    """The ``/video`` sibling of a control URL (``.../ws`` -> ``.../video``), query kept."""
+    parsed = urlparse(control_url)
+    path = parsed.path
+    path = path[: -len("/ws")] + "/video" if path.endswith("/ws") else path.rstrip("/") + "/video"
+    return urlunparse(parsed._replace(path=path))
+
+
+def is_loopback(url: str) -> bool:
+    """The URL's host is loopback (``localhost``, 127/8, ::1)."""
+    return is_local_address(url)
+
+
+def with_query(url: str, **params: str | None) -> str:
+    """``url`` with the given query parameters added (None values left out)."""
+    parsed = urlparse(url)
+    query = parse_qsl(parsed.query, keep_blank_values=True)
+    query += [(k, v) for k, v in params.items() if v]
+    return urlunparse(parsed._replace(query=urlencode(query)))
+
+
+def backoff_s(attempt: int, first_s: float, max_s: float) -> float:
+    """Reconnect delay for failure number ``attempt`` (0-based): doubled, capped, jittered 50..100 %."""
+    ceiling = min(max_s, first_s * (2.0 ** min(attempt, 30)))
+    return random.uniform(0.5 * ceiling, ceiling)
+
+
+class WarnOnce:
+    """Rate-limited warnings: an identical text is logged once per ``repeat_s``, with a suppressed count.
+
+    Bounded: at most ``size`` distinct texts are remembered.
+    """
+
+    def __init__(self, logger: logging.Logger, repeat_s: float = WARN_REPEAT_S, size: int = 256,
+                 clock=time.monotonic) -> None:
+        self._log = logger
+        self._repeat_s = repeat_s
+        self._size = size
+        self._clock = clock
+        self._seen: OrderedDict[str, list[float | int]] = OrderedDict()
+
+    def __call__(self, level: int, text: str) -> bool:
+        """Log ``text`` at ``level`` unless it was logged within ``repeat_s``; True when logged."""
+        now = self._clock()
+        entry = self._seen.get(text)
+        if entry is not None and now - entry[0] < self._repeat_s:
+            entry[1] += 1
+            return False
+        suppressed = int(entry[1]) if entry is not None else 0
+        self._seen[text] = [now, 0]
+        self._seen.move_to_end(text)
+        while len(self._seen) > self._size:
+            self._seen.popitem(last=False)
+        if suppressed:
+            self._log.log(level, "%s (%d identical since last report)", text, suppressed)
+        else:
+            self._log.log(level, "%s", text)
+        return True
+
+
+class Sim2botAdapter:
+    """The agent on a Sim2Bot bridge, in the simulator role.
+
+    Args:
+        cfg: the agent config; ``cfg.sim2bot`` is this adapter's section.
+        robot: the RobotPort (``agent.control.ControlLoop``).
+        video: the VideoHub, or None when no camera is configured.
+        config_path: unused (the interface shared by every adapter).
+    """
+
+    def __init__(self, cfg: AgentConfig, robot: Any, video: Any, *, config_path: str | None = None) -> None:
+        self._cfg = cfg
+        self._s = cfg.sim2bot
+        self._robot = robot
+        self._video = video
+        desc = robot.description
+        global_ids = camera_ids(desc)
+        self._room = normalize_room(self._s.room)
+        self._ctx = ParseContext(dof=desc.dof, has_gripper=desc.has_gripper,
+                                 cameras=global_ids if video is not None else (), room=self._room)
+        self._hello = json.dumps(hello_message(desc, cfg))
+        self._desc = desc
+        self._streams = None
+        if video is not None and global_ids:
+            from agent.adapters.sim2bot_video import VideoStreams
+            by_id = {c.id: c for c in cfg.drivers.cameras}
+            self._streams = VideoStreams(
+                video, {g: (cid, by_id[cid]) for g, cid in zip(global_ids, desc.cameras) if cid in by_id},
+                self._s.subscription_ttl_s)
+        self._warn = WarnOnce(log)
+        self._noted: set[str] = set()
+        self._control_url = with_query(self._s.url, room=self._s.room,
+                                       token=self._s.token if self._s.token_in_query else None)
+        self._video_url = video_url(self._control_url)
+        self._headers = {"Authorization": f"Bearer {self._s.token}"} if self._s.token else None
+        self._connected = False
+        self._video_connected = False
+        self._controllers: int | None = None
+        self._last_error = ""
+        self._counters = {"received": 0, "executed": 0, "rejected": 0, "declined": 0, "camera": 0,
+                          "status": 0, "sent": 0, "connects": 0}
+
+    # ------------------------------------------------------------------ health
+    def status(self) -> dict[str, Any]:
+        """Connection state and counters, for health reports.
+
+        Keys: ``connected``, ``video_connected``, ``url`` (without token), ``room``,
+        ``controllers`` (last ``bridge_status``), counters ``received``, ``executed``,
+        ``rejected``, ``declined``, ``camera``, ``status``, ``sent`` (telemetry packets),
+        ``connects``, ``frames_sent``, ``streams``, and ``last_error``.
+        """
+        streams = self._streams
+        return {
+            "connected": self._connected,
+            "video_connected": self._video_connected,
+            "url": self._s.url,
+            "room": self._room,
+            "controllers": self._controllers,
+            **self._counters,
+            "frames_sent": streams.frames_sent if streams else 0,
+            "streams": len(streams.active) if streams else 0,
+            "last_error": self._last_error,
+        }
+
+    # ------------------------------------------------------------------ run
+    def _connect(self, url: str, max_size: int) -> connect:
+        return connect(url, additional_headers=self._headers, open_timeout=self._s.connect_timeout_s,
+                       max_size=max_size, compression=None, ping_interval=_PING_S, ping_timeout=_PING_S,
+                       proxy=None if is_loopback(url) else True)
+
+    async def run(self) -> None:
+        """Connect, announce, serve; reconnect forever with jittered capped backoff. Never raises
+        on peer or network errors; returns only by cancellation."""
+        if not is_loopback(self._s.url):
+            if not self._s.token:
+                log.warning("sim2bot: %s is not loopback and no token is configured; the bridge "
+                            "will refuse the connection", self._s.url)
+            elif urlparse(self._s.url).scheme == "ws":
+                log.warning("sim2bot: the bridge token travels unencrypted over ws:// to %s", self._s.url)
+        attempt = 0
+        failure = ""
+        while True:
+            try:
+                async with self._connect(self._control_url, TRANSPORT_MAX_BYTES) as ws:
+                    attempt, failure = 0, ""
+                    await self._session(ws)
+            except (OSError, WebSocketException, TimeoutError) as err:
+                text = f"{type(err).__name__}: {err}"
+                self._last_error = text
+                if text != failure:
+                    level = logging.WARNING if not failure else logging.INFO
+                    log.log(level, "sim2bot: cannot reach the bridge at %s: %s; retrying", self._s.url, text)
+                    failure = text
+            except Exception:  # a bug must not end the robot's bridge link: log it, reconnect
+                log.exception("sim2bot: session failed unexpectedly; reconnecting")
+            delay = backoff_s(attempt, self._s.reconnect_delay_s, self._s.reconnect_delay_max_s)
+            attempt += 1
+            await asyncio.sleep(delay)
+
+    async def _session(self, ws: ClientConnection) -> None:
+        await ws.send(self._hello)
+        self._connected = True
+        self._counters["connects"] += 1
+        self._controllers = None
+        log.info("sim2bot: connected to %s as simulator (room %s), announced %r: dof %d, %d camera(s)",
+                 self._s.url, self._room, self._desc.name, self._desc.dof, len(self._ctx.cameras))
+        tasks = [asyncio.create_task(self._read(ws), name="sim2bot-read"),
+                 asyncio.create_task(self._telemetry(ws), name="sim2bot-telemetry")]
+        if self._streams is not None:
+            tasks.append(asyncio.create_task(self._video_link(), name="sim2bot-video-link"))
+        reason = "bridge connection closed"
+        try:
+            done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+            for task in done:
+                err = task.exception()
+                if err is not None:
+                    reason = f"bridge connection lost: {type(err).__name__}: {err}"
+                    if not isinstance(err, (OSError, WebSocketException, TimeoutError)):
+                        raise err
+        except asyncio.CancelledError:
+            reason = "agent shutting down"
+            raise
+        finally:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            if self._streams is not None:
+                self._streams.close()
+            self._connected = False
+            self._robot.release(SOURCE, reason)
+            log.warning("sim2bot: disconnected from %s (%s); released source %s", self._s.url, reason, SOURCE)
+
+    # ------------------------------------------------------------------ commands
+    async def _read(self, ws: ClientConnection) -> None:
+        async for raw in ws:
+            if isinstance(raw, str) and len(raw) > OFFLOAD_BYTES:
+                outcome = await asyncio.to_thread(self._interpret, raw)
+            else:
+                outcome = self._interpret(raw)
+            self._apply(*outcome)
+
+    def handle_message(self, raw: str | bytes) -> str:
+        """Handle one control-socket message synchronously (event loop thread).
+
+        Returns:
+            ``executed``, ``camera``, ``declined``, ``rejected`` or ``status``.
+        """
+        return self._apply(*self._interpret(raw))
+
+    def _interpret(self, raw: str | bytes) -> tuple[str, Parsed | dict | CommandError]:
+        """Decode and parse; thread-safe (reads only immutable state)."""
+        kind = "message"
+        try:
+            message = decode(raw, self._s.max_message_bytes)
+            kind = str(message.get("type"))[:64]
+            if kind in ("bridge_status", "scene"):
+                return kind, message
+            return kind, parse(message, self._ctx)
+        except CommandError as err:
+            return kind, err
+
+    def _apply(self, kind: str, outcome: Parsed | dict | CommandError) -> str:
+        self._counters["received"] += 1
+        if isinstance(outcome, dict):
+            self._counters["status"] += 1
+            if kind == "bridge_status":
+                self._bridge_status(outcome)
+            return "status"
+        try:
+            if isinstance(outcome, CommandError):
+                raise outcome
+            if isinstance(outcome, Submit):
+                try:
+                    self._robot.submit(SOURCE, outcome.command)
+                except CommandError as err:  # the control loop logs its own rejections
+                    self._counters["rejected"] += 1
+                    log.debug("sim2bot: %s refused by the robot: %s", kind, err)
+                    return "rejected"
+                for name in outcome.ignored:
+                    self._note(f"ignored:{name}", logging.WARNING,
+                               f"sim2bot: base_velocity {name} ignored: a tracked base moves only along x and yaw")
+                self._counters["executed"] += 1
+                return "executed"
+            if isinstance(outcome, CameraRequest):
+                if self._streams is not None:  # else ctx.cameras is empty and parse rejected it
+                    self._streams.subscribe(outcome)
+            elif isinstance(outcome, CameraRelease):
+                if self._streams is not None:
+                    self._streams.unsubscribe(outcome.camera)
+            elif isinstance(outcome, Declined):
+                self._counters["declined"] += 1
+                self._note(f"declined:{kind}:{outcome.reason}", logging.INFO,
+                           f"sim2bot: {kind} accepted but ignored: {outcome.reason}")
+                return "declined"
+            self._counters["camera"] += 1
+            return "camera"
+        except CommandError as err:
+            self._counters["rejected"] += 1
+            self._warn(logging.WARNING, f"sim2bot: rejected {kind}: {err}")
+            return "rejected"
+
+    def _note(self, key: str, level: int, text: str) -> None:
+        if key not in self._noted:
+            self._noted.add(key)
+            log.log(level, "%s", text)
+
+    def _bridge_status(self, message: dict) -> None:
+        count = message.get("controllers")
+        if isinstance(count, bool) or not isinstance(count, int):
+            return
+        before, self._controllers = self._controllers, count
+        if before != count:
+            log.info("sim2bot: %d controller(s) on the bridge in room %s", count, self._room)
+        if count == 0 and before:
+            self._robot.release(SOURCE, "the last controller left the bridge")
+
+    # ------------------------------------------------------------------ telemetry
+    async def _telemetry(self, ws: ClientConnection) -> None:
+        builder = TelemetryBuilder(self._desc, self._s.robot_id, self._room)
+        loop = asyncio.get_running_loop()
+        period = 1.0 / self._s.telemetry_hz
+        limit = self._s.max_samples
+        last_seq = self._robot.snapshot().seq
+        due = loop.time()
+        while True:
+            due += period
+            delay = due - loop.time()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            else:
+                due = loop.time()  # fell behind: skip, never burst
+            batch = self._robot.samples_since(last_seq, limit)
+            newest = self._robot.snapshot() if len(batch) >= limit or not batch else batch[-1]
+            last_seq = max(last_seq, newest.seq)
+            await ws.send(json.dumps(builder.build(newest, batch)))
+            self._counters["sent"] += 1
+
+    # ------------------------------------------------------------------ video
+    async def _video_link(self) -> None:
+        assert self._streams is not None
+        hello = {"type": "hello", "role": "simulator-video"}
+        if self._s.room:
+            hello["room"] = self._s.room
+        attempt = 0
+        while True:
+            try:
+                async with self._connect(self._video_url, 1 << 20) as vws:
+                    await vws.send(json.dumps(hello))
+                    self._streams.attach(vws.send)
+                    self._video_connected = True
+                    attempt = 0
+                    log.info("sim2bot: video socket connected to %s", video_url(self._s.url))
+                    await vws.wait_closed()
+                    log.warning("sim2bot: video socket closed; reconnecting")
+            except (OSError, WebSocketException, TimeoutError) as err:
+                if attempt == 0:
+                    log.warning("sim2bot: video socket to %s failed: %s; retrying", video_url(self._s.url), err)
+            finally:
+                self._streams.attach(None)
+                self._video_connected = False
+            await asyncio.sleep(backoff_s(attempt, self._s.reconnect_delay_s, self._s.reconnect_delay_max_s))
+            attempt += 1

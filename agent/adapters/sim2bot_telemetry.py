@@ -1,0 +1,256 @@
+"""The tank as a Sim2Bot scene: the simulator ``hello`` and ``telemetry`` packets.
+
+Pure translation from :class:`agent.model.RobotDescription` and
+:class:`agent.model.Snapshot` to bridge-protocol v1 JSON objects. The fields
+``sim2bot.RobotInfo.from_json`` and ``sim2bot.RobotState.from_json`` read are
+all filled; what each carries on a tracked robot is in docs/sim2bot.md:
+
+- joints (``q``, ``target``, ``qd``, ``qdd``, ``qddd``) are the servo joints, rad;
+- the TCP fields carry the *base* (``base_link``) in the ``odom`` frame: the
+  tank announces no arm kinematics, and the base pose is what a controller of a
+  mobile robot steers. Linear quantities are world(odom)-frame, angular ones
+  about z; acceleration and jerk are unsmoothed finite differences over
+  control ticks, like the protocol's own derivatives;
+- ``sensors`` are named entries whose keys carry units (``voltage_v``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from agent.config import AgentConfig
+from agent.model import RobotDescription, Snapshot
+
+Vec3 = tuple[float, float, float]
+_ZERO3: Vec3 = (0.0, 0.0, 0.0)
+
+
+def camera_ids(desc: RobotDescription) -> tuple[str, ...]:
+    """Global Sim2Bot camera ids, ``model:<i>`` in config camera order."""
+    return tuple(f"model:{i}" for i in range(len(desc.cameras)))
+
+
+def _num(value: float | None) -> float | None:
+    """JSON-safe number: non-finite -> None (JSON has no NaN)."""
+    if value is None:
+        return None
+    value = float(value)
+    return value if math.isfinite(value) else None
+
+
+def _nums(values: Iterable[float]) -> list[float | None]:
+    return [_num(v) for v in values]
+
+
+def robot_entry(desc: RobotDescription, cfg: AgentConfig) -> dict[str, Any]:
+    """The tank as one ``robots[]`` entry of the simulator hello (``RobotInfo.from_json``)."""
+    drivers = cfg.drivers
+    sensors = ["odometry", "tracks", "control"]
+    if drivers.imu is not None:
+        sensors.insert(0, "imu")
+    if drivers.power is not None:
+        sensors.insert(0, "battery")
+    capabilities = ["base_velocity", "stop", "reset", "camera"]
+    if desc.dof:
+        capabilities[1:1] = ["joint_position", "joint_velocity", "joint_trajectory"]
+    if desc.has_gripper:
+        capabilities.append("gripper")
+    return {
+        "index": 0,
+        "id": cfg.sim2bot.robot_id,
+        "name": desc.name,
+        "dof": desc.dof,
+        "jointNames": list(desc.joint_names),
+        "jointLimits": [[lo, hi] for lo, hi in desc.joint_limits],
+        "home": list(desc.home),
+        "hasGripper": desc.has_gripper,
+        "locomotion": "mobile",
+        "baseDof": 2,
+        "category": "mobile-base",
+        "manufacturer": "",
+        "license": "",
+        "sourceUrl": "",
+        "sourceRevision": "",
+        "snapshotDigest": "",
+        "capabilities": capabilities,
+        "armActuators": list(desc.joint_names),
+        "gripperActuators": ["gripper"] if desc.has_gripper else [],
+        "tcpSites": ["base_link"],
+        "endEffectorBodies": [],
+        "keyframes": ["home"],
+        "modelCameras": list(desc.cameras),
+        "modelSensors": sensors,
+        "variant": desc.kind,
+        "baseLimits": {
+            "vxMps": desc.max_speed_mps,
+            "omegaRadps": desc.max_omega_radps,
+            "trackWidthM": desc.track_width_m,
+        },
+    }
+
+
+def camera_entries(desc: RobotDescription, cfg: AgentConfig) -> list[dict[str, Any]]:
+    """``cameras[]`` of the simulator hello: global id, label = config camera id, robot mount."""
+    by_id = {c.id: c for c in cfg.drivers.cameras}
+    out = []
+    for global_id, cam_id in zip(camera_ids(desc), desc.cameras):
+        cam = by_id.get(cam_id)
+        entry: dict[str, Any] = {
+            "id": global_id,
+            "label": cam_id,
+            "kind": "model",
+            "robot": desc.name,
+            "mount": {"kind": "robot", "robotId": cfg.sim2bot.robot_id, "robotName": desc.name},
+        }
+        if cam is not None:
+            entry["defaults"] = {"fps": min(30.0, cam.fps), "width": cam.width, "height": cam.height,
+                                 "quality": cam.jpeg_quality, "codec": 0}
+        out.append(entry)
+    return out
+
+
+def hello_message(desc: RobotDescription, cfg: AgentConfig) -> dict[str, Any]:
+    """The simulator ``hello``: role, room and the scene the bridge serves to ``describe``."""
+    hello: dict[str, Any] = {
+        "type": "hello",
+        "role": "simulator",
+        "robots": [robot_entry(desc, cfg)],
+        "cameras": camera_entries(desc, cfg),
+        "devices": [],
+    }
+    if cfg.sim2bot.room:
+        hello["room"] = cfg.sim2bot.room
+    return hello
+
+
+def _sub(a: Sequence[float], b: Sequence[float], dt: float) -> Vec3:
+    return (a[0] - b[0]) / dt, (a[1] - b[1]) / dt, (a[2] - b[2]) / dt
+
+
+class BaseMotion:
+    """Base pose, twist and their unsmoothed derivatives in the odom frame, per control tick."""
+
+    def __init__(self) -> None:
+        self._t: float | None = None
+        self._seq = -1
+        self.lin_v: Vec3 = _ZERO3
+        self.ang_v: Vec3 = _ZERO3
+        self.lin_a: Vec3 = _ZERO3
+        self.ang_a: Vec3 = _ZERO3
+        self.lin_j: Vec3 = _ZERO3
+        self.ang_j: Vec3 = _ZERO3
+
+    def update(self, snap: Snapshot) -> None:
+        """Feed ticks in order; older or repeated ticks are skipped."""
+        if snap.seq <= self._seq:
+            return
+        o = snap.odom
+        lin_v = (o.vx_mps * math.cos(o.yaw_rad), o.vx_mps * math.sin(o.yaw_rad), 0.0)
+        ang_v = (0.0, 0.0, o.omega_radps)
+        dt = None if self._t is None else snap.t_mono_s - self._t
+        if dt is not None and dt > 0:
+            lin_a, ang_a = _sub(lin_v, self.lin_v, dt), _sub(ang_v, self.ang_v, dt)
+            self.lin_j, self.ang_j = _sub(lin_a, self.lin_a, dt), _sub(ang_a, self.ang_a, dt)
+            self.lin_a, self.ang_a = lin_a, ang_a
+        self.lin_v, self.ang_v = lin_v, ang_v
+        self._t, self._seq = snap.t_mono_s, snap.seq
+
+    def fields(self, snap: Snapshot) -> dict[str, Any]:
+        """The telemetry ``tcp*`` fields for ``snap`` (pose) and the derivatives seen so far."""
+        o = snap.odom
+        half = 0.5 * o.yaw_rad
+        return {
+            "tcp": _nums((o.x_m, o.y_m, 0.0)),
+            "tcpOrientation": _nums((0.0, 0.0, math.sin(half), math.cos(half))),
+            "tcpLinearVelocity": _nums(self.lin_v),
+            "tcpAngularVelocity": _nums(self.ang_v),
+            "tcpLinearAcceleration": _nums(self.lin_a),
+            "tcpAngularAcceleration": _nums(self.ang_a),
+            "tcpLinearJerk": _nums(self.lin_j),
+            "tcpAngularJerk": _nums(self.ang_j),
+        }
+
+
+def sensors(snap: Snapshot) -> list[dict[str, Any]]:
+    """Named sensor readings; every key carries its unit. Absent devices are left out."""
+    o, tr = snap.odom, snap.tracks
+    out: list[dict[str, Any]] = [
+        {"name": "odometry", "frame": "odom", "x_m": _num(o.x_m), "y_m": _num(o.y_m),
+         "yaw_rad": _num(o.yaw_rad), "vx_mps": _num(o.vx_mps), "omega_radps": _num(o.omega_radps),
+         "distance_m": _num(o.distance_m)},
+        {"name": "tracks", "cmd_left_mps": _num(tr.cmd_left_mps), "cmd_right_mps": _num(tr.cmd_right_mps),
+         "duty_left": _num(tr.duty_left), "duty_right": _num(tr.duty_right),
+         "left_mps": _num(tr.left_mps), "right_mps": _num(tr.right_mps),
+         "left_counts": int(tr.left_counts), "right_counts": int(tr.right_counts)},
+    ]
+    if snap.imu is not None:
+        imu = snap.imu
+        out.append({
+            "name": "imu", "frame": "base_link", "t_mono_s": _num(imu.t_mono_s),
+            "accel_mps2": _nums(imu.accel_mps2), "gyro_radps": _nums(imu.gyro_radps),
+            "orientation_xyzw": None if imu.orientation_xyzw is None else _nums(imu.orientation_xyzw),
+            "temperature_c": _num(imu.temperature_c),
+        })
+    if snap.power is not None:
+        p = snap.power
+        out.append({"name": "battery", "t_mono_s": _num(p.t_mono_s), "voltage_v": _num(p.voltage_v),
+                    "current_a": _num(p.current_a), "power_w": _num(p.power_w),
+                    "percent": _num(p.percent)})
+    out.append({
+        "name": "control", "active_source": snap.active_source, "watchdog": snap.watchdog,
+        "stopped": snap.stopped, "overridden": {src: n for src, n in snap.overridden},
+        "faults": list(snap.faults),
+        "devices": [{"name": d.name, "state": d.state, "last_error": d.last_error, "errors": d.errors}
+                    for d in snap.devices],
+    })
+    return out
+
+
+def sample_entry(snap: Snapshot) -> dict[str, Any]:
+    """One control tick for ``samples[]``: ``{t, q, qd}`` plus the base twist."""
+    return {"t": snap.t_mono_s, "q": _nums(snap.joints.q), "qd": _nums(snap.joints.qd),
+            "vx_mps": _num(snap.odom.vx_mps), "omega_radps": _num(snap.odom.omega_radps)}
+
+
+class TelemetryBuilder:
+    """Builds one ``telemetry`` packet per call from the newest snapshot and the ticks since the last.
+
+    Args:
+        desc: the robot description (name, dof). robot_id: the announced ``id``.
+        room: the room name carried in the packet (``default`` when none).
+    """
+
+    def __init__(self, desc: RobotDescription, robot_id: str, room: str) -> None:
+        self._desc = desc
+        self._robot_id = robot_id
+        self._room = room
+        self._motion = BaseMotion()
+
+    def build(self, newest: Snapshot, batch: Sequence[Snapshot]) -> dict[str, Any]:
+        """Packet for ``newest``; ``batch`` = ticks since the previous packet, oldest first."""
+        for snap in batch:
+            self._motion.update(snap)
+        self._motion.update(newest)
+        j = newest.joints
+        packet: dict[str, Any] = {
+            "type": "telemetry",
+            "room": self._room,
+            "robot": 0,
+            "id": self._robot_id,
+            "name": self._desc.name,
+            "dof": self._desc.dof,
+            "t": newest.t_mono_s,
+            "q": _nums(j.q),
+            "target": _nums(j.target),
+            "qd": _nums(j.qd),
+            "qdd": _nums(j.qdd),
+            "qddd": _nums(j.qddd),
+            "captureTs": newest.t_unix_s,
+        }
+        packet.update(self._motion.fields(newest))
+        packet["gripper"] = _num(newest.gripper)
+        packet["sensors"] = sensors(newest)
+        packet["samples"] = [sample_entry(s) for s in batch]
+        return packet

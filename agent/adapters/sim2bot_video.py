@@ -1,0 +1,202 @@
+"""Sim2Bot camera side: subscriptions from the control socket, frames to ``/video``.
+
+A ``camera_subscribe`` starts (or renews) one stream per (camera, format, fps);
+a stream not renewed within the TTL (~3 s, protocol v1) stops, so a crashed
+controller stops the feed. Each stream awaits the next frame encoded by the
+shared :class:`agent.video.VideoHub` (one encode per frame and format, however
+many streams want it), paces it to the requested fps and sends it as one
+binary message (:func:`pack_frame`). A slow socket makes the stream skip to
+the newest frame: nothing queues.
+
+Source: ``sim2bot-bridge-protocol-v1.md`` ("Cameras", "Camera frames");
+reference reader ``sim2bot.client._parse_frame``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import struct
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+from websockets.exceptions import WebSocketException
+
+from agent.adapters.sim2bot_commands import (
+    CODEC_H264,
+    CODEC_JPEG,
+    CODEC_RAW,
+    FPS_RANGE,
+    CameraRequest,
+)
+from agent.config.drivers import CameraConfig
+from agent.video import EncodedFrame, FrameFormat
+
+log = logging.getLogger(__name__)
+
+#: u8 version, u8 codec, u16 flags, u32 sequence, f64 capture ts (Unix s), u16 width, u16 height.
+HEADER = struct.Struct("<BBHIdHH")
+FRAMING_VERSION = 1
+FLAG_KEYFRAME = 0x0001
+#: How long a stream waits for a frame before re-checking its TTL, s.
+_WAIT_S = 0.5
+
+Sender = Callable[[bytes], Awaitable[None]]
+
+
+def pack_frame(camera_id: str, codec: int, seq: int, t_unix_s: float, width: int, height: int,
+               image: bytes, keyframe: bool = True) -> bytes:
+    """One binary ``/video`` message: 20-byte little-endian header, id length, id, image.
+
+    Args:
+        camera_id: global camera id, at most 255 UTF-8 bytes.
+        codec: 0 JPEG, 1 H.264, 2 raw RGBA (rows bottom-up).
+        seq: frame sequence number (wrapped to 32 bits).
+        t_unix_s: capture time, Unix s. width, height: pixels (<= 65535).
+        image: the encoded image.
+
+    Raises:
+        ValueError: camera id longer than 255 bytes, size out of range.
+    """
+    cid = camera_id.encode("utf-8")
+    if len(cid) > 255:
+        raise ValueError(f"camera id {camera_id!r} is longer than 255 bytes")
+    header = HEADER.pack(FRAMING_VERSION, codec, FLAG_KEYFRAME if keyframe else 0,
+                         seq & 0xFFFFFFFF, t_unix_s, width, height)
+    return b"".join((header, bytes((len(cid),)), cid, image))
+
+
+@dataclass(frozen=True, slots=True)
+class StreamKey:
+    """What makes two subscriptions the same stream."""
+
+    camera: str
+    codec: int
+    width: int
+    height: int
+    quality: int
+    fps: float
+
+
+def resolve(req: CameraRequest, cam: CameraConfig) -> StreamKey:
+    """Fill a request's omitted fields from the camera's config; H.264 becomes JPEG."""
+    codec = CODEC_JPEG if req.codec in (None, CODEC_H264) else req.codec
+    fps = req.fps if req.fps is not None else max(FPS_RANGE[0], min(FPS_RANGE[1], cam.fps))
+    quality = 0 if codec == CODEC_RAW else (req.quality if req.quality is not None else cam.jpeg_quality)
+    return StreamKey(camera=req.camera, codec=codec, width=req.width or cam.width,
+                     height=req.height or cam.height, quality=quality, fps=fps)
+
+
+def hub_format(key: StreamKey) -> FrameFormat:
+    """The hub's encode request for a stream (the hub's ``rgba`` rows are bottom-up, as WebGL gives)."""
+    codec = "jpeg" if key.codec == CODEC_JPEG else "rgba"
+    return FrameFormat(codec, key.width, key.height, key.quality or 80)
+
+
+class VideoStreams:
+    """The camera subscriptions of one adapter and their sending tasks.
+
+    Args:
+        hub: the shared VideoHub (``next_encoded``).
+        cameras: global id -> (hub camera id, camera config), in announce order.
+        ttl_s: a stream not renewed for this long stops, s.
+        clock: monotonic clock, s (injected in tests).
+    """
+
+    def __init__(self, hub, cameras: dict[str, tuple[str, CameraConfig]], ttl_s: float,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self._hub = hub
+        self._cameras = cameras
+        self._ttl_s = ttl_s
+        self._clock = clock
+        self._send: Sender | None = None
+        self._expiry: dict[StreamKey, float] = {}
+        self._tasks: dict[StreamKey, asyncio.Task] = {}
+        self._h264_warned = False
+        self.frames_sent = 0
+        self.bytes_sent = 0
+        self.send_errors = 0
+
+    # ------------------------------------------------------------------ wiring
+    def attach(self, send: Sender | None) -> None:
+        """Set (or clear, with None) the coroutine that sends one binary message on ``/video``."""
+        self._send = send
+
+    @property
+    def attached(self) -> bool:
+        """A ``/video`` socket is connected."""
+        return self._send is not None
+
+    @property
+    def active(self) -> tuple[StreamKey, ...]:
+        """Streams currently subscribed."""
+        return tuple(self._tasks)
+
+    # ------------------------------------------------------------------ requests
+    def subscribe(self, req: CameraRequest) -> StreamKey:
+        """Start or renew the stream ``req`` asks for; must run on the event loop."""
+        if req.codec == CODEC_H264 and not self._h264_warned:
+            self._h264_warned = True
+            log.warning("sim2bot: camera %s asked for H.264; the agent sends JPEG instead", req.camera)
+        hub_id, cam = self._cameras[req.camera]
+        key = resolve(req, cam)
+        self._expiry[key] = self._clock() + self._ttl_s
+        task = self._tasks.get(key)
+        if task is None or task.done():
+            log.info("sim2bot: streaming %s (%s) codec %d %dx%d q%d at %.1f fps", key.camera, hub_id,
+                     key.codec, key.width, key.height, key.quality, key.fps)
+            self._tasks[key] = asyncio.get_running_loop().create_task(
+                self._stream(key, hub_id), name=f"sim2bot-video-{key.camera}")
+        return key
+
+    def unsubscribe(self, camera: str) -> int:
+        """Stop every stream of ``camera``; returns how many stopped."""
+        keys = [k for k in self._tasks if k.camera == camera]
+        for key in keys:
+            self._stop(key, "unsubscribed")
+        return len(keys)
+
+    def close(self) -> None:
+        """Stop every stream (session over)."""
+        for key in list(self._tasks):
+            self._stop(key, "session closed")
+
+    def _stop(self, key: StreamKey, why: str) -> None:
+        self._expiry.pop(key, None)
+        task = self._tasks.pop(key, None)
+        if task is not None and task is not asyncio.current_task():
+            task.cancel()
+        log.info("sim2bot: stopped streaming %s (%s)", key.camera, why)
+
+    # ------------------------------------------------------------------ sending
+    async def _stream(self, key: StreamKey, hub_id: str) -> None:
+        fmt = hub_format(key)
+        period = 1.0 / key.fps
+        after_seq = -1
+        due = self._clock()
+        while True:
+            now = self._clock()
+            if now >= self._expiry.get(key, 0.0):
+                self._stop(key, f"not renewed for {self._ttl_s:g} s")
+                return
+            if due > now:
+                await asyncio.sleep(due - now)
+            frame: EncodedFrame | None = await self._hub.next_encoded(hub_id, fmt, after_seq, _WAIT_S)
+            if frame is None:
+                continue
+            after_seq = frame.seq
+            due = max(due + period, self._clock())
+            send = self._send
+            if send is None:
+                continue
+            data = pack_frame(key.camera, key.codec, frame.seq, frame.t_unix_s, frame.width,
+                              frame.height, frame.data)
+            try:
+                await send(data)
+            except (WebSocketException, OSError) as err:  # the video task reconnects the socket
+                self.send_errors += 1
+                log.debug("sim2bot: frame send on /video failed: %s", err)
+                continue
+            self.frames_sent += 1
+            self.bytes_sent += len(data)

@@ -1,0 +1,119 @@
+"""The agent: hardware, control loop, video hub and the protocol adapters, wired once.
+
+Composition, not globals: ``Agent(cfg)`` builds every part from the config and
+owns their lifecycle. Used as::
+
+    async with Agent(cfg, config_path="config/params.json") as agent:
+        await stop_event.wait()
+
+On exit the adapters are cancelled first (each releases its source), then the
+control loop commands zero to the motors and confirms the write, then the
+video hub and the devices close.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from typing import Any
+
+from agent.config import AgentConfig
+from agent.control import ControlLoop
+from agent.hardware import SIM, Hardware
+
+log = logging.getLogger(__name__)
+
+
+def uses_sim(cfg: AgentConfig) -> bool:
+    """True when any device is served by the simulated tank (``sim://``)."""
+    d = cfg.drivers
+    values = [getattr(x, "port", None) for x in (d.motor,) if x is not None]
+    values += [x.bus for x in (d.imu, d.power, d.servo) if x is not None]
+    return any(str(v) == SIM for v in values)
+
+
+class Agent:
+    """One robot: see the module docstring.
+
+    Attributes:
+        cfg: the validated configuration.
+        sim: the simulated tank (agent.simtank.SimTank) when any device is ``sim://``, else None.
+        physics: the simulated tank's TankPhysics, or None on real hardware.
+        hardware, control, video: the parts; ``adapters``: name -> running adapter.
+    """
+
+    def __init__(self, cfg: AgentConfig, *, config_path: str | None = None, logs: Any = None) -> None:
+        self.cfg = cfg
+        self.config_path = config_path
+        self.logs = logs
+        self.sim = None
+        if uses_sim(cfg):
+            from agent.simtank import SimTank
+            self.sim = SimTank(cfg)
+        self.physics = self.sim.physics if self.sim is not None else None
+        self.hardware = Hardware.from_config(cfg, self.sim)
+        self.video = None
+        if cfg.drivers.cameras:
+            from agent.video import VideoHub
+            self.video = VideoHub(cfg.drivers.cameras)
+            self.hardware.add_health_source(self.video.health)
+        self.control = ControlLoop(cfg, self.hardware)
+        self.adapters: dict[str, Any] = {}
+        self._tasks: list[asyncio.Task] = []
+        self._started = False
+
+    def _build_adapters(self) -> None:
+        cfg = self.cfg
+        if cfg.artex_enabled:
+            from agent.adapters.artex import ArtexAdapter
+            self.adapters["artex"] = ArtexAdapter(cfg, self.control, self.video,
+                                                  config_path=self.config_path, logs=self.logs)
+        if cfg.sim2bot.enabled:
+            from agent.adapters.sim2bot import Sim2botAdapter
+            self.adapters["sim2bot"] = Sim2botAdapter(cfg, self.control, self.video, config_path=self.config_path)
+        if cfg.robot_msg.enabled:
+            from agent.adapters.robotmsg import RobotMsgAdapter
+            self.adapters["robot_msg"] = RobotMsgAdapter(cfg, self.control, self.video, config_path=self.config_path)
+
+    async def start(self) -> None:
+        """Open the devices (off the event loop), start the control loop, video and adapters."""
+        await asyncio.to_thread(self.hardware.start)
+        if self.video is not None:
+            self.video.start()
+        self.control.start()
+        self._started = True
+        self._build_adapters()
+        for name, adapter in self.adapters.items():
+            self._tasks.append(asyncio.create_task(adapter.run(), name=f"adapter-{name}"))
+        log.info("agent %r up: devices %s; adapters %s", self.cfg.name,
+                 ", ".join(f"{h.name}={h.state}" for h in self.hardware.health()) or "none",
+                 ", ".join(self.adapters) or "none")
+
+    async def close(self) -> None:
+        """Stop everything; motors are commanded to zero and the write confirmed before devices close."""
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        self._tasks.clear()
+        if self._started:
+            await asyncio.to_thread(self.control.close)
+        if self.video is not None:
+            await asyncio.to_thread(self.video.close)
+        await asyncio.to_thread(self.hardware.close)
+        if self.sim is not None:
+            await asyncio.to_thread(self.sim.close)
+        self._started = False
+
+    async def __aenter__(self) -> "Agent":
+        try:
+            await self.start()
+        except BaseException:
+            await self.close()
+            raise
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()

@@ -1,0 +1,241 @@
+"""Who drives: per-channel source arbitration (the twist_mux idea) and the velocity watchdog.
+
+Two channels, ``base`` (BaseVelocity, TrackDuty) and ``joints`` (JointVelocity,
+and the latched JointPosition / JointTrajectory / Gripper / Reset). Each source
+(``artex``, ``sim2bot``, ``robot_msg``) has a priority and a velocity timeout
+(``cfg.control.sources``, ``cfg.source_timeout_s``). Every command a source
+sends on a channel becomes that source's *claim* on the channel, fresh until
+``receipt + timeout(source)``; one claim per (channel, source), the latest wins.
+
+- A velocity claim carries its command. A latched claim carries none: the
+  target was applied when it arrived, the claim only keeps lower-priority
+  sources off the joints for the timeout.
+- The highest-priority fresh claim on a channel wins (equal priorities: the
+  newest). A command arriving while a strictly higher-priority source holds a
+  fresh claim on its channel is counted as overridden; a velocity command is
+  still kept (it drives if it outlives the higher one), a latched one is refused.
+
+Not thread-safe: :class:`agent.control.ControlLoop` calls it under its lock.
+Times are seconds on the control loop's monotonic clock.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from agent.config import AgentConfig
+from agent.config.control import SOURCES
+from agent.model import Command
+
+log = logging.getLogger(__name__)
+
+BASE = "base"
+JOINTS = "joints"
+CHANNELS = (BASE, JOINTS)
+
+IDLE, OK, EXPIRED = "idle", "ok", "expired"
+
+
+@dataclass(frozen=True, slots=True)
+class Claim:
+    """One source's hold on one channel.
+
+    Attributes:
+        source: command source. channel: ``base`` or ``joints``.
+        command: the velocity command to execute, or None for a latched claim.
+        receipt_s: arrival time, s. deadline_s: fresh while ``now < deadline_s``, s.
+    """
+
+    source: str
+    channel: str
+    command: Command | None
+    receipt_s: float
+    deadline_s: float
+
+    def fresh(self, now: float) -> bool:
+        """True while the claim has not timed out."""
+        return now < self.deadline_s
+
+
+@dataclass(frozen=True, slots=True)
+class Selection:
+    """Outcome of arbitration on one channel for one tick.
+
+    Attributes:
+        channel: ``base`` or ``joints``.
+        winner: the claim that drives, or None.
+        expired: velocity claims that timed out at this tick (dropped).
+    """
+
+    channel: str
+    winner: Claim | None
+    expired: tuple[Claim, ...] = ()
+
+    @property
+    def velocity(self) -> Command | None:
+        """The velocity command to execute this tick, or None."""
+        return self.winner.command if self.winner is not None else None
+
+
+class Arbiter:
+    """Per-channel claims of every source; see the module docstring.
+
+    Args:
+        priorities: source -> priority (higher wins); unlisted sources have 0.
+        timeouts_s: source -> velocity timeout, s.
+    """
+
+    def __init__(self, priorities: Mapping[str, int], timeouts_s: Mapping[str, float]) -> None:
+        self._priorities = dict(priorities)
+        self._timeouts = dict(timeouts_s)
+        self._claims: dict[tuple[str, str], Claim] = {}
+        self._overridden: dict[str, int] = {s: 0 for s in self._timeouts}
+
+    @classmethod
+    def from_config(cls, cfg: AgentConfig) -> Arbiter:
+        """Priorities from ``cfg.control.sources`` (0 when unlisted), timeouts from ``cfg.source_timeout_s``."""
+        prio = {s: (cfg.control.sources[s].priority if s in cfg.control.sources else 0) for s in SOURCES}
+        return cls(prio, {s: cfg.source_timeout_s(s) for s in SOURCES})
+
+    def priority(self, source: str) -> int:
+        """Priority of ``source``."""
+        return self._priorities.get(source, 0)
+
+    def timeout_s(self, source: str) -> float:
+        """Velocity timeout of ``source``, s."""
+        return self._timeouts[source]
+
+    # ------------------------------------------------------------------ claims
+    def holder(self, channel: str, now: float) -> Claim | None:
+        """The fresh claim that drives ``channel`` at ``now``, or None."""
+        best: Claim | None = None
+        for (ch, _), c in self._claims.items():
+            if ch == channel and c.fresh(now) and (best is None or self._key(c) > self._key(best)):
+                best = c
+        return best
+
+    def _key(self, c: Claim) -> tuple[int, float]:
+        return self.priority(c.source), c.receipt_s
+
+    def _above(self, source: str, channel: str, now: float) -> Claim | None:
+        """The fresh claim of a strictly higher-priority source on ``channel``, or None."""
+        top = self.holder(channel, now)
+        if top is not None and top.source != source and self.priority(top.source) > self.priority(source):
+            return top
+        return None
+
+    def offer(self, source: str, channel: str, command: Command, now: float) -> Claim | None:
+        """Store a velocity command as ``source``'s claim on ``channel`` (latest wins).
+
+        Returns:
+            The higher-priority claim overriding it (the command is kept and
+            counted as overridden), or None when it drives.
+        """
+        above = self._above(source, channel, now)
+        if above is not None:
+            self._overridden[source] = self._overridden.get(source, 0) + 1
+        self._claims[(channel, source)] = Claim(source, channel, command, now, now + self.timeout_s(source))
+        return above
+
+    def latch(self, source: str, channel: str, now: float) -> Claim | None:
+        """Claim ``channel`` for a latched command from ``source``.
+
+        On success the velocity claims of ``source`` and of every lower- or
+        equal-priority source on the channel are dropped (they would fight the
+        new target) and None is returned.
+
+        Returns:
+            The higher-priority claim that refuses it (counted as overridden,
+            nothing else changes), or None when accepted.
+        """
+        above = self._above(source, channel, now)
+        if above is not None:
+            self._overridden[source] = self._overridden.get(source, 0) + 1
+            return above
+        prio = self.priority(source)
+        for key in [k for k, c in self._claims.items() if k[0] == channel and self.priority(c.source) <= prio]:
+            del self._claims[key]
+        self._claims[(channel, source)] = Claim(source, channel, None, now, now + self.timeout_s(source))
+        return None
+
+    def would_refuse(self, source: str, channel: str, now: float) -> Claim | None:
+        """The higher-priority claim that :meth:`latch` would refuse ``source`` for, without counting."""
+        return self._above(source, channel, now)
+
+    def next_expiry(self, now: float) -> float | None:
+        """Earliest deadline among the velocity claims driving a channel at ``now``, s, or None."""
+        out = None
+        for channel in CHANNELS:
+            top = self.holder(channel, now)
+            if top is not None and top.command is not None:
+                out = top.deadline_s if out is None else min(out, top.deadline_s)
+        return out
+
+    def select(self, channel: str, now: float) -> Selection:
+        """Drop timed-out claims on ``channel`` and pick its driver for this tick."""
+        expired = []
+        for key in [k for k, c in self._claims.items() if k[0] == channel and not c.fresh(now)]:
+            claim = self._claims.pop(key)
+            if claim.command is not None:
+                expired.append(claim)
+        return Selection(channel, self.holder(channel, now), tuple(expired))
+
+    def drop(self, sources: Iterable[str] | None = None, channels: Iterable[str] = CHANNELS) -> list[Claim]:
+        """Remove the claims of ``sources`` (all when None) on ``channels``; returns them."""
+        srcs = None if sources is None else set(sources)
+        chans = set(channels)
+        keys = [k for k in self._claims if k[0] in chans and (srcs is None or k[1] in srcs)]
+        return [self._claims.pop(k) for k in keys]
+
+    def overridden(self) -> tuple[tuple[str, int], ...]:
+        """(source, commands overridden so far) for every known source, in SOURCES order."""
+        return tuple(sorted(self._overridden.items(), key=lambda kv: _order(kv[0])))
+
+
+def _order(source: str) -> tuple[int, str]:
+    return (SOURCES.index(source) if source in SOURCES else len(SOURCES), source)
+
+
+class Watchdog:
+    """Velocity-command freshness across both channels: ``idle`` / ``ok`` / ``expired``.
+
+    ``expired`` is entered when the velocity command driving a channel times out
+    and no other fresh velocity command takes over; it is left by the next fresh
+    velocity command (``ok``) or by :meth:`reset` (stop, release: ``idle``). Each
+    firing and each resumption is logged once.
+    """
+
+    def __init__(self) -> None:
+        self.state = IDLE
+        self._driving: dict[str, bool] = {c: False for c in CHANNELS}
+
+    def update(self, selections: Iterable[Selection]) -> str:
+        """Fold one tick's selections in; returns the new state."""
+        active = False
+        fired = False
+        for sel in selections:
+            now_driving = sel.velocity is not None
+            if self._driving[sel.channel] and not now_driving and sel.expired:
+                fired = True
+                c = sel.expired[0]
+                what = "tracks to zero" if sel.channel == BASE else "joints hold"
+                log.warning("watchdog: %s command from %s older than %.3f s; %s",
+                            sel.channel, c.source, c.deadline_s - c.receipt_s, what)
+            self._driving[sel.channel] = now_driving
+            active = active or now_driving
+        if active:
+            if self.state == EXPIRED:
+                log.info("watchdog: fresh velocity command, motion resumes")
+            self.state = OK
+        elif fired:
+            self.state = EXPIRED
+        elif self.state == OK:
+            self.state = IDLE
+        return self.state
+
+    def reset(self) -> None:
+        """Velocity commands were dropped on purpose (stop, release, reset): back to ``idle``."""
+        self.state = IDLE
+        self._driving = {c: False for c in CHANNELS}

@@ -1,0 +1,352 @@
+"""The robot's devices, built from ``cfg.drivers`` and supervised.
+
+:class:`Hardware` is what the control loop talks to (docs/architecture.md,
+"Hardware"). Its methods never raise: a failing device is marked ``degraded``
+or ``lost`` (agent/supervisor.py) and reopened in the background while the
+agent keeps running without it. Motor calls happen on the control thread;
+I2C devices (IMU, power monitor, servo chip) are served by one worker thread
+per bus so transactions on a bus never interleave and a hung bus never
+stalls the control loop.
+
+Driver classes are found by the config ``kind`` through :data:`DRIVERS`, a
+registry of import paths; transports by value (``sim://`` -> the simulated
+tank's emulators, agent/simtank.py).
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import importlib
+import logging
+import threading
+import time
+from typing import Any, Callable
+
+from agent.config import AgentConfig
+from agent.errors import DriverError
+from agent.model import DeviceHealth, ImuSample, PowerSample
+from agent.supervisor import LOST, OK, Reopener, Supervised
+from drivers.i2c import open_bus
+from drivers.base import Imu, MotorController, MotorFeedback, PowerMonitor, ServoController
+
+log = logging.getLogger(__name__)
+
+#: config ``kind`` -> "module:Class" of the driver.
+DRIVERS: dict[str, str] = {
+    "roboclaw": "drivers.roboclaw:Roboclaw",
+    "sabertooth": "drivers.sabertooth:Sabertooth",
+    "line": "drivers.linemotor:LineMotor",
+    "mpu6050": "drivers.mpu6050:Mpu6050",
+    "bno055": "drivers.bno055:Bno055",
+    "ina219": "drivers.ina2xx:Ina219",
+    "ina226": "drivers.ina2xx:Ina226",
+    "pca9685": "drivers.pca9685:Pca9685",
+}
+
+SIM = "sim://"
+
+
+def driver_class(kind: str) -> type:
+    """The driver class registered for ``kind``. Raises DriverError for an unknown kind."""
+    try:
+        module, cls = DRIVERS[kind].split(":")
+    except KeyError:
+        raise DriverError(f"no driver for kind {kind!r}; known: {', '.join(sorted(DRIVERS))}") from None
+    return getattr(importlib.import_module(module), cls)
+
+
+class I2cWorker:
+    """One thread per I2C bus: servo writes (latest wins), IMU and power reads at their rates."""
+
+    def __init__(self, bus_name: str, *, imu: Supervised[Imu] | None, imu_rate_hz: float,
+                 power: Supervised[PowerMonitor] | None, power_rate_hz: float,
+                 servo: Supervised[ServoController] | None) -> None:
+        self.bus_name = bus_name
+        self.imu, self.power, self.servo = imu, power, servo
+        self._imu_period = 1.0 / imu_rate_hz
+        self._power_period = 1.0 / power_rate_hz
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+        self._pending: dict[int, float | None] = {}
+        self._written: dict[int, float | None] = {}
+        self._calibrations: list[tuple[concurrent.futures.Future, int]] = []
+        self.latest_imu: ImuSample | None = None
+        self.latest_power: PowerSample | None = None
+        self.reads = 0
+        self._thread = threading.Thread(target=self._run, name=f"i2c-{bus_name}", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def set_servo_pulses(self, pulses: dict[int, float | None]) -> None:
+        with self._lock:
+            self._pending.update(pulses)
+        self._wake.set()
+
+    def calibrate_imu(self, samples: int) -> concurrent.futures.Future:
+        fut: concurrent.futures.Future = concurrent.futures.Future()
+        with self._lock:
+            self._calibrations.append((fut, samples))
+        self._wake.set()
+        return fut
+
+    def _run(self) -> None:
+        next_imu = next_power = time.monotonic()
+        while not self._stop.is_set():
+            self._write_servos()
+            self._run_calibrations()
+            now = time.monotonic()
+            if self.imu is not None and now >= next_imu:
+                sample = self.imu.call(lambda d: d.read())
+                if sample is not None:
+                    self.latest_imu = sample
+                    self.reads += 1
+                elif self.imu.state == LOST:
+                    self.latest_imu = None  # publish "unavailable", never a stale value
+                next_imu = max(next_imu + self._imu_period, now)
+            if self.power is not None and now >= next_power:
+                sample = self.power.call(lambda d: d.read())
+                if sample is not None:
+                    self.latest_power = sample
+                    self.reads += 1
+                elif self.power.state == LOST:
+                    self.latest_power = None
+                next_power = max(next_power + self._power_period, now)
+            due = [t for t, dev in ((next_imu, self.imu), (next_power, self.power)) if dev is not None]
+            timeout = max(0.0, min(due) - time.monotonic()) if due else 0.5
+            self._wake.wait(timeout)
+            self._wake.clear()
+
+    def _write_servos(self) -> None:
+        if self.servo is None:
+            return
+        with self._lock:
+            pending, self._pending = self._pending, {}
+        if self.servo.state == LOST:
+            self._written.clear()  # rewrite everything once the chip is back
+            with self._lock:
+                for ch, us in pending.items():
+                    self._pending.setdefault(ch, us)
+            return
+        for ch, us in pending.items():
+            if self._written.get(ch, -1.0) == us:
+                continue
+            ok = self.servo.call(
+                (lambda d, ch=ch: d.release(ch)) if us is None else (lambda d, ch=ch, us=us: d.set_pulse_us(ch, us)),
+                default=False,
+            )
+            if ok is not False:
+                self._written[ch] = us
+            else:
+                with self._lock:
+                    self._pending.setdefault(ch, us)
+
+    def _run_calibrations(self) -> None:
+        with self._lock:
+            jobs, self._calibrations = self._calibrations, []
+        for fut, samples in jobs:
+            if self.imu is None or self.imu.driver is None:
+                fut.set_exception(DriverError("IMU is not available", device="imu"))
+                continue
+            try:
+                bias = self.imu.driver.calibrate_gyro(samples)
+            except DriverError as err:
+                fut.set_exception(err)
+            else:
+                fut.set_result(bias)
+
+    def close(self) -> None:
+        self._stop.set()
+        self._wake.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout=3.0)
+
+
+class Hardware:
+    """Supervised devices of the robot; see module docstring. Construct with :meth:`from_config`
+    or directly from :class:`Supervised` devices (tests, other rigs)."""
+
+    def __init__(self, *, motor: Supervised[MotorController] | None = None,
+                 imu: Supervised[Imu] | None = None, imu_rate_hz: float = 100.0,
+                 power: Supervised[PowerMonitor] | None = None, power_rate_hz: float = 10.0,
+                 servo: Supervised[ServoController] | None = None,
+                 i2c_groups: list[tuple[str, list[str]]] | None = None,
+                 motor_feedback_hz: float = 20.0, clock: Callable[[], float] = time.monotonic) -> None:
+        self.motor = motor
+        self._feedback_period = 1.0 / motor_feedback_hz
+        self._next_feedback = 0.0
+        self._feedback: MotorFeedback | None = None
+        self._clock = clock
+        self.imu, self.power, self.servo = imu, power, servo
+        self._devices = [d for d in (motor, imu, power, servo) if d is not None]
+        self._health_sources: list[Callable[[], tuple[DeviceHealth, ...]]] = []
+        self._last_status: tuple[str, ...] = ()
+        groups = i2c_groups or [("i2c", [n for n, d in (("imu", imu), ("power", power), ("servo", servo)) if d])]
+        by_name = {"imu": imu, "power": power, "servo": servo}
+        self._workers: list[I2cWorker] = []
+        for bus_name, names in groups:
+            if not names:
+                continue
+            self._workers.append(I2cWorker(
+                bus_name,
+                imu=by_name["imu"] if "imu" in names else None, imu_rate_hz=imu_rate_hz,
+                power=by_name["power"] if "power" in names else None, power_rate_hz=power_rate_hz,
+                servo=by_name["servo"] if "servo" in names else None,
+            ))
+        self._reopener = Reopener(self._devices)
+        self._started = False
+
+    # ------------------------------------------------------------------ building
+    @classmethod
+    def from_config(cls, cfg: AgentConfig, sim: Any = None) -> "Hardware":
+        """Build every configured device. ``sim`` is the :class:`agent.simtank.SimTank` serving
+        ``sim://`` ports and buses (required when any is used)."""
+        d = cfg.drivers
+        buses: dict[str, Any] = {}
+        bus_lock = threading.Lock()
+
+        def i2c_bus(value: int | str) -> Callable[[], Any]:
+            key = str(value)
+
+            def get() -> Any:
+                with bus_lock:
+                    if key not in buses:
+                        buses[key] = open_bus(value, sim=sim.i2c_bus if sim is not None else None)
+                    return buses[key]
+            return get
+
+        def needs_sim(value: Any) -> None:
+            if str(value) == SIM and sim is None:
+                raise DriverError("a sim:// transport needs the simulated tank")
+
+        motor = imu = power = servo = None
+        groups: dict[str, list[str]] = {}
+        if d.motor is not None:
+            mcfg = d.motor
+            needs_sim(mcfg.port)
+            klass = driver_class(mcfg.kind)
+
+            def motor_factory(mcfg=mcfg, klass=klass):
+                if mcfg.port == SIM:
+                    path = sim.serial_port(mcfg)
+                    mc = mcfg.model_copy(update={"port": path})
+                    return klass(mc, name="motor")
+                return klass(mcfg, name="motor")
+            motor = Supervised("motor", motor_factory, on_open=lambda drv: drv.stop())
+        for name, dcfg in (("imu", d.imu), ("power", d.power), ("servo", d.servo)):
+            if dcfg is None:
+                continue
+            needs_sim(dcfg.bus)
+            klass = driver_class(dcfg.kind)
+            get_bus = i2c_bus(dcfg.bus)
+            sup = Supervised(name, lambda klass=klass, dcfg=dcfg, get_bus=get_bus, name=name:
+                             klass(dcfg, get_bus(), name=name))
+            groups.setdefault(str(dcfg.bus), []).append(name)
+            if name == "imu":
+                imu = sup
+            elif name == "power":
+                power = sup
+            else:
+                servo = sup
+        return cls(motor=motor, imu=imu, imu_rate_hz=d.imu.rate_hz if d.imu else 100.0,
+                   power=power, power_rate_hz=d.power.rate_hz if d.power else 10.0,
+                   servo=servo, i2c_groups=list(groups.items()),
+                   motor_feedback_hz=getattr(d.motor, "feedback_hz", 20.0))
+
+    # ------------------------------------------------------------------ lifecycle
+    def start(self) -> None:
+        """Open every device once (a failure leaves it lost and retried), then start the workers."""
+        for dev in self._devices:
+            dev.try_open()
+        for w in self._workers:
+            w.start()
+        self._reopener.start()
+        self._started = True
+
+    def close(self) -> None:
+        """Stop the workers, command the motors to zero, close everything. Idempotent."""
+        self._reopener.close()
+        for w in self._workers:
+            w.close()
+        if self.motor is not None:
+            self.motor.call(lambda d: d.stop())
+        for dev in reversed(self._devices):
+            dev.close()
+
+    def add_health_source(self, source: Callable[[], tuple[DeviceHealth, ...]]) -> None:
+        """Include another component's device health (e.g. the cameras of the video hub)."""
+        self._health_sources.append(source)
+
+    # ------------------------------------------------------------------ control thread
+    def set_duty(self, left: float, right: float) -> bool:
+        """Command track duty, each -1..1. True when the write was acknowledged. Control thread only."""
+        if self.motor is None:
+            return False
+        return bool(self.motor.call(lambda d: (d.set_duty(left, right), True)[1], default=False))
+
+    def read_motor(self) -> MotorFeedback | None:
+        """Encoders, battery, currents, status from the motor controller, or None. Control thread only.
+
+        The controller is asked at most ``feedback_hz`` times a second (a RoboClaw feedback set is
+        7 transactions, about 15 ms of wire time at 38400 baud); between reads the last feedback is
+        returned. None while the controller is lost.
+        """
+        if self.motor is None:
+            return None
+        now = self._clock()
+        if now < self._next_feedback and self.motor.state != LOST:
+            return self._feedback
+        self._next_feedback = now + self._feedback_period
+        fb = self.motor.call(lambda d: d.read_feedback())
+        self._feedback = fb
+        if fb is not None:
+            if fb.status_text != self._last_status:
+                if fb.status_text:
+                    log.error("motor: controller reports %s", ", ".join(fb.status_text))
+                else:
+                    log.info("motor: controller status normal")
+                self._last_status = fb.status_text
+        return fb
+
+    def set_servo_pulses(self, pulses: dict[int, float | None]) -> None:
+        """Servo outputs, channel -> pulse in microseconds (None = release). Latest value wins."""
+        for w in self._workers:
+            if w.servo is not None:
+                w.set_servo_pulses(pulses)
+
+    # ------------------------------------------------------------------ sensors
+    def latest_imu(self) -> ImuSample | None:
+        for w in self._workers:
+            if w.imu is not None:
+                return w.latest_imu
+        return None
+
+    def latest_power(self) -> PowerSample | None:
+        for w in self._workers:
+            if w.power is not None:
+                return w.latest_power
+        return None
+
+    def calibrate_imu(self, samples: int = 200) -> concurrent.futures.Future:
+        """Gyro bias calibration on the IMU's bus thread; the future gives the bias, rad/s."""
+        for w in self._workers:
+            if w.imu is not None:
+                return w.calibrate_imu(samples)
+        fut: concurrent.futures.Future = concurrent.futures.Future()
+        fut.set_exception(DriverError("no IMU configured", device="imu"))
+        return fut
+
+    # ------------------------------------------------------------------ health
+    def health(self) -> tuple[DeviceHealth, ...]:
+        out = [d.health() for d in self._devices]
+        for src in self._health_sources:
+            out.extend(src())
+        return tuple(out)
+
+    def faults(self) -> tuple[str, ...]:
+        """Active faults as short strings: ``motor: lost (timeout)``, ``motor: E-Stop``."""
+        out = [f"{h.name}: {h.state} ({h.last_error})" if h.last_error else f"{h.name}: {h.state}"
+               for h in self.health() if h.state != OK]
+        out.extend(f"motor: {t}" for t in self._last_status)
+        return tuple(out)

@@ -1,0 +1,102 @@
+"""Service glue: systemd notifications, signals, and the run loop of ``robot-agent run``.
+
+systemd (``Type=notify``, ``WatchdogSec=``) is told, through the well-kept
+``systemd-python`` library (``systemd.daemon.notify``):
+
+- ``READY=1`` once the devices have been opened and the control loop runs;
+- ``WATCHDOG=1`` every ``WatchdogSec/3``, sent from the event loop and only while
+  the control loop keeps its rate (``ControlLoop.keeps_rate()``), so a stalled
+  event loop *or* a stalled control loop lets systemd restart the service;
+- ``STOPPING=1`` when shutdown starts.
+
+SIGTERM / SIGINT stop the agent; the motors are commanded to zero and the write
+confirmed before the process exits (agent.app.Agent.close).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+from typing import Callable
+
+from agent.app import Agent
+from agent.config import AgentConfig
+
+log = logging.getLogger(__name__)
+
+
+def _systemd_notify() -> Callable[[str], bool]:
+    """``systemd.daemon.notify`` when systemd-python is installed, else a no-op that reports why once."""
+    try:
+        from systemd import daemon  # type: ignore[import-not-found]
+    except ImportError:
+        if os.environ.get("NOTIFY_SOCKET"):
+            log.error("NOTIFY_SOCKET is set but systemd-python is not installed: "
+                      "install robot-agent[systemd] (scripts/install.sh does)")
+        return lambda state: False
+    return lambda state: bool(daemon.notify(state))
+
+
+def watchdog_period_s() -> float | None:
+    """A third of ``WATCHDOG_USEC`` (set by systemd for this PID), s; None when not watched."""
+    usec = os.environ.get("WATCHDOG_USEC")
+    pid = os.environ.get("WATCHDOG_PID")
+    if not usec or (pid and pid != str(os.getpid())):
+        return None
+    try:
+        return max(0.05, int(usec) / 1e6 / 3.0)
+    except ValueError:
+        log.error("WATCHDOG_USEC=%r is not a number; systemd watchdog pings disabled", usec)
+        return None
+
+
+async def _watchdog_pings(agent: Agent, notify: Callable[[str], bool], period_s: float) -> None:
+    healthy = True
+    while True:
+        await asyncio.sleep(period_s)
+        keeps = agent.control.keeps_rate()
+        if keeps:
+            notify("WATCHDOG=1")
+        if keeps != healthy:
+            healthy = keeps
+            if keeps:
+                log.info("control loop keeps its rate again; systemd watchdog fed")
+            else:
+                log.error("control loop is missing its rate; systemd watchdog not fed")
+
+
+async def run(cfg: AgentConfig, *, config_path: str | None = None, logs=None,
+              stop: asyncio.Event | None = None) -> int:
+    """Run the agent until SIGTERM/SIGINT (or ``stop`` is set). Returns the exit status."""
+    stop = stop or asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        try:
+            loop.add_signal_handler(sig, stop.set)
+        except (NotImplementedError, RuntimeError):
+            log.debug("cannot install a handler for %s here", sig)
+    notify = _systemd_notify()
+    agent = Agent(cfg, config_path=config_path, logs=logs)
+    pinger: asyncio.Task | None = None
+    try:
+        await agent.start()
+        notify("READY=1")
+        period = watchdog_period_s()
+        if period is not None:
+            pinger = asyncio.create_task(_watchdog_pings(agent, notify, period))
+        await stop.wait()
+        log.info("stopping")
+    finally:
+        notify("STOPPING=1")
+        if pinger is not None:
+            pinger.cancel()
+        await agent.close()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            try:
+                loop.remove_signal_handler(sig)
+            except (NotImplementedError, RuntimeError):
+                pass
+    log.info("stopped; motors commanded to zero")
+    return 0

@@ -1,0 +1,175 @@
+"""Shared I2C plumbing for the smbus2-based drivers.
+
+- :func:`open_bus` turns a config ``bus`` value into an smbus2-like object:
+  a bus number (``1`` -> ``/dev/i2c-1``), a device path, or ``sim://`` (the
+  caller supplies the simulated bus).
+- :func:`swap16`, :func:`to_s16`: SMBus word reads are little-endian on the
+  wire (low byte first, hardware-reference §7.1); MPU-6050 and INA2xx
+  registers are big-endian, so words are byte-swapped at this edge.
+- :class:`I2cDevice`: one chip at one address on a bus. Every ``OSError`` from
+  the bus becomes :class:`agent.errors.DriverError` with the errno kept (121
+  NACK, 110 timeout, 5 bus error; hardware-reference §7.2); using it after
+  ``close()`` raises :class:`agent.errors.DeviceClosed`.
+
+Drivers never close the bus object: several chips share one bus, and its
+owner (agent/hardware.py) closes it.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Callable, Protocol
+
+import smbus2
+
+from agent.errors import ConfigError, DeviceClosed, DriverError
+
+log = logging.getLogger(__name__)
+
+#: Config value selecting the simulated bus.
+SIM_URL = "sim://"
+#: Largest register-addressed block smbus2 transfers (I2C_SMBUS_BLOCK_MAX).
+SMBUS_BLOCK_MAX = 32
+
+
+class SMBusLike(Protocol):
+    """The part of ``smbus2.SMBus`` the drivers use."""
+
+    def read_byte_data(self, i2c_addr: int, register: int, force: bool | None = None) -> int: ...
+    def write_byte_data(self, i2c_addr: int, register: int, value: int, force: bool | None = None) -> None: ...
+    def read_word_data(self, i2c_addr: int, register: int, force: bool | None = None) -> int: ...
+    def write_word_data(self, i2c_addr: int, register: int, value: int, force: bool | None = None) -> None: ...
+    def read_i2c_block_data(self, i2c_addr: int, register: int, length: int,
+                            force: bool | None = None) -> list[int]: ...
+    def write_i2c_block_data(self, i2c_addr: int, register: int, data: list[int],
+                             force: bool | None = None) -> None: ...
+    def close(self) -> None: ...
+
+
+def open_bus(value: int | str, *, sim: Callable[[], SMBusLike] | None = None) -> SMBusLike:
+    """Open the I2C bus a config ``bus`` value names.
+
+    Args:
+        value: bus number (``1`` -> ``/dev/i2c-1``), a digit string (``"1"``),
+            a device path (``"/dev/i2c-1"``), or ``"sim://"``.
+        sim: factory for the simulated bus, called for ``"sim://"``.
+
+    Returns:
+        An ``smbus2.SMBus`` (or what ``sim`` returns); the caller closes it.
+
+    Raises:
+        ConfigError: the value is no bus form we know, or ``sim://`` without a factory.
+        DriverError: opening the device failed, errno kept (2: no such bus, is
+            ``dtparam=i2c_arm=on`` set? 13: user not in group ``i2c``).
+    """
+    if isinstance(value, str) and value.startswith(SIM_URL):
+        if value != SIM_URL:
+            raise ConfigError(f"I2C bus {value!r}: sim:// takes no options")
+        if sim is None:
+            raise ConfigError("I2C bus 'sim://' needs the simulated robot (no simulated bus was given)")
+        return sim()
+    if isinstance(value, str) and value.isdigit():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, (int, str)):
+        raise ConfigError(f"I2C bus must be a number or a path, got {value!r}")
+    if isinstance(value, int) and value < 0:
+        raise ConfigError(f"I2C bus number must be >= 0, got {value}")
+    if isinstance(value, str) and ("://" in value or not value.startswith("/")):
+        raise ConfigError(f"I2C bus {value!r}: expected a number, an absolute /dev/i2c-N path or 'sim://'")
+    try:
+        return smbus2.SMBus(value)
+    except OSError as err:
+        raise DriverError(f"cannot open I2C bus {value!r}: {err.strerror or err}", errno=err.errno) from err
+
+
+def swap16(word: int) -> int:
+    """Swap the two bytes of a 16-bit word (SMBus LE word <-> BE register)."""
+    return ((word & 0xFF) << 8) | ((word >> 8) & 0xFF)
+
+
+def to_s16(value: int) -> int:
+    """Interpret a 16-bit unsigned value as two's-complement signed."""
+    value &= 0xFFFF
+    return value - 0x10000 if value & 0x8000 else value
+
+
+class I2cDevice:
+    """One chip at one address on a shared bus, with errno-keeping error wrapping.
+
+    Args:
+        bus: smbus2-like bus object (shared; never closed here).
+        address: 7-bit address.
+        device: config name for errors (``imu``, ``power``, ``servo``).
+        chip: chip name for errors (``MPU-6050``).
+    """
+
+    def __init__(self, bus: SMBusLike, address: int, *, device: str, chip: str) -> None:
+        self.bus = bus
+        self.address = address
+        self.device = device
+        self.chip = chip
+        self.ready = False
+        self.closed = False
+
+    def __repr__(self) -> str:
+        return f"{self.chip} '{self.device}' at 0x{self.address:02x}"
+
+    # ------------------------------------------------------------------ lifecycle
+    def check_usable(self) -> None:
+        """Raise DeviceClosed after close()."""
+        if self.closed:
+            raise DeviceClosed(f"{self}: used after close()", device=self.device)
+
+    def require_ready(self) -> None:
+        """Raise DeviceClosed after close(), DriverError before a successful open()."""
+        self.check_usable()
+        if not self.ready:
+            raise DriverError(f"{self}: not open (call open() first)", device=self.device)
+
+    def close(self) -> None:
+        """Mark the chip closed; the bus stays open. Idempotent."""
+        self.ready = False
+        self.closed = True
+
+    def error(self, message: str, *, status: int | None = None) -> DriverError:
+        """A DriverError about this chip (for device-reported faults)."""
+        return DriverError(f"{self}: {message}", device=self.device, status=status)
+
+    def _call(self, what: str, fn: Callable, *args):
+        self.check_usable()
+        try:
+            return fn(self.address, *args)
+        except OSError as err:
+            raise DriverError(f"{self}: {what} failed: [errno {err.errno}] {err.strerror or err}",
+                              device=self.device, errno=err.errno) from err
+
+    # ------------------------------------------------------------------ 8-bit registers
+    def read_u8(self, reg: int) -> int:
+        """Read one byte register."""
+        return self._call(f"read reg 0x{reg:02x}", self.bus.read_byte_data, reg)
+
+    def write_u8(self, reg: int, value: int) -> None:
+        """Write one byte register."""
+        self._call(f"write reg 0x{reg:02x}=0x{value:02x}", self.bus.write_byte_data, reg, value & 0xFF)
+
+    def read_block(self, reg: int, length: int) -> bytes:
+        """Read ``length`` (<= 32) bytes starting at ``reg`` in one transaction."""
+        data = self._call(f"read {length} bytes at 0x{reg:02x}", self.bus.read_i2c_block_data, reg, length)
+        if len(data) != length:
+            raise DriverError(f"{self}: short read at 0x{reg:02x}: {len(data)} of {length} bytes",
+                              device=self.device)
+        return bytes(data)
+
+    def write_block(self, reg: int, data: bytes | list[int]) -> None:
+        """Write ``data`` (<= 32 bytes) starting at ``reg`` in one transaction."""
+        self._call(f"write {len(data)} bytes at 0x{reg:02x}", self.bus.write_i2c_block_data, reg, list(data))
+
+    # ------------------------------------------------------------------ 16-bit BE registers
+    def read_u16_be(self, reg: int) -> int:
+        """Read a big-endian 16-bit register (SMBus word read, bytes swapped)."""
+        return swap16(self._call(f"read word 0x{reg:02x}", self.bus.read_word_data, reg))
+
+    def write_u16_be(self, reg: int, value: int) -> None:
+        """Write a big-endian 16-bit register (SMBus word write, bytes swapped)."""
+        self._call(f"write word 0x{reg:02x}=0x{value & 0xFFFF:04x}", self.bus.write_word_data, reg,
+                   swap16(value & 0xFFFF))

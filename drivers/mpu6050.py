@@ -1,0 +1,219 @@
+"""InvenSense MPU-6050 6-axis IMU over I2C (smbus2), with AHRS orientation.
+
+Facts from hardware-reference §3 (RM-MPU-6000A-00 rev 4.2, PS-MPU-6000A-00
+rev 3.4): WHO_AM_I (0x75) reads 0x68 whatever AD0 is; the chip powers up
+asleep (PWR_MGMT_1 = 0x40) and its data registers read zero until SLEEP is
+cleared; one 14-byte burst from ACCEL_XOUT_H (0x3B) gives accel X/Y/Z,
+temperature, gyro X/Y/Z of one sample instant, each s16 big-endian.
+
+Mounting assumption: the chip's X axis points forward, Y left, Z up (board
+flat, components up, X arrow to the front), so chip axes are the body axes
+(REP-103) and at rest on flat ground the accelerometer reads about
+(0, 0, +9.81) m/s^2 (specific force: gravity seen as an upward push). Mount
+it that way or remap the axes in a wrapper.
+
+Orientation comes from the ``ahrs`` library's Madgwick filter (IMU
+architecture, no magnetometer: yaw is integrated gyro, relative to the heading
+at ``open()``); its quaternion is w, x, y, z body->world and is reported as
+x, y, z, w.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import struct
+import time
+from typing import Callable
+
+import numpy as np
+from ahrs.common.orientation import acc2q
+from ahrs.filters import Madgwick
+
+from agent.config.drivers import Mpu6050Config
+from agent.model import ImuSample, Quat, Vec3
+from drivers.base import Imu
+from drivers.i2c import I2cDevice, SMBusLike
+
+log = logging.getLogger(__name__)
+
+GRAVITY_MPS2 = 9.80665
+
+REG_SMPLRT_DIV = 0x19
+REG_CONFIG = 0x1A
+REG_GYRO_CONFIG = 0x1B
+REG_ACCEL_CONFIG = 0x1C
+REG_ACCEL_XOUT_H = 0x3B
+REG_PWR_MGMT_1 = 0x6B
+REG_WHO_AM_I = 0x75
+
+WHO_AM_I_VALUE = 0x68
+#: PWR_MGMT_1: SLEEP cleared, CLKSEL = 1 (PLL with gyro X reference), §3.3.
+PWR_WAKE_PLL_XGYRO = 0x01
+#: Bytes in the accel/temp/gyro burst from 0x3B.
+BURST_LEN = 14
+#: Accel LSB per g by range (AFS_SEL 0..3), §3.5.
+ACCEL_LSB_PER_G = {2: 16384.0, 4: 8192.0, 8: 4096.0, 16: 2048.0}
+#: Gyro LSB per deg/s by range (FS_SEL 0..3), §3.5.
+GYRO_LSB_PER_DPS = {250: 131.0, 500: 65.5, 1000: 32.8, 2000: 16.4}
+#: Gyro start-up time after wake, s (PS §6.1: 30 ms typical).
+GYRO_STARTUP_S = 0.03
+#: Gyro zero-rate offset tolerance, rad/s (PS §6.1: +-20 deg/s); a larger "bias" means the robot moved.
+MAX_BIAS_RADPS = math.radians(20.0)
+#: Largest per-axis gyro standard deviation accepted as "at rest" during calibration, rad/s.
+REST_STD_RADPS = 0.03
+#: A gap between samples longer than this skips the filter's gyro integration, s.
+MAX_FILTER_DT_S = 0.5
+
+
+def temperature_c(raw: int) -> float:
+    """Die temperature from TEMP_OUT (signed): raw / 340 + 36.53 degC (§3.5)."""
+    return raw / 340.0 + 36.53
+
+
+def sample_rate_hz(cfg: Mpu6050Config) -> float:
+    """Output sample rate: gyro output rate (8 kHz at DLPF_CFG 0/7, else 1 kHz) / (1 + SMPLRT_DIV), Hz."""
+    base = 8000.0 if cfg.dlpf_cfg in (0, 7) else 1000.0
+    return base / (1 + cfg.sample_rate_div)
+
+
+class Mpu6050(Imu):
+    """MPU-6050 driver: SI samples in the body frame, gyro bias removed, Madgwick orientation.
+
+    Args:
+        cfg: ranges, DLPF, sample-rate divider, address (agent.config.drivers.Mpu6050Config).
+        bus: smbus2.SMBus-like object (shared; not closed by this driver).
+        name: config name for errors and health.
+        clock: monotonic clock, s; stamps samples and times the filter.
+        sleep: sleep function, s (gyro start-up wait, calibration pacing).
+    """
+
+    def __init__(self, cfg: Mpu6050Config, bus: SMBusLike, *, name: str = "imu",
+                 clock: Callable[[], float] = time.monotonic,
+                 sleep: Callable[[float], None] = time.sleep) -> None:
+        self.cfg = cfg
+        self.name = name
+        self._dev = I2cDevice(bus, cfg.address, device=name, chip="MPU-6050")
+        self._clock = clock
+        self._sleep = sleep
+        self._accel_scale = GRAVITY_MPS2 / ACCEL_LSB_PER_G[cfg.accel_range_g]
+        self._gyro_scale = math.radians(1.0) / GYRO_LSB_PER_DPS[cfg.gyro_range_dps]
+        self._config_bytes = bytes([
+            cfg.sample_rate_div,
+            cfg.dlpf_cfg,
+            sorted(GYRO_LSB_PER_DPS).index(cfg.gyro_range_dps) << 3,
+            sorted(ACCEL_LSB_PER_G).index(cfg.accel_range_g) << 3,
+        ])
+        self.gyro_bias_radps: Vec3 = (0.0, 0.0, 0.0)
+        self._filter = Madgwick(frequency=sample_rate_hz(cfg))
+        self._q: np.ndarray | None = None
+        self._t_last: float | None = None
+
+    # ------------------------------------------------------------------ lifecycle
+    def open(self) -> None:
+        """Check WHO_AM_I, wake with the gyro-X PLL, write SMPLRT_DIV/CONFIG/GYRO_CONFIG/ACCEL_CONFIG.
+
+        The four config registers are read back to confirm the writes landed.
+        Orientation restarts from the accelerometer tilt at the next read.
+
+        Raises:
+            DriverError: bus error (errno kept), wrong WHO_AM_I, config read-back mismatch.
+            DeviceClosed: after close().
+        """
+        who = self._dev.read_u8(REG_WHO_AM_I)
+        if who != WHO_AM_I_VALUE:
+            raise self._dev.error(f"WHO_AM_I is 0x{who:02x}, expected 0x{WHO_AM_I_VALUE:02x} "
+                                  "(0x70/0x71 would be an MPU-6500/9250: not supported)")
+        self._configure()
+        self._sleep(GYRO_STARTUP_S)
+        self._q = None
+        self._t_last = None
+        self._dev.ready = True
+        log.info("%r open: +-%d g, +-%d dps, DLPF %d, %.1f Hz", self._dev, self.cfg.accel_range_g,
+                 self.cfg.gyro_range_dps, self.cfg.dlpf_cfg, sample_rate_hz(self.cfg))
+
+    def _configure(self) -> None:
+        self._dev.write_u8(REG_PWR_MGMT_1, PWR_WAKE_PLL_XGYRO)
+        self._dev.write_block(REG_SMPLRT_DIV, self._config_bytes)
+        back = self._dev.read_block(REG_SMPLRT_DIV, len(self._config_bytes))
+        if back != self._config_bytes:
+            raise self._dev.error(f"config read-back {back.hex()} != written {self._config_bytes.hex()}")
+
+    def close(self) -> None:
+        """Mark the driver closed (the chip keeps running; the bus stays open). Idempotent."""
+        self._dev.close()
+
+    # ------------------------------------------------------------------ samples
+    def _read_raw(self) -> tuple[float, Vec3, float, Vec3]:
+        """One burst: (t, accel m/s^2, temperature degC, gyro rad/s without bias removal)."""
+        self._dev.require_ready()
+        data = self._dev.read_block(REG_ACCEL_XOUT_H, BURST_LEN)
+        t = self._clock()
+        if not any(data):
+            # All-zero burst: the chip is asleep again (power-on reset). Wake it; drop this sample.
+            self._configure()
+            raise self._dev.error("burst read all zeros: chip was reset and asleep; re-initialised, sample dropped")
+        ax, ay, az, temp, gx, gy, gz = struct.unpack(">7h", data)
+        s_a, s_g = self._accel_scale, self._gyro_scale
+        return t, (ax * s_a, ay * s_a, az * s_a), temperature_c(temp), (gx * s_g, gy * s_g, gz * s_g)
+
+    def read(self) -> ImuSample:
+        """One sample: accel m/s^2 (with gravity), gyro rad/s (bias removed), orientation xyzw, degC.
+
+        Raises:
+            DriverError: bus error (errno kept), or the chip was found reset (re-initialised; sample dropped).
+            DeviceClosed: after close().
+        """
+        t, accel, temp, gyro_raw = self._read_raw()
+        b = self.gyro_bias_radps
+        gyro = (gyro_raw[0] - b[0], gyro_raw[1] - b[1], gyro_raw[2] - b[2])
+        q = self._update_orientation(t, accel, gyro)
+        return ImuSample(t_mono_s=t, accel_mps2=accel, gyro_radps=gyro, orientation_xyzw=q, temperature_c=temp)
+
+    def _update_orientation(self, t: float, accel: Vec3, gyro: Vec3) -> Quat:
+        acc = np.asarray(accel, dtype=float)
+        if self._q is None:
+            self._q = np.asarray(acc2q(acc.copy()), dtype=float)
+        else:
+            dt = t - (self._t_last if self._t_last is not None else t)
+            if 0.0 < dt <= MAX_FILTER_DT_S:
+                self._q = np.asarray(self._filter.updateIMU(self._q, gyr=np.asarray(gyro, dtype=float),
+                                                            acc=acc, dt=dt), dtype=float)
+        self._t_last = t
+        w, x, y, z = (float(v) for v in self._q)
+        return (x, y, z, w)
+
+    def calibrate_gyro(self, samples: int = 200) -> Vec3:
+        """Average ``samples`` gyro reads at rest; later samples subtract this bias.
+
+        Reads are paced at the chip's sample rate. The bias is kept only if the
+        robot was still: per-axis standard deviation <= REST_STD_RADPS and
+        |bias| <= MAX_BIAS_RADPS (the datasheet's zero-rate tolerance);
+        otherwise the previous bias stays.
+
+        Args:
+            samples: number of reads, 10..10000.
+
+        Returns:
+            The new bias (x, y, z), rad/s.
+
+        Raises:
+            DriverError: bad ``samples``, bus error, or the robot was moving.
+        """
+        if isinstance(samples, bool) or not isinstance(samples, int) or not 10 <= samples <= 10_000:
+            log.error("%r: calibrate_gyro(samples=%r): samples must be an integer 10..10000", self._dev, samples)
+            raise self._dev.error(f"calibrate_gyro: samples must be an integer 10..10000, got {samples!r}")
+        period = 1.0 / sample_rate_hz(self.cfg)
+        rates = np.empty((samples, 3))
+        for i in range(samples):
+            rates[i] = self._read_raw()[3]
+            self._sleep(period)
+        bias, std = rates.mean(axis=0), rates.std(axis=0)
+        if std.max() > REST_STD_RADPS or np.abs(bias).max() > MAX_BIAS_RADPS:
+            log.error("%r: gyro calibration refused, robot not at rest: mean %s rad/s, std %s rad/s",
+                      self._dev, np.round(bias, 4).tolist(), np.round(std, 4).tolist())
+            raise self._dev.error(f"gyro calibration refused: not at rest (std {std.max():.4f} rad/s, "
+                                  f"mean {np.abs(bias).max():.4f} rad/s); bias unchanged")
+        self.gyro_bias_radps = (float(bias[0]), float(bias[1]), float(bias[2]))
+        log.info("%r: gyro bias %.5f %.5f %.5f rad/s from %d samples", self._dev, *self.gyro_bias_radps, samples)
+        return self.gyro_bias_radps

@@ -1,0 +1,155 @@
+#!/usr/bin/env python3
+"""Measure the safety path on the simulated tank: how soon zero duty reaches the motor controller.
+
+Builds the simulated tank (agent.simtank.SimTank: RoboClaw emulator on a pty,
+real driver, real agent.hardware.Hardware) and runs the real control loop
+thread. Three cases, ``--trials`` each:
+
+- watchdog: stream BaseVelocity at 20 Hz, stop sending; time from the last
+  ``submit`` to the first zero duty the emulated controller applies. The
+  requirement (design.md, safety path 1) is ``timeout + one control tick``.
+- stop: while driving (a source with a 5 s timeout), ``submit(Stop())``.
+- release: while driving, ``release(source)`` (the adapter saw a disconnect).
+
+Prints min / median / max per case and the loop's tick statistics.
+
+Usage: scripts/bench_watchdog.py [--trials 20] [--config config/params.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import statistics
+import sys
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from agent.config import load
+from agent.config.control import SourceConfig
+from agent.control import ControlLoop
+from agent.hardware import Hardware
+from agent.model import BaseVelocity, Stop
+from agent.simtank import SimTank
+
+
+class DutyLog:
+    """Records (monotonic time, left, right) of every duty the emulated controller applies."""
+
+    def __init__(self, physics) -> None:
+        self.events: list[tuple[float, float, float]] = []
+        self.changed = threading.Condition()
+        original = physics.set_duty
+
+        def set_duty(left: float, right: float) -> None:
+            original(left, right)
+            with self.changed:
+                self.events.append((time.monotonic(), left, right))
+                del self.events[:-1000]
+                self.changed.notify_all()
+
+        physics.set_duty = set_duty
+
+    def first(self, after: float, zero: bool, timeout_s: float) -> float | None:
+        """Time of the first applied duty after ``after`` that is zero (or non-zero), or None."""
+        deadline = time.monotonic() + timeout_s
+        with self.changed:
+            while True:
+                for t, left, right in self.events:
+                    if t > after and ((left == 0.0 and right == 0.0) == zero):
+                        return t
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return None
+                self.changed.wait(remaining)
+
+
+def measure(loop: ControlLoop, duty: DutyLog, source: str, action) -> float:
+    """Drive with ``source`` at 20 Hz for 0.3 s, then run ``action`` (None: just stop sending).
+
+    Returns seconds from the action (or the last command) to the first zero duty applied.
+    """
+    start = time.monotonic()
+    for _ in range(6):
+        last = time.monotonic()
+        loop.submit(source, BaseVelocity(0.3, 0.0))
+        time.sleep(0.05)
+    if duty.first(start, zero=False, timeout_s=2.0) is None:
+        raise RuntimeError("the motor never moved")
+    t0 = last
+    if action is not None:
+        t0 = time.monotonic()
+        action()
+    zero_at = duty.first(t0, zero=True, timeout_s=8.0)
+    if zero_at is None:
+        raise RuntimeError("no zero duty within 8 s")
+    time.sleep(0.05)
+    return zero_at - t0
+
+
+def report(name: str, secs: list[float], bound_ms: float | None = None) -> None:
+    ms = [x * 1000.0 for x in secs]
+    line = f"  {name:9s} min {min(ms):7.1f} ms  median {statistics.median(ms):7.1f} ms  max {max(ms):7.1f} ms"
+    if bound_ms is not None:
+        line += f"  (bound {bound_ms:.0f} ms: {sum(x <= bound_ms for x in ms)}/{len(ms)} within)"
+    print(line)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--trials", type=int, default=20)
+    ap.add_argument("--config", default=str(ROOT / "config" / "params.json"))
+    args = ap.parse_args()
+    logging.basicConfig(level=logging.ERROR, format="%(levelname)s %(name)s: %(message)s")
+
+    cfg = load(args.config)
+    motor = cfg.drivers.motor
+    if motor is None or motor.port != "sim://":
+        print("the config needs a sim:// motor controller", file=sys.stderr)
+        return 2
+    sources = dict(cfg.control.sources)
+    sources["robot_msg"] = SourceConfig(priority=sources["robot_msg"].priority if "robot_msg" in sources else 0,
+                                        timeout_s=5.0)
+    cfg = cfg.model_copy(update={
+        "drivers": cfg.drivers.model_copy(update={"imu": None, "power": None, "servo": None, "cameras": []}),
+        "control": cfg.control.model_copy(update={"sources": sources}),
+    })
+    timeout_s = cfg.source_timeout_s("sim2bot")
+    tick_s = 1.0 / cfg.control.rate_hz
+
+    sim = SimTank(cfg)
+    hw = Hardware.from_config(cfg, sim)
+    hw.start()
+    duty = DutyLog(sim.physics)
+    loop = ControlLoop(cfg, hw)
+    loop.start()
+    results: dict[str, list[float]] = {"watchdog": [], "stop": [], "release": []}
+    try:
+        for _ in range(args.trials):
+            results["watchdog"].append(measure(loop, duty, "sim2bot", None))
+            results["stop"].append(measure(loop, duty, "robot_msg", lambda: loop.submit("artex", Stop())))
+            results["release"].append(measure(loop, duty, "robot_msg",
+                                              lambda: loop.release("robot_msg", "benchmark")))
+        stats = loop.tick_stats()
+    finally:
+        confirmed = loop.close()
+        hw.close()
+        sim.close()
+
+    print(f"safety path on the simulated tank (RoboClaw emulator on a pty), {args.trials} trials each")
+    print(f"  control {cfg.control.rate_hz:.0f} Hz (tick {tick_s * 1000:.0f} ms), velocity timeout "
+          f"{timeout_s * 1000:.0f} ms")
+    report("watchdog", results["watchdog"], (timeout_s + tick_s) * 1000.0)
+    report("stop", results["stop"], tick_s * 1000.0)
+    report("release", results["release"], tick_s * 1000.0)
+    print(f"  loop: {stats.ticks} ticks, {stats.late_ticks} late, max tick {stats.max_tick_s * 1000:.2f} ms, "
+          f"{stats.achieved_hz:.1f} Hz now; close() zero confirmed: {confirmed}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

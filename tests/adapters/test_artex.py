@@ -1,0 +1,431 @@
+"""ARTEX adapter end to end: the agent on the simulated tank against a real python-socketio hub.
+
+The hub is scripts/artex_hub.py's :class:`ArtexHub` (python-socketio AsyncServer + aiohttp on a free
+loopback port, in this process); the agent is agent.app.Agent with its real control loop, drivers and
+emulators. Timing bounds are deliberately loose (shared CI machine); figures are in scripts/bench_artex.py.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import importlib.util
+import json
+import logging
+import math
+import sys
+
+import cv2
+import numpy as np
+import pytest
+
+from agent.logtail import LogTail
+from tests.conftest import ROOT, free_port, running_agent, sim_config, wait_for
+
+_spec = importlib.util.spec_from_file_location("artex_hub", ROOT / "scripts" / "artex_hub.py")
+artex_hub = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(artex_hub)
+
+pytestmark = pytest.mark.timeout(60)
+
+ADAPTER_LOG = "agent.adapters.artex"
+
+
+def artex_params(hub, **overrides) -> dict:
+    """The simulated tank with ARTEX pointed at ``hub``; fast reconnects for the tests."""
+    over = {"server": "http://127.0.0.1", "port": hub.port,
+            "artex": {"reconnect_delay_s": 0.2, "reconnect_delay_max_s": 0.5}}
+    for key, value in overrides.items():
+        if isinstance(value, dict) and isinstance(over.get(key), dict):
+            over[key] = {**over[key], **value}
+        else:
+            over[key] = value
+    return sim_config(**over)
+
+
+@pytest.fixture
+async def hub():
+    h = artex_hub.ArtexHub(ready_delay_s=0.05)
+    await h.start()
+    yield h
+    await h.stop()
+
+
+@contextlib.asynccontextmanager
+async def agent_on(hub, *, ready=True, **overrides):
+    """A running agent connected to ``hub`` (and past Ready when ``ready``)."""
+    async with running_agent(artex_params(hub, **overrides)) as agent:
+        assert await wait_for(lambda: hub.connected, 10), "agent never connected"
+        if ready:
+            assert await wait_for(lambda: hub.heartbeats, 10), "no heartbeat answer"
+        yield agent
+
+
+async def drive(hub, payload, seconds, period_s=0.1) -> int:
+    """Repeat a motion command as an operator UI must (the watchdog needs it); returns how many were sent."""
+    loop = asyncio.get_running_loop()
+    end = loop.time() + seconds
+    sent = 0
+    while loop.time() < end:
+        await hub.command(payload)
+        sent += 1
+        await asyncio.sleep(period_s)
+    return sent
+
+
+@contextlib.asynccontextmanager
+async def driving(hub, payload, period_s=0.1):
+    """Keep repeating a motion command in the background while the block runs."""
+    async def repeat() -> None:
+        while True:
+            with contextlib.suppress(ConnectionError):
+                await hub.command(payload)
+            await asyncio.sleep(period_s)
+
+    task = asyncio.ensure_future(repeat())
+    try:
+        yield
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+
+def distance(agent) -> float:
+    return agent.control.snapshot().odom.distance_m
+
+
+# ---------------------------------------------------------------------- handshake
+
+
+async def test_passport_heartbeat_and_token(hub):
+    async with agent_on(hub) as agent:
+        sid = hub.connected[-1]
+        assert hub.passports[sid] == {"name": "tank-01", "type": "Robot", "telem_can": True, "video_can": True}
+        _, hb_sid, answer = hub.heartbeats[-1]
+        assert hb_sid == sid
+        assert answer == {"d_meta": {"sid": sid, "ready": "ok", "telem_run": True, "video_run": True}, "Ready": "ok"}
+        assert await hub.token_ask() == sid
+        assert await hub.heartbeat(["d_meta"]) == {"d_meta": {"sid": sid, "ready": "ok", "telem_run": True,
+                                                              "video_run": True}}
+        status = agent.adapters["artex"].status()
+        assert status["connected"] and status["sid"] == sid and status["ready"] == "ok"
+
+
+async def test_heartbeat_oddities(hub, caplog):
+    async with agent_on(hub, ready=False):
+        assert await hub.heartbeat(["d_meta"]) == {"d_meta": {"sid": hub.connected[-1], "ready": "init",
+                                                              "telem_run": False, "video_run": False}}
+        with caplog.at_level(logging.WARNING, logger=ADAPTER_LOG):
+            assert await hub.heartbeat(["bogus", "d_meta"]) == {"d_meta": {
+                "sid": hub.connected[-1], "ready": "init", "telem_run": False, "video_run": False}}
+            assert await hub.heartbeat("d_meta") == {}
+        assert "unknown heartbeat request str 'bogus'" in caplog.text
+        assert "heartbeat: data must be a list of requests" in caplog.text
+        assert hub.connected
+
+
+async def test_commands_before_ready_are_ignored(hub, caplog):
+    hub.auto_ready = False
+    with caplog.at_level(logging.INFO, logger=ADAPTER_LOG):
+        async with agent_on(hub, ready=False) as agent:
+            await drive(hub, {"com": "forward"}, 0.5)
+            await asyncio.sleep(0.2)
+            assert distance(agent) == 0.0
+            assert agent.adapters["artex"].status()["ignored"] >= 4
+            assert caplog.text.count("command ignored: not ready") == 1  # logged once, not per command
+            assert not hub.telem and not hub.video  # no streams before Ready
+            await hub.heartbeat(["Ready"])
+            await drive(hub, {"com": "forward"}, 0.5)
+            assert await wait_for(lambda: distance(agent) > 0.02, 5)
+
+
+# ---------------------------------------------------------------------- motion and safety
+
+
+async def test_forward_moves_the_tank_and_the_watchdog_stops_it(hub):
+    async with agent_on(hub) as agent:
+        sent = await drive(hub, {"com": "forward"}, 1.0)
+        # every command delivered (a loaded machine may deliver late): from now on nothing new arrives
+        assert await wait_for(lambda: agent.adapters["artex"].status().get("accepted", 0) >= sent, 5)
+        snap = agent.control.snapshot()
+        assert snap.odom.distance_m > 0.1 and snap.odom.vx_mps > 0.2 and snap.active_source == "artex"
+        assert agent.sim.physics.x_m > 0.1
+        assert await wait_for(lambda: any((t[1]["speed"] or 0) > 0.2 for t in hub.telem), 5)
+        assert await wait_for(lambda: hub.telem[-1][1]["odom"]["distance_m"] > 0.1, 5)
+        # commands stop: the watchdog (0.5 s) zeroes the tracks without any stop command
+        assert await wait_for(lambda: agent.control.snapshot().watchdog == "expired", 3)
+        snap = agent.control.snapshot()
+        assert (snap.tracks.duty_left, snap.tracks.duty_right) == (0.0, 0.0)
+        assert await wait_for(lambda: abs(agent.sim.physics.vx_mps) < 0.01, 3)
+        assert await wait_for(lambda: hub.telem[-1][1]["watchdog"] == "expired" and hub.telem[-1][1]["speed"] == 0, 5)
+
+
+async def test_drive_tracks_and_stop(hub):
+    async with agent_on(hub) as agent:
+        async with driving(hub, {"drive": {"vx": 0.0, "omega": 1.0}}):
+            assert await wait_for(lambda: agent.control.snapshot().odom.omega_radps > 0.3, 5)  # turning left
+        async with driving(hub, {"tracks": {"left": 0.5, "right": 0.5}}):
+            assert await wait_for(lambda: min(agent.control.snapshot().tracks.duty_left,
+                                              agent.control.snapshot().tracks.duty_right) > 0.2, 5)
+        await hub.command({"com": "stop"})
+        assert await wait_for(lambda: agent.control.snapshot().stopped, 3)
+        snap = agent.control.snapshot()
+        assert (snap.tracks.duty_left, snap.tracks.duty_right) == (0.0, 0.0)
+
+
+async def test_bad_input_is_logged_rejected_and_harmless(hub, caplog):
+    bad = [
+        ("command", {"author": "x", "payload": {"fly": 1}}, "unknown command type 'fly'"),
+        ("command", {"author": "x", "payload": {"com": "jump"}}, "unknown command 'jump'"),
+        ("command", {"author": "x", "payload": ["com", "forward"]}, "payload must be an object"),
+        ("command", {"author": "x", "payload": "forward"}, "payload must be an object"),
+        ("command", ["forward"], "command must be an object"),
+        ("command", "forward", "command must be an object"),
+        ("command", {"author": "x"}, "command has no payload"),
+        ("command", {"author": "x", "payload": {"drive": {"vx": math.nan}}}, "payload.drive.vx must be finite"),
+        ("command", {"author": "x", "payload": {"drive": {"vx": math.inf}}}, "payload.drive.vx must be finite"),
+        ("command", {"author": "x", "payload": {"drive": [1, 0]}}, "payload.drive must be an object"),
+        ("command", {"author": "x", "payload": {"tracks": {"left": 2, "right": 0}}}, "within -1..1"),
+        ("command", {"author": "x", "payload": {"com": "f" * 200_000}}, "payload.com is 200000 characters long"),
+        ("command", {"author": "a" * 200_000, "payload": {"com": "forward"}}, "author is 200000 characters long"),
+        ("command", {"author": "x", "payload": {"file": "passwd"}}, "unknown request 'passwd'"),
+        ("shutdown", {"now": True}, "unknown event str 'shutdown'"),
+    ]
+    async with agent_on(hub) as agent:
+        adapter = agent.adapters["artex"]
+        sid = hub.connected[-1]
+        with caplog.at_level(logging.ERROR, logger=ADAPTER_LOG):
+            for event, data, _ in bad:
+                await hub.send_raw(event, data)
+            assert await wait_for(lambda: adapter.status().get("rejected", 0) >= len(bad), 5)
+        for _, _, problem in bad:
+            assert problem in caplog.text, problem
+        with caplog.at_level(logging.ERROR, logger=ADAPTER_LOG):
+            for _ in range(5):  # the same bad command again: counted, not logged again (rate limit)
+                await hub.command({"fly": 1})
+            assert await wait_for(lambda: adapter.status()["rejected"] >= len(bad) + 5, 5)
+        assert caplog.text.count("unknown command type 'fly'") == 1
+        assert max(len(r.getMessage()) for r in caplog.records) < 1000  # huge inputs are not echoed
+        await asyncio.sleep(0.3)
+        snap = agent.control.snapshot()
+        assert snap.odom.distance_m == 0.0 and snap.active_source == "" and snap.tracks.duty_left == 0.0
+        assert hub.connected == [sid] and adapter.status()["connected"]
+        await drive(hub, {"com": "forward"}, 0.5)  # the link still works
+        assert await wait_for(lambda: distance(agent) > 0.02, 5)
+
+
+# ---------------------------------------------------------------------- link loss
+
+
+@pytest.mark.parametrize("graceful", [True, False], ids=["hub-disconnects", "hub-crashes"])
+async def test_hub_restart_reconnects_releases_and_waits_for_ready(hub, caplog, graceful):
+    async with agent_on(hub) as agent:
+        adapter = agent.adapters["artex"]
+        async with driving(hub, {"com": "forward"}):
+            assert await wait_for(lambda: agent.control.snapshot().active_source == "artex", 5)
+            with caplog.at_level(logging.INFO):
+                await hub.stop(graceful=graceful)
+                assert await wait_for(lambda: not adapter.status()["connected"], 5)
+        assert "artex released" in caplog.text
+        if graceful:  # told at once: released while still driving (a crash is noticed later, maybe after the watchdog)
+            assert "while driving base: stopped at once" in caplog.text
+        assert adapter.status()["ready"] == "init" and not adapter.status()["telem_run"]
+        assert await wait_for(lambda: agent.control.snapshot().active_source == "", 2)
+
+        hub.auto_ready = False
+        await hub.start()  # same port
+        assert await wait_for(lambda: hub.connected, 10), "no reconnect"
+        sid = hub.connected[-1]
+        assert hub.passports[sid]["name"] == "tank-01"
+        meta = await hub.heartbeat(["d_meta"])
+        assert meta == {"d_meta": {"sid": sid, "ready": "init", "telem_run": False, "video_run": False}}
+        n_telem, n_video = len(hub.telem), len(hub.video)
+        await asyncio.sleep(0.5)
+        assert (len(hub.telem), len(hub.video)) == (n_telem, n_video)  # streams wait for Ready
+        await hub.heartbeat(["Ready"])
+        assert await wait_for(lambda: len(hub.telem) > n_telem and len(hub.video) > n_video, 5)
+        assert adapter.status()["connects"] == 2
+
+
+async def test_reconnects_while_the_hub_is_down_for_a_while(hub):
+    port = hub.port
+    await hub.stop()
+    async with running_agent(artex_params(hub, port=port)) as agent:
+        await asyncio.sleep(1.0)  # a few failed attempts
+        assert agent.adapters["artex"].status()["connect_failures"] >= 1
+        await hub.start()
+        assert await wait_for(lambda: hub.heartbeats, 10)
+
+
+# ---------------------------------------------------------------------- streams
+
+
+async def test_telem_rate_limit_and_only_on_change(hub):
+    async with agent_on(hub, max_send_freq=0.1) as agent:
+        await drive(hub, {"drive": {"vx": 0.2, "omega": 0.5}}, 1.2)
+        times = [t for t, _ in hub.telem]
+        gaps = np.diff(times)
+        assert len(times) >= 4
+        assert gaps.min() >= 0.1 - 0.03, gaps  # never closer than max_send_freq (loose slack)
+        # still robot: once the tracks have settled the dict stops changing and nothing is sent
+        assert await wait_for(lambda: agent.control.snapshot().watchdog == "expired", 3)
+        await asyncio.sleep(1.5)
+        n = len(hub.telem)
+        await asyncio.sleep(1.0)
+        assert len(hub.telem) - n <= 1, [p for _, p in list(hub.telem)[n:]]
+        assert agent.adapters["artex"].status()["telem_run"]
+
+
+async def test_video_frames_decode_and_led_keys_go_raw(hub):
+    cameras = sim_config()["drivers"]["cameras"] + [
+        {"id": "rgb_strip", "source": "sim://pattern", "width": 32, "height": 16, "fps": 15}]
+    async with agent_on(hub, drivers={"cameras": cameras}) as agent:
+        assert await wait_for(lambda: len(hub.video) >= 3 and "rgb_strip" in hub.last_video
+                              and "front" in hub.last_video, 10)
+        jpeg = hub.last_video["front"]
+        assert isinstance(jpeg, bytes) and jpeg[:2] == b"\xff\xd8"
+        image = cv2.imdecode(np.frombuffer(jpeg, np.uint8), cv2.IMREAD_COLOR)
+        assert image is not None and image.shape == (480, 640, 3)
+        raw = hub.last_video["rgb_strip"]  # sent as is (SDK: keys with led / rgb_strip), BGR rows
+        assert isinstance(raw, bytes) and len(raw) == 16 * 32 * 3
+        times = [t for t, _ in hub.video]
+        assert np.diff(times).min() >= agent.cfg.max_send_freq - 0.03
+
+
+async def test_telem_can_and_video_can_false(hub):
+    async with agent_on(hub, telem_can=False, video_can=False) as agent:
+        sid = hub.connected[-1]
+        assert hub.passports[sid]["telem_can"] is False and hub.passports[sid]["video_can"] is False
+        assert hub.heartbeats[-1][2]["d_meta"]["telem_run"] is False
+        async with driving(hub, {"com": "forward"}):
+            assert await wait_for(lambda: distance(agent) > 0.05, 5)
+            await asyncio.sleep(0.5)
+        assert not hub.telem and not hub.video
+
+
+# ---------------------------------------------------------------------- file
+
+
+async def test_file_log_error_and_clear(hub):
+    tail = LogTail(max_bytes=16 * 1024)
+    root = logging.getLogger()
+    root.addHandler(tail)
+    old_level = root.level
+    root.setLevel(logging.INFO)
+    try:
+        async with running_agent(artex_params(hub), logs=tail):
+            assert await wait_for(lambda: hub.heartbeats, 10)
+            logging.getLogger("tests.artex").error("boom-4711")
+            await hub.command({"file": "error"})
+            await hub.command({"file": "log"})
+            assert await wait_for(lambda: len(hub.files) >= 2, 5)
+            (_, err), (_, full) = list(hub.files)[:2]
+            assert err["type"] == "error" and "boom-4711" in err["content"] and "ARTEX: connected" not in err["content"]
+            assert full["type"] == "log" and "ARTEX: connected" in full["content"] and "boom-4711" in full["content"]
+            await hub.command({"file": "clear"})
+            await asyncio.sleep(0.3)
+            assert len(hub.files) == 2  # clear answers nothing
+            await hub.command({"file": "error"})
+            assert await wait_for(lambda: len(hub.files) >= 3, 5)
+            assert "boom-4711" not in hub.files[-1][1]["content"]
+    finally:
+        root.removeHandler(tail)
+        root.setLevel(old_level)
+
+
+# ---------------------------------------------------------------------- web_settings
+
+
+async def test_web_settings_applied_persisted_and_rejected(hub, tmp_path, caplog):
+    params = artex_params(hub, max_send_freq=0.05)
+    path = tmp_path / "params.json"
+    path.write_text(json.dumps(params, indent=2))
+    async with running_agent(params, config_path=str(path)) as agent:
+        adapter = agent.adapters["artex"]
+        assert await wait_for(lambda: hub.heartbeats, 10)
+        await hub.command({"web_settings": {"max_send_freq": 0.25, "jpeg_quality": 40, "max_speed_mps": 0.5}})
+        assert await wait_for(lambda: adapter.cfg.max_send_freq == 0.25, 5)
+        saved = json.loads(path.read_text())
+        assert saved["max_send_freq"] == 0.25 and saved["artex"]["jpeg_quality"] == 40
+        assert saved["artex"]["max_speed_mps"] == 0.5 and saved["base"] == params["base"]
+        assert list(saved) == list(params) and saved["drivers"] == params["drivers"]
+        assert agent.control.limits()[0] == 0.5
+        # applied live: telem now at most every 0.25 s while the robot moves
+        await drive(hub, {"drive": {"vx": 1.0, "omega": 0.0}}, 1.5)
+        assert agent.control.snapshot().odom.vx_mps <= 0.5 + 0.02  # the new limit holds
+        recent = [t for t, _ in hub.telem if t > hub.telem[-1][0] - 1.0]
+        assert np.diff(recent).min() >= 0.25 - 0.03
+
+        before = path.read_text()
+        with caplog.at_level(logging.ERROR, logger=ADAPTER_LOG):
+            await hub.command({"web_settings": {"server": "http://evil"}})
+            await hub.command({"web_settings": {"max_send_freq": 0.5, "jpeg_quality": 0}})
+            await hub.command({"web_settings": {"telem_can": "no"}})
+            assert await wait_for(lambda: adapter.status().get("rejected", 0) >= 3, 5)
+        assert "key 'server' is not settable" in caplog.text
+        assert "web_settings.jpeg_quality" in caplog.text and "web_settings.telem_can" in caplog.text
+        assert path.read_text() == before and adapter.cfg.max_send_freq == 0.25  # all or nothing
+
+        await hub.command({"web_settings": {"telem_can": False}})
+        assert await wait_for(lambda: not adapter.status()["telem_run"], 5)
+        assert json.loads(path.read_text())["telem_can"] is False
+
+
+# ---------------------------------------------------------------------- the test hub script
+
+
+def test_hub_console_lines():
+    assert artex_hub.parse_line("forward") == ("command", {"com": "forward"})
+    assert artex_hub.parse_line("drive 0.2 -0.5") == ("command", {"drive": {"vx": 0.2, "omega": -0.5}})
+    assert artex_hub.parse_line("tracks 0.3 x")[0] == "error"
+    assert artex_hub.parse_line('{"tracks": {"left": 1, "right": 1}}') == ("command", {"tracks": {"left": 1,
+                                                                                                 "right": 1}})
+    assert artex_hub.parse_line('{"author": "me", "payload": {"com": "stop"}}')[0] == "raw"
+    assert artex_hub.parse_line("hb d_meta") == ("heartbeat", ["d_meta"])
+    assert artex_hub.parse_line("error") == ("command", {"file": "error"})
+    assert artex_hub.is_motion({"com": "forward"}) and not artex_hub.is_motion({"com": "stop"})
+    assert not artex_hub.is_motion({"file": "log"})
+
+
+async def test_hub_script_repeats_motion_until_stop():
+    port = free_port()
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, str(ROOT / "scripts" / "artex_hub.py"), "--host", "127.0.0.1", "--port", str(port),
+        "--repeat-ms", "150", stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.DEVNULL)
+    lines: list[str] = []
+
+    async def read() -> None:
+        async for line in proc.stdout:
+            lines.append(line.decode(errors="replace"))
+
+    reader = asyncio.ensure_future(read())
+    try:
+        assert await wait_for(lambda: any("ARTEX test hub on" in x for x in lines), 15)
+        params = sim_config(server="http://127.0.0.1", port=port)
+        async with running_agent(params) as agent:
+            assert await wait_for(lambda: any(x.startswith("heartbeat") for x in lines), 10)
+            proc.stdin.write(b"forward\n")
+            await proc.stdin.drain()
+            await asyncio.sleep(1.5)  # three watchdog timeouts: only the repeat keeps it going
+            assert agent.control.snapshot().watchdog == "ok" and distance(agent) > 0.2
+            proc.stdin.write(b"stop\n")
+            await proc.stdin.drain()
+            assert await wait_for(lambda: agent.control.snapshot().stopped, 5)
+            await asyncio.sleep(0.5)
+            assert agent.control.snapshot().stopped  # no more repeats after stop
+        text = "".join(lines)
+        assert "passport" in text and '"name":"tank-01"' in text
+        assert "telem {" in text and "video {'front':" in text
+        assert max(len(x) for x in lines) < 1000  # compact, clipped output
+    finally:
+        proc.stdin.write(b"quit\n")
+        with contextlib.suppress(ConnectionError):
+            await proc.stdin.drain()
+        try:
+            await asyncio.wait_for(proc.wait(), 10)
+        except TimeoutError:
+            proc.kill()
+            await proc.wait()
+        reader.cancel()

@@ -1,0 +1,106 @@
+"""ARTEX telemetry (agent/adapters/artex_telem.py): content from a Snapshot and the deadband change test."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import random
+
+from agent.adapters.artex_telem import DEADBANDS, changed, telemetry
+from agent.model import DeviceHealth, ImuSample, JointState, Odometry, PowerSample, Snapshot, TrackState
+
+
+def snap(**kw) -> Snapshot:
+    return Snapshot(**{
+        "seq": 5, "t_mono_s": 1.0, "t_unix_s": 1e9,
+        "odom": Odometry(x_m=1.23456, y_m=-0.5, yaw_rad=0.1, vx_mps=0.29999, omega_radps=0.0, distance_m=2.0),
+        "tracks": TrackState(0.3, 0.3, 0.3, 0.3, 0.2999, 0.3001, 1200, 1201),
+        "joints": JointState(names=("pan", "tilt"), q=(0.1, -0.2), target=(0.1, -0.2)),
+        "gripper": 1.0,
+        "imu": ImuSample(0.9, (0.012, -0.004, 9.8066), (0.0, 0.0, 0.0011)),
+        "power": PowerSample(0.9, 12.2049, 1.234, 15.06, 87.4),
+        "active_source": "artex", "overridden": (("artex", 2),), "watchdog": "ok", "stopped": False,
+        "faults": ("motor: status 0x0001 E-Stop",),
+        "devices": (DeviceHealth("motor", "ok"), DeviceHealth("imu", "degraded", "NACK", 3)),
+        **kw,
+    })
+
+
+def test_sdk_keys_carry_sdk_meaning_and_units():
+    t = telemetry(snap())
+    assert t["battery"] == 12.2          # V, 2 decimals
+    assert t["speed"] == 0.3             # forward speed, m/s
+    assert t["imu"] == [0.01, 0.0, 9.81]   # specific force, m/s^2
+    assert list(t)[:3] == ["battery", "speed", "imu"]
+
+
+def test_agent_keys():
+    t = telemetry(snap())
+    assert t["odom"]["x_m"] == 1.235 and t["odom"]["distance_m"] == 2.0
+    assert t["tracks"]["left_counts"] == 1200 and t["tracks"]["duty_right"] == 0.3
+    assert t["joints"] == {"pan": 0.1, "tilt": -0.2}
+    assert t["gripper"] == 1.0
+    assert t["source"] == "artex" and t["watchdog"] == "ok" and t["stopped"] is False
+    assert t["overridden"] == {"artex": 2}
+    assert t["faults"] == ["motor: status 0x0001 E-Stop"]
+    assert t["devices"] == {"motor": "ok", "imu": "degraded"}
+    assert t["battery_a"] == 1.23 and t["battery_pct"] == 87.0
+
+
+def test_missing_sensors_and_non_finite_values_are_null_and_json_safe():
+    t = telemetry(snap(imu=None, power=None, odom=Odometry(vx_mps=math.nan), gripper=None))
+    assert t["battery"] is None and t["imu"] is None and t["gyro_radps"] is None
+    assert t["speed"] is None and t["gripper"] is None
+    json.dumps(t, allow_nan=False)
+
+
+def test_no_timestamps_so_equal_states_give_equal_dicts():
+    a = telemetry(snap(seq=1, t_mono_s=1.0, t_unix_s=1.0))
+    b = telemetry(snap(seq=2, t_mono_s=2.0, t_unix_s=2.0))
+    assert a == b and not changed(b, a)
+
+
+def test_first_dict_always_changed():
+    assert changed(telemetry(snap()), None)
+
+
+def test_sensor_noise_below_the_deadband_is_not_a_change():
+    rng = random.Random(1)
+    sent = telemetry(snap())
+    for _ in range(500):
+        accel = (0.012 + rng.gauss(0, 0.02), -0.004 + rng.gauss(0, 0.02), 9.8066 + rng.gauss(0, 0.02))
+        volts = 12.2049 + rng.gauss(0, 0.008)
+        s = snap(imu=ImuSample(1.0, accel, (0.0, 0.0, rng.gauss(0, 0.003))),
+                 power=PowerSample(1.0, volts, 1.234, 15.06, 87.4))
+        assert not changed(telemetry(s), sent)
+
+
+def test_real_changes_are_changes():
+    sent = telemetry(snap())
+    moved = snap(odom=dataclasses.replace(snap().odom, x_m=1.24))
+    assert changed(telemetry(moved), sent)
+    assert changed(telemetry(snap(watchdog="expired")), sent)
+    assert changed(telemetry(snap(faults=())), sent)
+    assert changed(telemetry(snap(devices=(DeviceHealth("motor", "lost"),))), sent)
+    assert changed(telemetry(snap(power=PowerSample(1.0, 12.1, 1.234, 15.06, 87.4))), sent)
+    assert changed(telemetry(snap(imu=ImuSample(1.0, (0.2, 0.0, 9.8), (0.0, 0.0, 0.0)))), sent)
+    assert changed(telemetry(snap(tracks=dataclasses.replace(snap().tracks, left_counts=1201))), sent)
+    assert changed(telemetry(snap(power=None)), sent)
+
+
+def test_slow_drift_is_reported_once_it_adds_up_to_a_deadband():
+    sent = telemetry(snap())
+    v = 12.2049
+    sends = 0
+    for _ in range(100):
+        v -= 0.002  # 0.2 V in total, 2 mV per step
+        t = telemetry(snap(power=PowerSample(1.0, v, 1.234, 15.06, 87.4)))
+        if changed(t, sent):
+            sends += 1
+            sent = t
+    assert 3 <= sends <= 5  # 0.2 V / 0.05 V deadband
+
+
+def test_deadbands_cover_the_noisy_keys():
+    assert set(DEADBANDS) >= {"battery", "imu", "gyro_radps", "speed"}

@@ -1,0 +1,252 @@
+"""Sim2Bot camera streams: frame framing read by the reference reader, on a real VideoHub."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import time
+
+import cv2
+import numpy as np
+import pytest
+from sim2bot.client import _parse_frame
+
+from agent.adapters.sim2bot_commands import CameraRequest
+from agent.adapters.sim2bot_video import (
+    HEADER,
+    StreamKey,
+    VideoStreams,
+    hub_format,
+    pack_frame,
+    resolve,
+)
+from agent.config.drivers import CameraConfig
+from agent.video import Frame, VideoHub, encode
+from tests.adapters.test_sim2bot import Bridge, agent_params, controller
+from tests.conftest import running_agent, wait_for
+
+# sim2bot.Robot (the peer under test, not ours) calls a websockets API that warns.
+pytestmark = pytest.mark.filterwarnings("ignore:connect\\(\\) must be used as a context manager")
+
+CAM = CameraConfig(id="front", source="sim://pattern", width=160, height=120, fps=30, jpeg_quality=70)
+
+
+def test_header_is_the_exact_20_byte_layout_and_parses_with_the_reference_reader():
+    assert HEADER.size == 20
+    data = pack_frame("model:0", 2, (1 << 32) + 7, 1_730_000_000.25, 4, 2, b"\x01" * 32)
+    assert data[:4] == bytes([1, 2, 1, 0]) and data[20] == len("model:0") and data[21:28] == b"model:0"
+    frame = _parse_frame(data)
+    assert (frame.camera_id, frame.codec, frame.keyframe, frame.sequence) == ("model:0", 2, True, 7)
+    assert (frame.capture_ts, frame.width, frame.height, frame.data) == (1_730_000_000.25, 4, 2, b"\x01" * 32)
+    with pytest.raises(ValueError, match="longer than 255"):
+        pack_frame("x" * 256, 0, 0, 0.0, 1, 1, b"")
+
+
+def test_omitted_fields_come_from_the_camera_config_and_h264_becomes_jpeg():
+    key = resolve(CameraRequest("model:0"), CAM)
+    assert key == StreamKey("model:0", 0, 160, 120, 70, 30.0)
+    key = resolve(CameraRequest("model:0", fps=5, width=64, height=48, quality=20, codec=1), CAM)
+    assert key == StreamKey("model:0", 0, 64, 48, 20, 5.0)
+    assert resolve(CameraRequest("model:0", codec=2, quality=20), CAM).quality == 0
+    assert resolve(CameraRequest("model:0"), CAM.model_copy(update={"fps": 60})).fps == 30.0
+
+
+@pytest.mark.parametrize("codec", [0, 2])
+def test_encoded_frames_decode_to_the_captured_image(codec):
+    image = np.zeros((48, 64, 3), np.uint8)
+    image[:24, :, 2] = 255            # top half red, bottom half blue (BGR)
+    image[24:, :, 0] = 255
+    key = StreamKey("model:0", codec, 64, 48, 95, 30.0)
+    enc = encode(Frame("front", 5, 0.0, 1_730_000_000.0, image), hub_format(key))
+    frame = _parse_frame(pack_frame("model:0", codec, enc.seq, enc.t_unix_s, enc.width, enc.height, enc.data))
+    decoded = frame.image()
+    assert decoded.shape == (48, 64, 3)
+    if codec == 2:                    # raw: exact, rows back in top-down order
+        assert np.array_equal(decoded, image)
+    else:                             # JPEG: away from the colour edge, close
+        assert np.abs(decoded[:16].astype(int) - image[:16]).max() < 20
+        assert np.abs(decoded[32:].astype(int) - image[32:]).max() < 20
+
+
+class Recorder:
+    """The /video socket's send, recording what arrives and when."""
+
+    def __init__(self, delay_s: float = 0.0) -> None:
+        self.frames: list[tuple[float, bytes]] = []
+        self.delay_s = delay_s
+
+    async def __call__(self, data: bytes) -> None:
+        if self.delay_s:
+            await asyncio.sleep(self.delay_s)
+        self.frames.append((time.monotonic(), data))
+
+
+@pytest.fixture
+def hub():
+    with VideoHub([CAM]) as h:
+        yield h
+
+
+async def test_streams_honour_fps_and_share_one_encode_per_frame(hub):
+    streams = VideoStreams(hub, {"model:0": ("front", CAM)}, ttl_s=3.0)
+    rec = Recorder()
+    streams.attach(rec)
+    streams.subscribe(CameraRequest("model:0", fps=5, width=80, height=60, codec=0))
+    await asyncio.sleep(2.0)
+    fps5 = len(rec.frames)
+    streams.close()
+    assert 4 <= fps5 <= 13                      # 5 fps for 2 s, loose under load
+    f = _parse_frame(rec.frames[-1][1])
+    assert (f.width, f.height, f.codec) == (80, 60, 0) and f.image().shape == (60, 80, 3)
+    seqs = [_parse_frame(d).sequence for _, d in rec.frames]
+    assert seqs == sorted(set(seqs))            # newest frames only, never repeated
+
+    before, rec.frames[:] = hub.encode_count, []
+    for _ in range(3):                          # three subscribers, same format: one stream
+        key = streams.subscribe(CameraRequest("model:0", fps=30, width=80, height=60, codec=0))
+    assert streams.active == (key,)
+    await asyncio.sleep(1.0)
+    streams.close()
+    assert len(rec.frames) >= 5 and hub.encode_count - before <= len(rec.frames) + 2
+
+
+async def test_subscription_expires_after_its_ttl_and_renewal_keeps_it(hub):
+    streams = VideoStreams(hub, {"model:0": ("front", CAM)}, ttl_s=0.6)
+    rec = Recorder()
+    streams.attach(rec)
+    for _ in range(4):                          # renewed every 0.3 s: keeps streaming
+        streams.subscribe(CameraRequest("model:0", fps=30))
+        await asyncio.sleep(0.3)
+    assert streams.active and len(rec.frames) >= 5
+    await asyncio.sleep(1.5)                    # no renewal: expired
+    assert streams.active == ()
+    count = len(rec.frames)
+    await asyncio.sleep(0.4)
+    assert len(rec.frames) == count
+
+
+async def test_unsubscribe_stops_every_format_of_the_camera(hub):
+    streams = VideoStreams(hub, {"model:0": ("front", CAM)}, ttl_s=3.0)
+    streams.attach(Recorder())
+    streams.subscribe(CameraRequest("model:0", codec=0))
+    streams.subscribe(CameraRequest("model:0", codec=2))
+    assert len(streams.active) == 2
+    assert streams.unsubscribe("model:0") == 2 and streams.active == ()
+
+
+async def test_a_slow_socket_skips_frames_instead_of_queueing(hub):
+    streams = VideoStreams(hub, {"model:0": ("front", CAM)}, ttl_s=3.0)
+    rec = Recorder(delay_s=0.25)                # a socket draining 4 frames/s
+    streams.attach(rec)
+    streams.subscribe(CameraRequest("model:0", fps=30))
+    await asyncio.sleep(1.5)
+    streams.close()
+    seqs = [_parse_frame(d).sequence for _, d in rec.frames]
+    assert 2 <= len(seqs) <= 8
+    assert max(b - a for a, b in itertools.pairwise(seqs)) >= 3   # frames in between were skipped
+    latest = hub.latest("front").seq
+    assert latest - seqs[-1] <= 15              # the last one sent was recent, not a backlog
+
+
+async def test_without_a_video_socket_frames_are_dropped(hub):
+    streams = VideoStreams(hub, {"model:0": ("front", CAM)}, ttl_s=3.0)
+    streams.subscribe(CameraRequest("model:0", fps=30))
+    await asyncio.sleep(0.3)
+    assert streams.frames_sent == 0 and not streams.attached
+    rec = Recorder()
+    streams.attach(rec)
+    await asyncio.sleep(0.5)
+    streams.close()
+    assert streams.frames_sent == len(rec.frames) > 0
+
+
+# ---------------------------------------------------------------- through the real bridge
+
+
+@pytest.fixture(scope="module")
+def bridge():
+    with Bridge() as b:
+        yield b
+
+
+async def read_frames(stream, seconds: float) -> list:
+    frames, end = [], time.monotonic() + seconds
+    while time.monotonic() < end:
+        frame = await asyncio.to_thread(stream.read, max(0.05, end - time.monotonic()))
+        if frame is not None:
+            frames.append(frame)
+    return frames
+
+
+async def test_jpeg_and_raw_frames_decode_with_the_reference_client(bridge):
+    async with running_agent(agent_params(bridge)) as agent, controller(bridge) as robot:
+        with robot.camera("model:0", fps=10, width=160, height=120, quality=0.6) as stream:
+            frame = await asyncio.to_thread(stream.read, 5.0)
+            assert (frame.camera_id, frame.codec, frame.keyframe) == ("model:0", 0, True)
+            assert frame.image().shape == (120, 160, 3) and frame.age < 5
+        with robot.camera("model:0", fps=10, width=64, height=48, codec="raw") as stream:
+            frame = await asyncio.to_thread(stream.read, 5.0)
+            while frame is not None and frame.codec != 2:   # a JPEG frame still in flight
+                frame = await asyncio.to_thread(stream.read, 5.0)
+            assert len(frame.data) == 64 * 48 * 4 and frame.image().shape == (48, 64, 3)
+            latest = agent.video.latest("front").image
+            small = cv2.resize(latest, (64, 48), interpolation=cv2.INTER_AREA)
+            # bottom-up rows flipped back by the client: the top bar row matches the camera's top
+            assert np.abs(frame.image()[2].astype(int) - small[2]).mean() < 60
+        assert await wait_for(lambda: agent.adapters["sim2bot"].status()["streams"] == 0, 3)
+
+
+async def test_fps_is_clamped_to_at_least_one(bridge):
+    async with running_agent(agent_params(bridge)) as agent, controller(bridge) as robot:
+        with robot.camera("model:0", fps=0.2, width=80, height=60) as stream:
+            frames = await read_frames(stream, 2.6)
+        assert 2 <= len(frames) <= 5                   # 1 fps, not 0.2 fps
+        assert agent.adapters["sim2bot"].status()["frames_sent"] >= len(frames)
+
+
+async def test_a_subscription_that_is_not_renewed_expires(bridge):
+    from sim2bot.client import _parse_frame as parse
+    from websockets.sync.client import connect as ws_connect
+
+    async with running_agent(agent_params(bridge, subscription_ttl_s=1.0)) as agent:
+        adapter = agent.adapters["sim2bot"]
+        assert await wait_for(lambda: adapter.status()["video_connected"], 5)
+        with ws_connect(bridge.url.replace("/ws", "/video")) as vid:
+            vid.send(json.dumps({"type": "hello", "role": "controller-video"}))
+            with ws_connect(bridge.url) as ctl:       # a controller that subscribes once, then dies
+                ctl.send(json.dumps({"type": "hello", "role": "controller"}))
+                ctl.send(json.dumps({"type": "camera_subscribe", "camera": "model:0", "fps": 15,
+                                     "width": 64, "height": 48}))
+                assert await wait_for(lambda: adapter.status()["streams"] == 1, 3)
+
+            def frames_for(seconds):
+                got, end = [], time.monotonic() + seconds
+                while (left := end - time.monotonic()) > 0:
+                    try:
+                        got.append(parse(vid.recv(timeout=left)))
+                    except TimeoutError:
+                        break
+                return got
+
+            first = await asyncio.to_thread(frames_for, 0.8)
+            assert len(first) >= 3 and first[0].camera_id == "model:0"
+            await asyncio.to_thread(frames_for, 1.2)           # the TTL runs out meanwhile
+            assert await wait_for(lambda: adapter.status()["streams"] == 0, 2)
+            assert await asyncio.to_thread(frames_for, 0.8) == []
+
+
+async def test_three_subscribers_of_one_format_share_one_stream(bridge):
+    async with running_agent(agent_params(bridge)) as agent:
+        adapter = agent.adapters["sim2bot"]
+        async with controller(bridge) as r1, controller(bridge) as r2, controller(bridge) as r3:
+            streams = [r.camera("model:0", fps=10, width=96, height=72) for r in (r1, r2, r3)]
+            assert await wait_for(lambda: adapter.status()["streams"] == 1, 3)
+            before_enc, before_sent = agent.video.encode_count, adapter.status()["frames_sent"]
+            got = await asyncio.gather(*(read_frames(s, 1.5) for s in streams))
+            sent = adapter.status()["frames_sent"] - before_sent
+            encodes = agent.video.encode_count - before_enc
+            for s in streams:
+                s.close()
+        assert all(len(g) >= 5 for g in got)          # every subscriber gets the ~10 fps feed
+        assert sent <= 20 and encodes <= sent + 2      # one stream, one encode per frame sent

@@ -1,0 +1,161 @@
+"""Source arbitration and the watchdog state machine (agent/arbitration.py)."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+from agent.arbitration import BASE, EXPIRED, IDLE, JOINTS, OK, Arbiter, Watchdog
+from agent.config import AgentConfig
+from agent.model import BaseVelocity, JointVelocity
+
+PRIO = {"artex": 10, "sim2bot": 20, "robot_msg": 30}
+TIMEOUT = {"artex": 0.5, "sim2bot": 0.5, "robot_msg": 0.2}
+
+FWD = BaseVelocity(0.3, 0.0)
+BACK = BaseVelocity(-0.3, 0.0)
+
+
+@pytest.fixture
+def arb() -> Arbiter:
+    return Arbiter(PRIO, TIMEOUT)
+
+
+def test_from_config_reads_priorities_and_timeouts():
+    cfg = AgentConfig.model_validate({
+        "watchdog": {"velocity_timeout_s": 0.4},
+        "control": {"sources": {"artex": {"priority": 5, "timeout_s": 1.0}, "sim2bot": {"priority": 7}}},
+    })
+    a = Arbiter.from_config(cfg)
+    assert [a.priority(s) for s in ("artex", "sim2bot", "robot_msg")] == [5, 7, 0]
+    assert [a.timeout_s(s) for s in ("artex", "sim2bot", "robot_msg")] == [1.0, 0.4, 0.4]
+
+
+def test_highest_priority_fresh_source_drives_and_others_are_counted(arb):
+    assert arb.offer("artex", BASE, FWD, 0.0) is None
+    above = arb.offer("robot_msg", BASE, BACK, 0.1)
+    assert above is None
+    assert arb.offer("artex", BASE, FWD, 0.15).source == "robot_msg"
+    assert arb.offer("sim2bot", BASE, FWD, 0.16).source == "robot_msg"
+    sel = arb.select(BASE, 0.2)
+    assert sel.winner.source == "robot_msg" and sel.velocity == BACK
+    assert dict(arb.overridden()) == {"artex": 1, "sim2bot": 1, "robot_msg": 0}
+    assert [s for s, _ in arb.overridden()] == ["artex", "sim2bot", "robot_msg"]
+
+
+def test_lower_source_takes_over_when_higher_times_out(arb):
+    arb.offer("robot_msg", BASE, BACK, 0.0)       # timeout 0.2 s
+    arb.offer("artex", BASE, FWD, 0.1)            # timeout 0.5 s, overridden now
+    assert arb.select(BASE, 0.199).winner.source == "robot_msg"
+    sel = arb.select(BASE, 0.2)                   # deadline reached: not fresh any more
+    assert sel.winner.source == "artex" and [c.source for c in sel.expired] == ["robot_msg"]
+    sel = arb.select(BASE, 0.6)
+    assert sel.winner is None and [c.source for c in sel.expired] == ["artex"]
+
+
+def test_equal_priority_newest_wins():
+    a = Arbiter({"artex": 5, "sim2bot": 5}, {"artex": 0.5, "sim2bot": 0.5})
+    a.offer("artex", BASE, FWD, 0.0)
+    assert a.offer("sim2bot", BASE, BACK, 0.1) is None
+    assert a.select(BASE, 0.2).winner.source == "sim2bot"
+    a.offer("artex", BASE, FWD, 0.3)
+    assert a.select(BASE, 0.35).winner.source == "artex"
+    assert dict(a.overridden()) == {"artex": 0, "sim2bot": 0}
+
+
+def test_latest_command_of_a_source_wins(arb):
+    arb.offer("sim2bot", BASE, FWD, 0.0)
+    arb.offer("sim2bot", BASE, BACK, 0.01)
+    assert arb.select(BASE, 0.02).velocity == BACK
+
+
+def test_channels_are_independent(arb):
+    arb.offer("robot_msg", BASE, FWD, 0.0)
+    assert arb.offer("artex", JOINTS, JointVelocity((0.1,)), 0.0) is None
+    assert arb.select(JOINTS, 0.01).winner.source == "artex"
+    assert arb.select(BASE, 0.01).winner.source == "robot_msg"
+
+
+def test_latched_refused_below_a_fresh_higher_claim(arb):
+    arb.offer("sim2bot", JOINTS, JointVelocity((0.1,)), 0.0)
+    refused_by = arb.latch("artex", JOINTS, 0.1)
+    assert refused_by.source == "sim2bot"
+    assert dict(arb.overridden())["artex"] == 1
+    assert arb.select(JOINTS, 0.1).velocity == JointVelocity((0.1,))   # nothing changed
+    assert arb.latch("artex", JOINTS, 0.6) is None                     # sim2bot stale by then
+
+
+def test_latch_drops_velocity_claims_at_or_below_its_priority(arb):
+    arb.offer("artex", JOINTS, JointVelocity((0.1,)), 0.0)
+    arb.offer("sim2bot", JOINTS, JointVelocity((0.2,)), 0.0)
+    assert arb.latch("sim2bot", JOINTS, 0.1) is None
+    sel = arb.select(JOINTS, 0.2)
+    assert sel.winner.source == "sim2bot" and sel.velocity is None      # a latched claim drives
+    assert arb.offer("artex", JOINTS, JointVelocity((0.3,)), 0.3).source == "sim2bot"
+    assert arb.select(JOINTS, 0.61).velocity == JointVelocity((0.3,))   # claim over, artex's command fresh
+
+
+def test_would_refuse_does_not_count(arb):
+    arb.latch("robot_msg", JOINTS, 0.0)
+    assert arb.would_refuse("artex", JOINTS, 0.1).source == "robot_msg"
+    assert arb.would_refuse("robot_msg", JOINTS, 0.1) is None
+    assert dict(arb.overridden())["artex"] == 0
+
+
+def test_drop_by_source_and_channel(arb):
+    arb.offer("artex", BASE, FWD, 0.0)
+    arb.offer("artex", JOINTS, JointVelocity((0.1,)), 0.0)
+    arb.offer("sim2bot", BASE, FWD, 0.0)
+    dropped = arb.drop(["artex"], (BASE,))
+    assert [(c.source, c.channel) for c in dropped] == [("artex", BASE)]
+    assert arb.holder(JOINTS, 0.1).source == "artex"
+    assert len(arb.drop()) == 2
+    assert arb.holder(BASE, 0.1) is None and arb.holder(JOINTS, 0.1) is None
+
+
+def test_watchdog_states_and_logs(arb, caplog):
+    wd = Watchdog()
+    assert wd.update((arb.select(BASE, 0.0), arb.select(JOINTS, 0.0))) == IDLE
+    arb.offer("artex", BASE, FWD, 0.0)
+    assert wd.update((arb.select(BASE, 0.1), arb.select(JOINTS, 0.1))) == OK
+    with caplog.at_level(logging.INFO, logger="agent.arbitration"):
+        assert wd.update((arb.select(BASE, 0.5), arb.select(JOINTS, 0.5))) == EXPIRED
+        assert wd.update((arb.select(BASE, 0.6), arb.select(JOINTS, 0.6))) == EXPIRED
+        fired = [r for r in caplog.records if "older than" in r.getMessage()]
+        assert len(fired) == 1 and "artex" in fired[0].getMessage()
+        arb.offer("artex", BASE, FWD, 1.0)
+        assert wd.update((arb.select(BASE, 1.0), arb.select(JOINTS, 1.0))) == OK
+        assert sum("resumes" in r.getMessage() for r in caplog.records) == 1
+    arb.drop()
+    assert wd.update((arb.select(BASE, 1.1), arb.select(JOINTS, 1.1))) == IDLE   # dropped, not timed out
+
+
+def test_watchdog_does_not_fire_when_another_source_takes_over(arb):
+    wd = Watchdog()
+    arb.offer("robot_msg", BASE, FWD, 0.0)
+    arb.offer("artex", BASE, BACK, 0.0)
+    assert wd.update((arb.select(BASE, 0.1), arb.select(JOINTS, 0.1))) == OK
+    assert wd.update((arb.select(BASE, 0.25), arb.select(JOINTS, 0.25))) == OK   # artex takes over
+    assert wd.update((arb.select(BASE, 0.5), arb.select(JOINTS, 0.5))) == EXPIRED
+
+
+def test_watchdog_reset_goes_idle(arb):
+    wd = Watchdog()
+    arb.offer("artex", BASE, FWD, 0.0)
+    wd.update((arb.select(BASE, 0.0),))
+    wd.update((arb.select(BASE, 0.6),))
+    assert wd.state == EXPIRED
+    wd.reset()
+    assert wd.state == IDLE
+
+
+def test_next_expiry_is_the_earliest_driving_deadline(arb):
+    assert arb.next_expiry(0.0) is None
+    arb.offer("artex", BASE, FWD, 0.0)                          # 0.5
+    arb.offer("robot_msg", JOINTS, JointVelocity((0.1,)), 0.1)  # 0.3
+    arb.offer("sim2bot", JOINTS, JointVelocity((0.2,)), 0.0)    # overridden: not driving
+    assert arb.next_expiry(0.15) == pytest.approx(0.3)
+    arb.latch("robot_msg", JOINTS, 0.2)                          # latched claims have no expiry to serve
+    assert arb.next_expiry(0.25) == pytest.approx(0.5)
+    assert arb.next_expiry(0.6) is None

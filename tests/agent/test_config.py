@@ -1,0 +1,142 @@
+"""Configuration: SDK compatibility, strict validation with JSON paths, check-config CLI."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from agent.config import AgentConfig, ConfigError, load, loads
+from tests.conftest import PARAMS, ROOT
+
+SDK_PARAMS = {
+    "name": "tank-01", "type": "Robot", "telem_can": True, "video_can": True,
+    "server": "http://localhost", "port": 8765, "max_send_freq": 0.05,
+    "logger_type": "console", "logger_level": "all", "max_main_freq": 0.1, "external": {},
+}
+
+
+def test_sdk_params_load_unchanged():
+    cfg = loads(json.dumps(SDK_PARAMS))
+    assert (cfg.name, cfg.type, cfg.telem_can, cfg.video_can) == ("tank-01", "Robot", True, True)
+    assert (cfg.server, cfg.port, cfg.max_send_freq) == ("http://localhost", 8765, 0.05)
+    assert cfg.artex_enabled
+
+
+def test_sdk_defaults_apply_to_an_empty_file():
+    cfg = loads("{}")
+    assert (cfg.name, cfg.type, cfg.server, cfg.port) == ("DefaultName", "DefaultType", "http://artex.arcon", 80)
+    assert cfg.max_send_freq == pytest.approx(1 / 20)
+    assert cfg.telem_can is False and cfg.video_can is False
+    assert cfg.watchdog.velocity_timeout_s == 0.5
+
+
+@pytest.mark.parametrize("server", ["", None])
+def test_artex_off_when_server_empty(server):
+    assert not loads(json.dumps({"server": server})).artex_enabled
+
+
+def test_shipped_params_is_valid_and_simulated():
+    cfg = load(PARAMS)
+    assert cfg.drivers.motor.port == "sim://"
+    assert cfg.drivers.cameras[0].source == "sim://pattern"
+    assert cfg.server == "http://localhost" and cfg.port == 8765
+
+
+@pytest.mark.parametrize("doc, path, words", [
+    ({"nmae": "x"}, "$.nmae", "did you mean 'name'"),
+    ({"drivers": {"motor": {"kind": "roboclaw", "port": "/dev/x", "adress": 128}}}, "$.drivers.motor.adress", "did you mean 'address'"),
+    ({"drivers": {"motor": {"kind": "stepper", "port": "/dev/x"}}}, "$.drivers.motor", "stepper"),
+    ({"watchdog": {"velocity_timeout_s": 0}}, "$.watchdog.velocity_timeout_s", "greater than"),
+    ({"control": {"sources": {"artex": {"priorty": 3}}}}, "$.control.sources.artex.priorty", "did you mean 'priority'"),
+    ({"drivers": {"cameras": [{"id": "a"}, {"id": "b", "widht": 5}]}}, "$.drivers.cameras[1].widht", "did you mean 'width'"),
+    ({"port": "eighty"}, "$.port", "integer"),
+])
+def test_errors_name_the_json_path(doc, path, words):
+    with pytest.raises(ConfigError) as info:
+        loads(json.dumps(doc))
+    problems = dict(info.value.problems)
+    assert path in problems, problems
+    assert words in problems[path]
+
+
+def test_every_problem_is_reported_at_once():
+    with pytest.raises(ConfigError) as info:
+        loads(json.dumps({"nmae": 1, "port": -1, "base": {"track_width_m": 0}}))
+    paths = {p for p, _ in info.value.problems}
+    assert {"$.nmae", "$.port", "$.base.track_width_m"} <= paths
+
+
+def test_not_json_and_not_an_object():
+    with pytest.raises(ConfigError) as info:
+        loads("{name: 1}")
+    assert "line 1" in info.value.problems[0][1]
+    with pytest.raises(ConfigError):
+        loads("[1, 2]")
+
+
+def test_missing_file_is_a_config_error(tmp_path):
+    with pytest.raises(ConfigError):
+        load(tmp_path / "nope.json")
+
+
+def test_config_is_frozen():
+    cfg = loads("{}")
+    with pytest.raises(Exception):
+        cfg.name = "other"  # type: ignore[misc]
+
+
+def test_servo_channels_must_be_unique():
+    doc = {"drivers": {"servo": {"kind": "pca9685", "bus": 1, "joints": [
+        {"name": "a", "channel": 0}, {"name": "b", "channel": 0}]}}}
+    with pytest.raises(ConfigError) as info:
+        loads(json.dumps(doc))
+    assert "channels used twice" in str(info.value)
+
+
+def _check_config(path: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "agent", "check-config", str(path)],
+                          capture_output=True, text=True, cwd=ROOT, timeout=60)
+
+
+def test_check_config_ok_exit_0():
+    res = _check_config(PARAMS)
+    assert res.returncode == 0, res.stderr
+    assert "ok" in res.stdout
+
+
+def test_check_config_broken_exit_2_with_paths(tmp_path):
+    bad = tmp_path / "params.json"
+    bad.write_text(json.dumps({"nmae": "x", "drivers": {"imu": {"kind": "mpu6050", "adress": 1}},
+                               "control": {"rate_hz": 5}}))
+    res = _check_config(bad)
+    assert res.returncode == 2
+    out = res.stdout
+    assert "$.nmae" in out and "did you mean 'name'" in out
+    assert "$.drivers.imu.adress" in out
+    assert "$.control.rate_hz" in out
+
+
+def test_check_config_unreadable_exit_2(tmp_path):
+    res = _check_config(tmp_path / "missing.json")
+    assert res.returncode == 2
+
+
+def test_examples_are_valid():
+    examples = sorted((ROOT / "config" / "examples").glob("*.json"))
+    for path in examples:
+        cfg = load(path)
+        assert isinstance(cfg, AgentConfig)
+
+
+def test_two_i2c_devices_on_one_address_are_refused():
+    doc = {"drivers": {"power": {"kind": "ina219", "bus": 1, "address": 64},
+                       "servo": {"kind": "pca9685", "bus": 1, "address": 64}}}
+    with pytest.raises(ConfigError) as info:
+        loads(json.dumps(doc))
+    assert "0x40" in str(info.value)
+    doc["drivers"]["servo"]["bus"] = 2
+    loads(json.dumps(doc))
