@@ -74,10 +74,10 @@ class SimTank:
                 klass = _load(MOTOR_EMULATORS[motor_cfg.kind])
                 self.motor_emulator = klass.from_config(motor_cfg, self.physics)
                 self.motor_emulator.start()
-                log.info("simulated %s on %s", motor_cfg.kind, self.motor_emulator.slave_path)
+                log.info("simulated %s on %s", motor_cfg.kind, self.motor_emulator.port)
             elif not self.motor_emulator.plugged:
                 raise_unplugged(motor_cfg.kind)
-            return self.motor_emulator.slave_path
+            return self.motor_emulator.port
 
     def i2c_bus(self) -> Any:
         """The simulated I2C bus with a chip emulator for every ``sim://`` I2C device."""

@@ -22,6 +22,7 @@ import statistics
 import sys
 import threading
 import time
+import warnings
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -133,6 +134,8 @@ def camera_run(bridge: Bridge, adapter, hub, subscribers: int, seconds: float) -
 
 async def main() -> None:
     logging.basicConfig(level=logging.ERROR)
+    # sim2bot.Robot (the peer, not ours) calls a websockets API that warns on every send.
+    warnings.filterwarnings("ignore", message=r"connect\(\) must be used as a context manager")
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--trials", type=int, default=200)
     ap.add_argument("--seconds", type=float, default=4.0)

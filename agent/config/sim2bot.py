@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from urllib.parse import urlparse
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, ValidationInfo, field_validator
 
 from agent.config.base import Section
 
@@ -58,9 +58,10 @@ class Sim2botConfig(Section):
             raise ValueError(f"url has no host: {value!r}")
         return value
 
-    @model_validator(mode="after")
-    def _delays(self) -> Sim2botConfig:
-        if self.reconnect_delay_max_s < self.reconnect_delay_s:
-            raise ValueError(f"reconnect_delay_max_s {self.reconnect_delay_max_s} is below "
-                             f"reconnect_delay_s {self.reconnect_delay_s}")
-        return self
+    @field_validator("reconnect_delay_max_s")
+    @classmethod
+    def _max_delay(cls, value: float, info: ValidationInfo) -> float:
+        first = info.data.get("reconnect_delay_s")
+        if first is not None and value < first:
+            raise ValueError(f"reconnect_delay_max_s {value} is below reconnect_delay_s {first}")
+        return value

@@ -176,6 +176,18 @@ async def test_a_non_loopback_bridge_needs_the_token():
         await asyncio.to_thread(own.stop)
 
 
+def test_identical_warnings_are_rate_limited_with_a_count(caplog):
+    from agent.adapters.sim2bot import WarnOnce
+    now = [0.0]
+    warn = WarnOnce(logging.getLogger("test.warnonce"), repeat_s=10.0, size=2, clock=lambda: now[0])
+    with caplog.at_level(logging.WARNING, logger="test.warnonce"):
+        assert warn(logging.WARNING, "bad q") and not warn(logging.WARNING, "bad q")
+        assert warn(logging.WARNING, "bad qd")
+        now[0] = 11.0
+        assert warn(logging.WARNING, "bad q")
+    assert [r.getMessage() for r in caplog.records] == ["bad q", "bad qd", "bad q (1 identical since last report)"]
+
+
 # ---------------------------------------------------------------- session and commands
 
 
@@ -219,6 +231,18 @@ def wait_for_sync(predicate, timeout_s: float) -> bool:
             return False
         time.sleep(0.02)
     return True
+
+
+async def test_the_last_controller_leaving_stops_the_tank_at_once(bridge, caplog):
+    caplog.set_level(logging.INFO, logger="agent.control")
+    async with running_agent(agent_params(bridge)) as agent:
+        emu = agent.sim.motor_emulator
+        async with controller(bridge) as robot:
+            await drive(robot, 0.4, vx=0.5)
+            robot.base_velocity(vx=0.5)
+        # the client closed right after a fresh command: stopped by release, not the watchdog
+        assert await asyncio.to_thread(emu.wait_for, lambda: emu.motor_duty == [0.0, 0.0], 1.0)
+        assert "sim2bot released (the last controller left the bridge) while driving base" in caplog.text
 
 
 async def test_joint_commands_move_the_servos_through_the_pca9685(bridge):

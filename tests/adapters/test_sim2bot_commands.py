@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from agent import model as m
 from agent.adapters.sim2bot_commands import (
     COMMAND_TYPES,
     IGNORED_TYPES,
@@ -22,16 +23,6 @@ from agent.adapters.sim2bot_commands import (
     parse,
 )
 from agent.errors import CommandError
-from agent.model import (
-    BaseVelocity,
-    Gripper,
-    JointPosition,
-    JointTrajectory,
-    JointTrajectoryStop,
-    JointVelocity,
-    Reset,
-    Stop,
-)
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "sim2bot" / "v1"
 CTX = ParseContext(dof=2, has_gripper=True, cameras=("model:0", "model:1"), room="default")
@@ -56,13 +47,13 @@ def test_every_bridge_command_type_has_a_fixture_and_a_parser_branch():
 
 
 @pytest.mark.parametrize("name, expected", [
-    ("base_velocity", BaseVelocity(0.4, 0.35)),
-    ("joint_position", JointPosition((0, -0.45, 0, -2.2, 0, 1.75, 0.8))),
-    ("joint_velocity", JointVelocity((0.1, 0.0, -0.25, 0.0, 0.3, 0.0, 0.0))),
-    ("joint_trajectory_stop", JointTrajectoryStop()),
-    ("gripper", Gripper(0.25)),
-    ("reset", Reset()),
-    ("stop", Stop()),
+    ("base_velocity", m.BaseVelocity(0.4, 0.35)),
+    ("joint_position", m.JointPosition((0, -0.45, 0, -2.2, 0, 1.75, 0.8))),
+    ("joint_velocity", m.JointVelocity((0.1, 0.0, -0.25, 0.0, 0.3, 0.0, 0.0))),
+    ("joint_trajectory_stop", m.JointTrajectoryStop()),
+    ("gripper", m.Gripper(0.25)),
+    ("reset", m.Reset()),
+    ("stop", m.Stop()),
 ])
 def test_fixture_commands_map_onto_model_commands(name, expected):
     out = parse(fixture(name), ARM)
@@ -71,7 +62,7 @@ def test_fixture_commands_map_onto_model_commands(name, expected):
 
 def test_fixture_trajectory_keeps_times_and_points():
     out = parse(fixture("joint_trajectory"), ARM)
-    assert isinstance(out.command, JointTrajectory)
+    assert isinstance(out.command, m.JointTrajectory)
     assert [p.t for p in out.command.points] == [0.0, 1.25]
     assert out.command.points[1].q == (0.2, -0.35, 0.15, -2.0, 0.1, 1.5, 0.6)
     assert out.command.loop is False
@@ -99,9 +90,9 @@ def test_fixture_arrays_longer_than_the_tank_dof_are_rejected_naming_the_field()
 
 def test_base_velocity_reports_lateral_and_vertical_as_ignored():
     out = parse({"type": "base_velocity", "vx": 0.2, "vy": 0.1, "vz": 0.0, "omega": 0.0}, CTX)
-    assert out.command == BaseVelocity(0.2, 0.0) and out.ignored == ("vy",)
+    assert out.command == m.BaseVelocity(0.2, 0.0) and out.ignored == ("vy",)
     out = parse({"type": "base_velocity", "omega": -0.5}, CTX)
-    assert out.command == BaseVelocity(0.0, -0.5) and out.ignored == ()
+    assert out.command == m.BaseVelocity(0.0, -0.5) and out.ignored == ()
 
 
 def test_gripper_on_a_robot_without_one_is_declined():
@@ -153,8 +144,8 @@ def test_bad_messages_are_rejected_with_field_and_reason(message, where):
 
 def test_room_and_robot_address_checks_pass_for_this_agent():
     ctx = ParseContext(dof=2, has_gripper=True, cameras=(), room="bench-a")
-    assert parse({"type": "stop", "robot": 0, "room": "bench-a"}, ctx).command == Stop()
-    assert parse({"type": "stop", "robot": None, "room": ""}, ctx).command == Stop()
+    assert parse({"type": "stop", "robot": 0, "room": "bench-a"}, ctx).command == m.Stop()
+    assert parse({"type": "stop", "robot": None, "room": ""}, ctx).command == m.Stop()
 
 
 def test_camera_subscribe_clamps_and_normalises():

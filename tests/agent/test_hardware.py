@@ -1,0 +1,114 @@
+"""Supervision on the simulated tank: faults injected into the emulators behind the real drivers.
+
+Serial unplug while driving -> motors stop (the controller's own timeout), health "lost", the agent
+reopens the port when it returns; I2C errno bursts -> retried, "degraded", recovers; a device missing
+at start is "lost" while the rest runs. No exception escapes the agent in any of these.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from agent.hardware import Hardware, driver_class
+from agent.config import load
+from agent.model import BaseVelocity
+from tests.conftest import ROOT, running_agent, sim_config, wait_for
+
+
+def _health(agent, name: str) -> str:
+    return {h.name: h.state for h in agent.hardware.health()}[name]
+
+
+def _no_cameras() -> dict:
+    cfg = sim_config()
+    cfg["drivers"]["cameras"] = []
+    return cfg
+
+
+async def test_serial_unplug_while_driving_stops_motors_and_reconnects():
+    async with running_agent(_no_cameras()) as agent:
+        physics, emu = agent.physics, agent.sim.motor_emulator
+        assert await wait_for(lambda: _health(agent, "motor") == "ok", 5)
+
+        async def drive_until(pred, timeout_s):
+            loop_deadline = 0.0
+            while loop_deadline < timeout_s:
+                agent.control.submit("artex", BaseVelocity(0.5, 0.0))
+                if pred():
+                    return True
+                await __import__("asyncio").sleep(0.05)
+                loop_deadline += 0.05
+            return pred()
+
+        assert await drive_until(lambda: physics.vx_mps > 0.2, 5), "the tank never moved"
+        emu.unplug()
+        # keep commanding: the agent must not be able to drive a lost controller...
+        assert await drive_until(lambda: _health(agent, "motor") == "lost", 5)
+        assert any(f.startswith("motor: lost") for f in agent.control.snapshot().faults)
+        # ...and the controller's own serial timeout (0.5 s) stops the tracks without software
+        assert await wait_for(lambda: physics.duty == [0.0, 0.0], 3)
+        assert await wait_for(lambda: abs(physics.vx_mps) < 0.01, 3)
+        emu.replug()
+        assert await wait_for(lambda: _health(agent, "motor") == "ok", 10), agent.hardware.health()
+        # back, but nobody is commanding: it stays still until a fresh command
+        assert await wait_for(lambda: not any(f.startswith("motor") for f in agent.control.snapshot().faults), 2)
+        assert physics.duty == [0.0, 0.0]
+        assert await drive_until(lambda: physics.vx_mps > 0.2, 5), "no motion after the reconnect"
+
+
+async def test_i2c_error_burst_degrades_then_recovers(caplog):
+    caplog.set_level("INFO", logger="agent.supervisor")
+    async with running_agent(_no_cameras()) as agent:
+        bus = agent.sim.i2c_bus()
+        imu_addr = agent.cfg.drivers.imu.address
+        assert await wait_for(lambda: _health(agent, "imu") == "ok", 5)
+        errors = {h.name: h for h in agent.hardware.health()}["imu"].errors
+        bus.inject(imu_addr, 121, 2)  # fewer than the 3 consecutive errors that mean "lost"
+        assert await wait_for(lambda: {h.name: h for h in agent.hardware.health()}["imu"].errors == errors + 2, 3)
+        assert await wait_for(lambda: _health(agent, "imu") == "ok", 3)
+        msgs = [r.getMessage() for r in caplog.records if r.name == "agent.supervisor" and r.getMessage().startswith("imu:")]
+        degraded = [m for m in msgs if "degraded" in m]
+        assert len(degraded) == 1 and "121" in degraded[0], msgs  # logged once going down
+        assert msgs[-1] == "imu: recovered", msgs                    # and once coming back
+        assert not any("lost" in m for m in msgs), msgs
+        assert agent.control.snapshot().imu is not None
+
+
+async def test_i2c_long_outage_is_lost_then_reopened():
+    async with running_agent(_no_cameras()) as agent:
+        bus = agent.sim.i2c_bus()
+        addr = agent.cfg.drivers.power.address
+        assert await wait_for(lambda: agent.control.snapshot().power is not None, 5)
+        bus.remove(addr)
+        assert await wait_for(lambda: _health(agent, "power") == "lost", 5)
+        assert await wait_for(lambda: agent.control.snapshot().power is None, 2), "stale power kept"
+        assert any(f.startswith("power: lost") for f in agent.control.snapshot().faults)
+        bus.restore(addr, power_cycle=True)
+        assert await wait_for(lambda: _health(agent, "power") == "ok", 10)
+        assert await wait_for(lambda: agent.control.snapshot().power is not None, 3)
+
+
+async def test_device_missing_at_start_is_lost_and_the_rest_runs(tmp_path):
+    cfg = _no_cameras()
+    cfg["drivers"]["motor"] = {"kind": "roboclaw", "port": str(tmp_path / "ttyNOPE"), "baud": 38400}
+    async with running_agent(cfg) as agent:
+        assert _health(agent, "motor") == "lost"
+        assert await wait_for(lambda: agent.control.snapshot().imu is not None, 5)
+        assert agent.control.snapshot().seq > 0
+        assert any(f.startswith("motor: lost") for f in agent.control.snapshot().faults)
+        # a command is accepted by the loop but nothing can move; the loop keeps ticking
+        agent.control.submit("artex", BaseVelocity(0.5, 0.0))
+        seq = agent.control.snapshot().seq
+        assert await wait_for(lambda: agent.control.snapshot().seq > seq + 5, 3)
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "config" / "examples").glob("*.json")), ids=lambda p: p.name)
+def test_examples_build_their_drivers(path):
+    cfg = load(path)
+    hw = Hardware.from_config(cfg)
+    d = cfg.drivers
+    for dcfg in (d.motor, d.imu, d.power, d.servo):
+        if dcfg is not None:
+            assert driver_class(dcfg.kind).__module__.startswith("drivers.")
+    assert [h.name for h in hw.health()] == [n for n in ("motor", "imu", "power", "servo")
+                                              if getattr(d, n) is not None]
