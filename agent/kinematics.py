@@ -15,6 +15,7 @@ and encoder counts in and writes the result out.
 from __future__ import annotations
 
 import logging
+import dataclasses
 import math
 from dataclasses import dataclass
 
@@ -129,6 +130,9 @@ class TrackReading:
 
 
 class Odometer:
+    #: how long an encoder speed estimate is held while the counts do not change, s
+    SPEED_HOLD_S = 0.25
+
     """Dead reckoning from encoder counts, or from commanded track speeds without them.
 
     Encoders are used when ``counts_per_m > 0`` and the tick has counts. The first
@@ -149,6 +153,7 @@ class Odometer:
         self.odom = Odometry()
         self._counts: tuple[int, int] | None = None
         self._since_change_s = 0.0  # time since the counts last changed (feedback may be slower than ticks)
+        self._speed: Pair = (0.0, 0.0)  # last encoder speed estimate, m/s
 
     def measure(self, dt_s: float, counts: tuple[int, int] | None, cps: Pair | None,
                 applied_mps: Pair) -> TrackReading:
@@ -169,16 +174,24 @@ class Odometer:
             if prev is not None:
                 dl = (counts[0] - prev[0]) / self.counts_per_m
                 dr = (counts[1] - prev[1]) / self.counts_per_m
-                bound = 2.0 * self.max_speed_mps * self._since_change_s + 0.05
-                if counts != prev:
+                since = self._since_change_s
+                bound = 2.0 * self.max_speed_mps * since + 0.05
+                changed = counts != prev
+                if changed:
                     self._since_change_s = 0.0
                 if abs(dl) <= bound and abs(dr) <= bound:
                     if cps is not None:
                         vl, vr = cps[0] / self.counts_per_m, cps[1] / self.counts_per_m
-                    elif dt_s > 0:
-                        vl, vr = dl / dt_s, dr / dt_s
+                    elif changed and since > 0:
+                        # speed over the time since the counts last moved: feedback may arrive
+                        # every few ticks, and unchanged counts in between are not a standstill
+                        vl, vr = dl / since, dr / since
+                        self._speed = (vl, vr)
+                    elif since <= self.SPEED_HOLD_S:
+                        vl, vr = self._speed
                     else:
                         vl = vr = 0.0
+                        self._speed = (0.0, 0.0)
                     return TrackReading(dl, dr, vl, vr, True)
                 log.warning("odometry: encoder jump of (%.3f, %.3f) m in %.3f s is impossible; "
                             "taking the new counts as the baseline", dl, dr, dt_s)
@@ -189,6 +202,13 @@ class Odometer:
                             applied_mps[0], applied_mps[1], False)
 
     def update(self, dt_s: float, reading: TrackReading) -> Odometry:
-        """Integrate one interval's travel into the pose and return it."""
-        self.odom = integrate(self.odom, reading.left_m, reading.right_m, dt_s, self.track_width_m)
+        """Integrate one interval's travel into the pose and return it.
+
+        The twist is the reading's track speeds (encoder speed, or commanded), not travel / dt:
+        encoder feedback may arrive every few ticks, and travel per tick is then lumpy.
+        """
+        odom = integrate(self.odom, reading.left_m, reading.right_m, dt_s, self.track_width_m)
+        vl, vr = reading.left_mps, reading.right_mps
+        self.odom = dataclasses.replace(odom, vx_mps=(vl + vr) / 2.0,
+                                        omega_radps=(vr - vl) / self.track_width_m)
         return self.odom

@@ -8,7 +8,9 @@ in robotmsg_sockets.py; this module runs them on the event loop.
 
 Receiving is latest-wins: each wake-up drains what the socket holds (at most
 ``MAX_DRAIN`` messages), rejects what is malformed, keeps the newest message of
-each type (plus any stop) and applies only those. Frames larger than
+each kind (type and fields present, plus any stop) and applies only those. The
+action socket decodes newest first and at most ``DECODE_BUDGET`` per wake-up,
+so a flood never outruns the reader. Frames larger than
 ``DECODE_INLINE_BYTES`` are decoded on a worker thread so a 1 MiB trajectory
 never stalls the loop. A peer disconnecting from a command socket releases
 the ``robot_msg`` source at once.
@@ -33,8 +35,8 @@ import zmq.asyncio
 from zmq.utils.monitor import parse_monitor_message
 
 from agent.adapters.robotmsg_inbound import (
-    Rejected, Translation, action_commands, controller_commands, decode_envelope, expect_type,
-    newest_per_type, unpack_frames,
+    LatestWins, Rejected, Translation, action_commands, controller_commands, decode_envelope, expect_type,
+    unpack_frames,
 )
 from agent.adapters.robotmsg_sockets import (
     CLOSED, HANDSHAKE_FAILED, OPENED, CurveKeys, load_curve, open_socket, start_authenticator,
@@ -52,6 +54,10 @@ SOURCE = "robot_msg"
 DECODE_INLINE_BYTES = 64 * 1024
 #: Most messages taken from one socket per wake-up before they are processed.
 MAX_DRAIN = 1024
+#: Action socket: at most this many of a wake-up's messages are decoded, newest first; older
+#: ones are superseded undecoded, so a flood costs one cheap read per message. The command
+#: socket decodes every message: a stop is never dropped.
+DECODE_BUDGET = 16
 #: Identical warnings are logged at most once per this many seconds.
 WARN_INTERVAL_S = 5.0
 
@@ -223,22 +229,25 @@ class RobotMsgAdapter:
     async def _receive_loop(self, ch: _Channel, decoder: concurrent.futures.Executor) -> None:
         sock = ch.sock
         assert sock is not None
+        drain = zmq.Socket.shadow(sock.underlying)  # synchronous NOBLOCK reads: no future per message
+        budget = None if ch.name == "command" else DECODE_BUDGET
         while True:
             batch = [await sock.recv_multipart()]
             while len(batch) < MAX_DRAIN:
                 try:
-                    batch.append(await sock.recv_multipart(flags=zmq.NOBLOCK))
+                    batch.append(drain.recv_multipart(flags=zmq.NOBLOCK))
                 except zmq.Again:
                     break
             self._received += len(batch)
-            messages = []
-            for frames in batch:
-                message = await self._decode(ch, frames, decoder)
+            latest = LatestWins(self._cfg.ctrl_modes)
+            index = len(batch) - 1
+            while index >= 0 and (budget is None or len(batch) - index <= budget):
+                message = await self._decode(ch, batch[index], decoder)
                 if message is not None:
-                    messages.append(message)
-            kept = newest_per_type(messages, self._cfg.ctrl_modes)
-            self._superseded += len(messages) - len(kept)
-            for message in kept:
+                    latest.offer(index, message)
+                index -= 1
+            self._superseded += latest.superseded + index + 1  # older frames left undecoded
+            for message in latest.kept():
                 self._apply(ch, message)
 
     async def _decode(self, ch: _Channel, frames: list[bytes],

@@ -311,18 +311,34 @@ def intent(message: object) -> tuple[type, tuple[str, ...]]:
     return type(message), _present(message)
 
 
-def newest_per_type(messages: Sequence[object], modes: Mapping[int, str]) -> list[object]:
-    """Latest-wins over one drained batch: the newest message per :func:`intent`, plus every stop.
+class LatestWins:
+    """Latest-wins over one drained batch, offered newest first.
+
+    Keeps the newest message per :func:`intent` and every stop; everything else
+    offered is superseded. Offering newest first lets the caller stop decoding
+    older frames once it has what it needs.
 
     Args:
-        messages: decoded messages, oldest first.
         modes: ``ctrl_modes`` (to recognise stops).
-
-    Returns:
-        The kept messages in arrival order.
     """
-    newest: dict[tuple[type, tuple[str, ...]], int] = {}
-    for i, m in enumerate(messages):
-        newest[intent(m)] = i
-    keep = set(newest.values()) | {i for i, m in enumerate(messages) if stops(m, modes)}
-    return [messages[i] for i in sorted(keep)]
+
+    def __init__(self, modes: Mapping[int, str]) -> None:
+        self._modes = modes
+        self._kept: dict[tuple[type, tuple[str, ...]], tuple[int, object]] = {}
+        self._stops: list[tuple[int, object]] = []
+        self.superseded = 0
+
+    def offer(self, index: int, message: object) -> None:
+        """Offer the message that arrived at position ``index`` (offer in decreasing ``index``)."""
+        key = intent(message)
+        if key not in self._kept:
+            self._kept[key] = (index, message)
+        elif stops(message, self._modes):
+            self._stops.append((index, message))
+        else:
+            self.superseded += 1
+
+    def kept(self) -> list[object]:
+        """The messages to apply, in arrival order."""
+        return [m for _, m in sorted([*self._kept.values(), *self._stops], key=lambda pair: pair[0])]
+

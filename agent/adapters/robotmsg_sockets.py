@@ -51,6 +51,15 @@ def _resolve(path: str, base_dir: Path) -> Path:
     return p if p.is_absolute() else base_dir / p
 
 
+def _certificate(curve: CurveConfig, key: str, base_dir: Path) -> tuple[bytes, bytes | None]:
+    """(public, secret or None) from the certificate file named by ``curve.<key>``. Raises ConfigError."""
+    path = _resolve(getattr(curve, key), base_dir)
+    try:
+        return zmq.auth.load_certificate(path)
+    except (OSError, ValueError) as err:
+        raise ConfigError(f"robot_msg.curve.{key} {path}: {err}", [(f"$.robot_msg.curve.{key}", str(err))]) from err
+
+
 def load_curve(curve: CurveConfig, base_dir: Path) -> CurveKeys:
     """Read the certificates named in ``robot_msg.curve`` (paths relative to ``base_dir``).
 
@@ -61,23 +70,13 @@ def load_curve(curve: CurveConfig, base_dir: Path) -> CurveKeys:
     if not zmq.has("curve"):
         raise ConfigError("robot_msg.curve is set but this libzmq has no CURVE support",
                           [(where, "libzmq built without CURVE")])
-    secret_path = _resolve(curve.secret_key_file, base_dir)
-    try:
-        public, secret = zmq.auth.load_certificate(secret_path)
-    except (OSError, ValueError) as err:
-        raise ConfigError(f"robot_msg.curve.secret_key_file {secret_path}: {err}",
-                          [(f"{where}.secret_key_file", str(err))]) from err
+    public, secret = _certificate(curve, "secret_key_file", base_dir)
     if not secret:
-        raise ConfigError(f"robot_msg.curve.secret_key_file {secret_path} holds no secret key",
+        raise ConfigError(f"robot_msg.curve.secret_key_file {curve.secret_key_file} holds no secret key",
                           [(f"{where}.secret_key_file", "no secret-key line in the certificate")])
     server_public = None
     if curve.server_key_file is not None:
-        server_path = _resolve(curve.server_key_file, base_dir)
-        try:
-            server_public, _ = zmq.auth.load_certificate(server_path)
-        except (OSError, ValueError) as err:
-            raise ConfigError(f"robot_msg.curve.server_key_file {server_path}: {err}",
-                              [(f"{where}.server_key_file", str(err))]) from err
+        server_public, _ = _certificate(curve, "server_key_file", base_dir)
     authorized = None
     if curve.authorized_keys_dir is not None:
         directory = _resolve(curve.authorized_keys_dir, base_dir)

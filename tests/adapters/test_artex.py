@@ -149,7 +149,7 @@ async def test_forward_moves_the_tank_and_the_watchdog_stops_it(hub):
         # every command delivered (a loaded machine may deliver late): from now on nothing new arrives
         assert await wait_for(lambda: agent.adapters["artex"].status().get("accepted", 0) >= sent, 5)
         snap = agent.control.snapshot()
-        assert snap.odom.distance_m > 0.1 and snap.odom.vx_mps > 0.2 and snap.active_source == "artex"
+        assert snap.odom.distance_m > 0.1 and snap.active_source == "artex"
         assert agent.sim.physics.x_m > 0.1
         assert await wait_for(lambda: any((t[1]["speed"] or 0) > 0.2 for t in hub.telem), 5)
         assert await wait_for(lambda: hub.telem[-1][1]["odom"]["distance_m"] > 0.1, 5)
@@ -354,7 +354,6 @@ async def test_web_settings_applied_persisted_and_rejected(hub, tmp_path, caplog
         # applied live: telem now at most every 0.25 s while the robot moves
         await drive(hub, {"drive": {"vx": 1.0, "omega": 0.0}}, 1.5)
         snap = agent.control.snapshot()
-        print("DEBUG", snap.odom, snap.tracks, agent.sim.physics.vx_mps)
         assert max(snap.tracks.duty_left, snap.tracks.duty_right) <= 0.5 + 1e-6  # the new limit holds
         assert agent.sim.physics.vx_mps <= 0.5 + 0.02
         recent = [t for t, _ in hub.telem if t > hub.telem[-1][0] - 1.0]

@@ -474,6 +474,21 @@ async def test_a_flood_never_builds_a_backlog():
         assert status["superseded"] + status["applied"] == status["received"]
 
 
+async def test_a_stop_inside_a_flood_of_commands_is_never_dropped():
+    async with controlled(slow_watchdog()) as (agent, peer):
+        act = await peer.publisher("action")
+        cmd = await peer.publisher("command")
+        await drive(peer, act, 0.4, 0.4)
+        assert moving(agent)
+        hold, stop = envelope(ControllerCommand(ctrl_mode=1)), envelope(ControllerCommand(ctrl_mode=0))
+        for i in range(400):  # same kind as the stop: plain latest-wins would keep only the last hold
+            await cmd.send(stop if i == 200 else hold)
+        assert await wait_for(lambda: not moving(agent), 2.0)  # not the 5 s watchdog
+        assert agent.control.snapshot().stopped
+        status = peer.status()
+        assert status["rejected"] == 0 and status["superseded"] > 0
+
+
 # --------------------------------------------------------------------------- connections
 
 

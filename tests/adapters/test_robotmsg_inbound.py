@@ -13,7 +13,7 @@ from robot_msg import ControllerCommand, RobotAction, RobotActionRealTimeAction,
 from robot_msg.types import Pose, Quaternion, Vec3
 
 from agent.adapters.robotmsg_inbound import (
-    Rejected, action_commands, controller_commands, decode_envelope, expect_type, is_json, newest_per_type,
+    Rejected, action_commands, controller_commands, decode_envelope, expect_type, intent, is_json, LatestWins,
     trajectory_points, unpack_frames,
 )
 from agent.model import (
@@ -279,6 +279,16 @@ def test_joint_pos_needs_every_joint():
 # --------------------------------------------------------------------------- latest wins
 
 
+def newest_per_type(messages: list, modes: dict) -> list:
+    """What the adapter does with one drained batch: offer newest first, apply what is kept."""
+    latest = LatestWins(modes)
+    for i in range(len(messages) - 1, -1, -1):
+        latest.offer(i, messages[i])
+    kept = latest.kept()
+    assert latest.superseded == len(messages) - len(kept)
+    return kept
+
+
 def test_newest_per_type_keeps_the_last_of_each_kind_in_arrival_order():
     a1, a2 = rt_action(u_rt=[0.1, 0.0]), rt_action(u_rt=[0.2, 0.0])
     c1, c2 = ControllerCommand(ctrl_mode=2), ControllerCommand(ctrl_mode=1)
@@ -296,6 +306,13 @@ def test_messages_with_different_fields_do_not_supersede_each_other():
         calib, ControllerCommand(ctrl_update=False)]
     both = rt_action(q_rt=[0.0, 0.0], u_rt=[0.1, 0.0])
     assert newest_per_type([both, a1], MODES) == [both, a1]
+
+
+def test_intent_is_the_type_and_the_fields_present():
+    assert intent(rt_action(u_rt=[0.1, 0.0])) == intent(rt_action(u_rt=[0.5, 0.2]))
+    assert intent(rt_action(u_rt=[0.1, 0.0])) != intent(rt_action(q_rt=[0.1, 0.0]))
+    assert intent(ControllerCommand(ctrl_update=False)) == intent(ControllerCommand(ctrl_update=True))
+    assert intent(ControllerCommand(ctrl_update=False)) != intent(ControllerCommand())
 
 
 def test_a_stop_is_never_superseded():
