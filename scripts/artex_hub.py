@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import sys
 import threading
@@ -314,10 +315,12 @@ class _Console:
         while True:
             for duration, payload in self.DEMO:
                 end = time.monotonic() + duration
+                once = not is_motion(payload)  # stop: once, then silence (the watchdog needs nothing)
                 while time.monotonic() < end:
                     if self.hub.connected and self.hub.heartbeats:
-                        await self.hub.command(payload)
-                    await asyncio.sleep(0.15)
+                        with contextlib.suppress(ConnectionError):
+                            await self.hub.command(payload)
+                    await asyncio.sleep(duration if once else 0.15)
 
     async def lines(self, queue: asyncio.Queue) -> None:
         while True:

@@ -22,7 +22,6 @@ import argparse
 import asyncio
 import json
 import multiprocessing as mp
-import statistics
 import sys
 import threading
 import time

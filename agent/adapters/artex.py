@@ -145,14 +145,15 @@ class ArtexAdapter:
                 client = self._new_client()
                 self._gone = asyncio.Event()
                 self._refusal = ""
-                try:
-                    await client.connect(self.url, auth=self.passport(), namespaces=[NAMESPACE],
-                                         wait_timeout=self._cfg.artex.connect_timeout_s)
-                except (SocketIOError, OSError, ValueError) as err:
+                timeout = self._cfg.artex.connect_timeout_s
+                try:  # the outer bound also covers a hub that never answers the TCP handshake
+                    await asyncio.wait_for(client.connect(self.url, auth=self.passport(), namespaces=[NAMESPACE],
+                                                          wait_timeout=timeout), 2 * timeout)
+                except (SocketIOError, OSError, ValueError, TimeoutError) as err:
                     self.counters["connect_failures"] += 1
                     level = logging.DEBUG if failing else logging.WARNING
-                    log.log(level, "ARTEX: cannot connect to %s: %s%s (retrying forever)", self.url, err,
-                            self._refusal)
+                    log.log(level, "ARTEX: cannot connect to %s: %s%s (retrying forever)", self.url,
+                            err or type(err).__name__, self._refusal)
                     failing = True
                     await self._discard(client)
                 else:
@@ -203,10 +204,11 @@ class ArtexAdapter:
 
     async def _shutdown(self) -> None:
         client = self._client
-        if client is not None and client.connected:
-            log.info("ARTEX: disconnecting from %s (agent stopping)", self.url)
-            self._link_lost("agent stopping")
-            await self._discard(client)
+        if client is not None:
+            if client.connected:
+                log.info("ARTEX: disconnecting from %s (agent stopping)", self.url)
+                self._link_lost("agent stopping")
+            await self._discard(client)  # also a half-open attempt cancelled mid-connect
         await self._streams.close()
 
     def _link_lost(self, reason: str) -> None:

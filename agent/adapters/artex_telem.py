@@ -6,8 +6,7 @@ SDK meaning: ``battery`` (V), ``speed`` (forward speed, m/s), ``imu``
 (``[ax, ay, az]`` specific force, m/s^2, body frame x forward, y left, z up).
 The agent's own keys carry their units in their names; docs/artex.md lists them.
 
-Sensors are noisy (a real MPU-6050 at rest wanders by a few 0.01 m/s^2, the
-simulated one too), so "changed" is not float equality: every numeric value is
+Sensors are noisy (a real MPU-6050 at rest wanders by a few 0.01 m/s^2), so "changed" is not float equality: every numeric value is
 rounded (volts, amps and m/s^2 to 2 decimals, percent to 0, the rest to 3) and counts as changed only when it moved by at least
 its key's deadband (:data:`DEADBANDS`) from the value last *sent*. Noise below
 the deadband never triggers a send, a real change of one deadband always does,
@@ -29,7 +28,8 @@ DEADBANDS: dict[str, float] = {
     "battery_a": 0.05,      # A
     "battery_pct": 1.0,     # %
     "speed": 0.005,         # m/s
-    "imu": 0.1,             # m/s^2; MPU-6050 noise ~400 ug/sqrt(Hz) -> ~0.04 m/s^2 rms at 100 Hz
+    "imu": 0.2,             # m/s^2; MPU-6050 400 ug/sqrt(Hz) at 44 Hz DLPF: ~0.035 m/s^2 rms, 0.2 is ~4 sigma
+                            # of the difference of two samples (about 1.2 deg of tilt)
     "gyro_radps": 0.02,     # rad/s; ~0.005 rad/s rms
     "odom": 0.005,          # m, rad, m/s, rad/s
     "tracks": 0.005,        # m/s, duty; counts change by whole counts

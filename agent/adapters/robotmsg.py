@@ -165,7 +165,8 @@ class RobotMsgAdapter:
                     await self._serve()
                 except (zmq.ZMQError, OSError) as err:
                     self._open_failures += 1
-                    if self._open_failures == 1:
+                    if self._open_failures == 1:  # first failure since the sockets were last open
+                        delay = self._cfg.reconnect_delay_s
                         log.error("robot_msg: sockets failed: %s; retrying (backoff %.1f..%.1f s)",
                                   err, self._cfg.reconnect_delay_s, self._cfg.reconnect_delay_max_s)
                     else:

@@ -258,11 +258,29 @@ async def test_reconnects_while_the_hub_is_down_for_a_while(hub):
         assert await wait_for(lambda: hub.heartbeats, 10)
 
 
+async def test_silent_hub_times_out_and_is_retried(hub):
+    async def mute(reader, writer):  # accepts TCP, never answers (a hung hub)
+        await reader.read()
+        writer.close()
+
+    server = await asyncio.start_server(mute, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    try:
+        params = artex_params(hub, port=port, artex={"connect_timeout_s": 0.3})
+        async with running_agent(params) as agent:
+            assert await wait_for(lambda: agent.adapters["artex"].status().get("connect_failures", 0) >= 2, 15)
+            assert not agent.adapters["artex"].status()["connected"]
+    finally:
+        server.close()
+
+
 # ---------------------------------------------------------------------- streams
 
 
 async def test_telem_rate_limit_and_only_on_change(hub):
     async with agent_on(hub, max_send_freq=0.1) as agent:
+        imu = agent.sim.chip("mpu6050").motion  # a real MPU-6050's noise at rest (~0.035 m/s^2 rms)
+        imu.accel_noise_mps2, imu.gyro_noise_radps = 0.035, 0.001
         await drive(hub, {"drive": {"vx": 0.2, "omega": 0.5}}, 1.2)
         times = [t for t, _ in hub.telem]
         gaps = np.diff(times)
@@ -274,6 +292,8 @@ async def test_telem_rate_limit_and_only_on_change(hub):
         n = len(hub.telem)
         await asyncio.sleep(1.0)
         assert len(hub.telem) - n <= 1, [p for _, p in list(hub.telem)[n:]]
+        noisy = {agent.control.snapshot().imu.accel_mps2[0] for _ in range(5) if not await asyncio.sleep(0.05)}
+        assert len(noisy) > 1  # the IMU really was noisy meanwhile
         assert agent.adapters["artex"].status()["telem_run"]
 
 

@@ -68,8 +68,8 @@ def test_first_dict_always_changed():
 def test_sensor_noise_below_the_deadband_is_not_a_change():
     rng = random.Random(1)
     sent = telemetry(snap())
-    for _ in range(500):
-        accel = (0.012 + rng.gauss(0, 0.02), -0.004 + rng.gauss(0, 0.02), 9.8066 + rng.gauss(0, 0.02))
+    for _ in range(2000):  # MPU-6050-like accel noise (0.035 m/s^2 rms), 100 s at 20 Hz
+        accel = (0.012 + rng.gauss(0, 0.035), -0.004 + rng.gauss(0, 0.035), 9.8066 + rng.gauss(0, 0.035))
         volts = 12.2049 + rng.gauss(0, 0.008)
         s = snap(imu=ImuSample(1.0, accel, (0.0, 0.0, rng.gauss(0, 0.003))),
                  power=PowerSample(1.0, volts, 1.234, 15.06, 87.4))
@@ -84,7 +84,7 @@ def test_real_changes_are_changes():
     assert changed(telemetry(snap(faults=())), sent)
     assert changed(telemetry(snap(devices=(DeviceHealth("motor", "lost"),))), sent)
     assert changed(telemetry(snap(power=PowerSample(1.0, 12.1, 1.234, 15.06, 87.4))), sent)
-    assert changed(telemetry(snap(imu=ImuSample(1.0, (0.2, 0.0, 9.8), (0.0, 0.0, 0.0)))), sent)
+    assert changed(telemetry(snap(imu=ImuSample(1.0, (0.25, 0.0, 9.8), (0.0, 0.0, 0.0)))), sent)
     assert changed(telemetry(snap(tracks=dataclasses.replace(snap().tracks, left_counts=1201))), sent)
     assert changed(telemetry(snap(power=None)), sent)
 

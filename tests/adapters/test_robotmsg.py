@@ -110,10 +110,11 @@ class Controller:
         return self.status()
 
     def _settled(self, before: dict) -> bool:
+        def outcomes(st: dict) -> int:
+            return st["rejected"] + st["applied"] + sum(st["declined"].values()) + sum(st["events"].values())
+
         now = self.status()
-        return now["received"] > before["received"] and (
-            now["rejected"] + now["applied"] + sum(now["declined"].values()) + sum(now["events"].values())
-            > before["rejected"] + before["applied"] + sum(before["declined"].values()) + sum(before["events"].values()))
+        return now["received"] > before["received"] and outcomes(now) > outcomes(before)
 
     def close(self) -> None:
         self.ctx.destroy(linger=0)
@@ -162,7 +163,7 @@ async def test_state_stream_decodes_with_increasing_sequence_and_documented_aux(
                 states.pop(0)  # the IMU has not reported yet: keep reading
         assert len(states) == 15, "no RobotState with IMU arrays within 10 s"
         seqs = [s.sequence for s in states]
-        assert all(b > a for a, b in zip(seqs, seqs[1:]))
+        assert all(b > a for a, b in zip(seqs, seqs[1:], strict=False))
         last = states[-1]
         assert isinstance(last, rm.RobotState) and last.frame_id == "base_link"
         assert len(last.q) == DOF and len(last.dq) == DOF and last.tau_ext == [0.0] * DOF
@@ -259,7 +260,8 @@ async def test_q_rt_and_q_traj_move_the_servos_through_the_pca9685():
         pulses = agent.physics.servo_pulse_us
 
         def at(q: tuple[float, float], tol_us: float = 3.0) -> bool:
-            return all(abs(pulses.get(j.channel, 0.0) - angle_to_pulse_us(a, j)) < tol_us for j, a in zip(joints, q))
+            return all(abs(pulses.get(j.channel, 0.0) - angle_to_pulse_us(a, j)) < tol_us
+                       for j, a in zip(joints, q, strict=True))
 
         assert await wait_for(lambda: at((0.0, 0.0)), 5.0)  # home
         act = await peer.publisher("action")
