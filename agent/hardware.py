@@ -92,29 +92,27 @@ class I2cWorker:
         return fut
 
     def _run(self) -> None:
-        next_imu = next_power = time.monotonic()
+        # [device, attribute holding its latest sample, period, next due time]
+        sensors = [[dev, attr, period, time.monotonic()]
+                   for dev, attr, period in ((self.imu, "latest_imu", self._imu_period),
+                                             (self.power, "latest_power", self._power_period))
+                   if dev is not None]
         while not self._stop.is_set():
             self._write_servos()
             self._run_calibrations()
             now = time.monotonic()
-            if self.imu is not None and now >= next_imu:
-                sample = self.imu.call(lambda d: d.read())
+            for entry in sensors:
+                dev, attr, period, due = entry
+                if now < due:
+                    continue
+                sample = dev.call(lambda d: d.read())
                 if sample is not None:
-                    self.latest_imu = sample
+                    setattr(self, attr, sample)
                     self.reads += 1
-                elif self.imu.state == LOST:
-                    self.latest_imu = None  # publish "unavailable", never a stale value
-                next_imu = max(next_imu + self._imu_period, now)
-            if self.power is not None and now >= next_power:
-                sample = self.power.call(lambda d: d.read())
-                if sample is not None:
-                    self.latest_power = sample
-                    self.reads += 1
-                elif self.power.state == LOST:
-                    self.latest_power = None
-                next_power = max(next_power + self._power_period, now)
-            due = [t for t, dev in ((next_imu, self.imu), (next_power, self.power)) if dev is not None]
-            timeout = max(0.0, min(due) - time.monotonic()) if due else 0.5
+                elif dev.state == LOST:
+                    setattr(self, attr, None)  # publish "unavailable", never a stale value
+                entry[3] = max(due + period, now)
+            timeout = max(0.0, min(e[3] for e in sensors) - time.monotonic()) if sensors else 0.5
             self._wake.wait(timeout)
             self._wake.clear()
 
