@@ -6,7 +6,8 @@ round, so ``web_settings`` changes of ``max_send_freq`` and ``jpeg_quality``
 apply at once.
 
 - ``telem``: every ``max_send_freq`` s the whole dict (agent.adapters.artex_telem),
-  sent only if it changed beyond the deadbands since the last send.
+  sent only if it changed beyond the deadbands since the last send, or a value
+  settled (:class:`agent.adapters.artex_telem.TelemGate`).
 - ``video``: ``{camera_id: JPEG bytes}`` for the cameras with a frame newer than the
   last one sent, no two sends closer than ``max_send_freq`` s (ARTEX protocol page,
   "video"). Keys containing ``led`` or ``rgb_strip`` are sent as they are, not
@@ -26,7 +27,7 @@ from collections import Counter
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from agent.adapters.artex_telem import changed, telemetry
+from agent.adapters.artex_telem import TelemGate, telemetry
 from agent.config import AgentConfig
 from agent.video import FrameFormat, VideoHub
 
@@ -153,12 +154,12 @@ class ArtexStreams:
                 await asyncio.wait([task])
 
     async def _telem_loop(self) -> None:
-        sent: dict[str, Any] | None = None
+        gate = TelemGate()
         while True:
             await asyncio.sleep(self.cfg.max_send_freq)
             data = telemetry(self._robot.snapshot())
-            if changed(data, sent) and await self._emit("telem", {"payload": data}):
-                sent = data
+            if gate.due(data) and await self._emit("telem", {"payload": data}):
+                gate.mark_sent(data)
 
     async def _video_loop(self) -> None:
         assert self._video is not None

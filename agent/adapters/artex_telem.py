@@ -10,7 +10,11 @@ Sensors are noisy (a real MPU-6050 at rest wanders by a few 0.01 m/s^2), so "cha
 rounded (volts, amps and m/s^2 to 2 decimals, percent to 0, the rest to 3) and counts as changed only when it moved by at least
 its key's deadband (:data:`DEADBANDS`) from the value last *sent*. Noise below
 the deadband never triggers a send, a real change of one deadband always does,
-and a slow drift is reported once it has added up to a deadband.
+and a slow drift is reported once it has added up to a deadband. So that the
+hub ends up with the true resting values (speed 0.0, not the 0.003 last sent
+while the tracks were coasting down), a key that differs from what was sent
+but has kept exactly the same value for :data:`SETTLE_POLLS` polls is sent too
+(:class:`TelemGate`); a noisy value never stays exactly the same that long.
 """
 
 from __future__ import annotations
@@ -20,7 +24,10 @@ from typing import Any
 
 from agent.model import Snapshot
 
-__all__ = ["DEADBANDS", "changed", "telemetry"]
+#: Polls a changed-but-within-deadband value must stay exactly the same before it is sent anyway.
+SETTLE_POLLS = 10
+
+__all__ = ["DEADBANDS", "SETTLE_POLLS", "TelemGate", "changed", "telemetry"]
 
 #: Smallest change per top-level key that makes the dict "changed" (numbers; default: any change).
 DEADBANDS: dict[str, float] = {
@@ -124,3 +131,33 @@ def changed(new: dict[str, Any], sent: dict[str, Any] | None) -> bool:
     if sent is None or new.keys() != sent.keys():
         return True
     return any(_differs(v, sent[k], DEADBANDS.get(k, 0.0)) for k, v in new.items())
+
+
+class TelemGate:
+    """When to send: :func:`changed` against the last sent dict, plus settled values.
+
+    Args:
+        settle_polls: consecutive identical polls after which a top-level value that
+            differs from the sent one is sent even within its deadband.
+    """
+
+    def __init__(self, settle_polls: int = SETTLE_POLLS) -> None:
+        self.settle_polls = settle_polls
+        self.sent: dict[str, Any] | None = None
+        self._last: dict[str, Any] | None = None
+        self._steady: dict[str, int] = {}
+
+    def due(self, new: dict[str, Any]) -> bool:
+        """Feed one poll's dict; True when it should be sent (then call :meth:`mark_sent`)."""
+        last = self._last or {}
+        self._steady = {k: self._steady.get(k, 0) + 1 if k in last and last[k] == v else 0
+                        for k, v in new.items()}
+        self._last = new
+        if changed(new, self.sent):
+            return True
+        assert self.sent is not None
+        return any(self._steady[k] >= self.settle_polls and v != self.sent[k] for k, v in new.items())
+
+    def mark_sent(self, data: dict[str, Any]) -> None:
+        """``data`` went out: the reference for the next comparisons."""
+        self.sent = data

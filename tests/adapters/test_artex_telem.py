@@ -7,7 +7,7 @@ import json
 import math
 import random
 
-from agent.adapters.artex_telem import DEADBANDS, changed, telemetry
+from agent.adapters.artex_telem import DEADBANDS, SETTLE_POLLS, TelemGate, changed, telemetry
 from agent.model import DeviceHealth, ImuSample, JointState, Odometry, PowerSample, Snapshot, TrackState
 
 
@@ -104,3 +104,36 @@ def test_slow_drift_is_reported_once_it_adds_up_to_a_deadband():
 
 def test_deadbands_cover_the_noisy_keys():
     assert set(DEADBANDS) >= {"battery", "imu", "gyro_radps", "speed"}
+
+
+def coasting(vx: float) -> Snapshot:
+    return snap(odom=dataclasses.replace(snap().odom, vx_mps=vx))
+
+
+def test_gate_sends_the_settled_value_after_a_coast_down():
+    gate = TelemGate()
+    sends = []
+    for vx in [0.3, 0.2, 0.1, 0.05, 0.02, 0.01, 0.004, 0.002, 0.001] + [0.0] * 30:
+        t = telemetry(coasting(vx))
+        if gate.due(t):
+            gate.mark_sent(t)
+            sends.append(t["speed"])
+    # each step of at least the 0.005 m/s deadband, then the true resting value once it held 10 polls
+    assert sends == [0.3, 0.2, 0.1, 0.05, 0.02, 0.01, 0.004, 0.0]
+    assert not gate.due(telemetry(coasting(0.0)))  # and then stays quiet
+
+
+def test_gate_stays_quiet_with_noise_and_retries_an_unsent_dict():
+    rng = random.Random(7)
+    gate = TelemGate()
+    first = telemetry(snap())
+    assert gate.due(first)
+    assert gate.due(first)  # not marked sent (emit failed): still due
+    gate.mark_sent(first)
+    sends = 0
+    for _ in range(2000):
+        s = snap(imu=ImuSample(1.0, tuple(a + rng.gauss(0, 0.035) for a in (0.012, -0.004, 9.8066)),
+                               (0.0, 0.0, 0.0011 + rng.gauss(0, 0.003))))
+        sends += gate.due(telemetry(s))
+    assert sends == 0
+    assert SETTLE_POLLS >= 5
