@@ -121,7 +121,13 @@ def state_aux(snap: Snapshot, frames: StateFrames) -> list[NamedArray]:
     out.append(_aux("stopped", 1.0 if snap.stopped else 0.0, "1"))
     out.append(_aux("watchdog_expired", 1.0 if snap.watchdog == "expired" else 0.0, "1"))
     out.append(_aux("fault_count", len(snap.faults), "1"))
+    for dev in snap.devices:  # 0 ok, 1 degraded, 2 lost (text in ARTEX / Sim2Bot telemetry)
+        out.append(_aux(f"health.{dev.name}", HEALTH_CODES.get(dev.state, 2.0), "1"))
     return out
+
+
+#: device health state -> aux value
+HEALTH_CODES = {"ok": 0.0, "degraded": 1.0, "lost": 2.0}
 
 
 def robot_state(snap: Snapshot, description: RobotDescription, *, sequence: int, clock_id: str,

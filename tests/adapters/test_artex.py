@@ -454,3 +454,24 @@ async def test_hub_script_repeats_motion_until_stop():
             proc.kill()
             await proc.wait()
         reader.cancel()
+
+
+async def test_device_faults_reach_the_hub_in_telem(hub):
+    """Issue 3: every fault is visible in ARTEX telemetry: serial unplug, I2C outage, recovery."""
+    async with agent_on(hub, max_send_freq=0.05) as agent:
+        def last_telem() -> dict:
+            return hub.telem[-1][1] if hub.telem else {}
+
+        assert await wait_for(lambda: last_telem().get("devices", {}).get("motor") == "ok", 5)
+        agent.sim.motor_emulator.unplug()
+        assert await wait_for(lambda: last_telem().get("devices", {}).get("motor") == "lost", 5), last_telem()
+        assert any(f.startswith("motor: lost") for f in last_telem()["faults"])
+        bus = agent.sim.i2c_bus()
+        bus.remove(agent.cfg.drivers.imu.address)
+        assert await wait_for(lambda: last_telem().get("devices", {}).get("imu") == "lost", 5), last_telem()
+        assert any(f.startswith("imu: lost") for f in last_telem()["faults"])
+        agent.sim.motor_emulator.replug()
+        bus.restore(agent.cfg.drivers.imu.address, power_cycle=True)
+        assert await wait_for(lambda: last_telem().get("devices", {}).get("motor") == "ok"
+                              and last_telem().get("devices", {}).get("imu") == "ok", 10), last_telem()
+        assert not [f for f in last_telem()["faults"] if f.startswith(("motor", "imu"))]

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from agent.adapters.robotmsg_state import StateFrames, monotonic_clock_id, robot_state, state_aux
 from agent.model import (
+    DeviceHealth,
     ImuSample, JointState, Odometry, PowerSample, RobotDescription, Snapshot, TrackState,
 )
 
@@ -120,6 +121,13 @@ def test_status_flags_follow_the_snapshot():
     aux = aux_by_name(build(snapshot(stopped=True, watchdog="expired", faults=("motor: lost", "imu: lost"))))
     assert aux["stopped"].data == [1.0] and aux["watchdog_expired"].data == [1.0]
     assert aux["fault_count"].data == [2.0]
+
+
+def test_device_health_is_one_aux_per_device():
+    devices = (DeviceHealth("motor", "lost", "gone", 3), DeviceHealth("imu", "degraded", "121", 1),
+               DeviceHealth("power", "ok"))
+    aux = aux_by_name(build(snapshot(devices=devices)))
+    assert [aux[f"health.{n}"].data for n in ("motor", "imu", "power")] == [[2.0], [1.0], [0.0]]
 
 
 def test_dq_falls_back_to_zero_when_the_tick_has_no_rates():
