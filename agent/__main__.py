@@ -7,40 +7,78 @@
   print a suggested ``drivers`` section.
 
 ``--log-level`` overrides params.json ``logger_level``. Logs go to stderr (journald
-under systemd); handlers are configured here and nowhere else.
+under systemd); handlers are configured here and nowhere else. Records are written by
+one logging thread (``QueueHandler`` -> ``QueueListener``), so no caller, the event
+loop least of all, ever waits for stderr or a log file.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import atexit
 import json
 import logging
 import logging.handlers
+import queue
 import sys
 from pathlib import Path
 
-from agent.config import AgentConfig, ConfigError, load
+from agent.config import AgentConfig, ConfigError, load, log_level
 
 DEFAULT_CONFIG = "config/params.json"
 EXIT_CONFIG = 2
+#: Records waiting for the logging thread; when it is full, new records are dropped and counted.
+LOG_QUEUE_SIZE = 10_000
 
-#: the SDK's logger_level values mapped onto logging levels
-SDK_LEVELS = {"all": logging.INFO, "skip_todo": logging.INFO}
+log = logging.getLogger(__name__)
 
 
 def _level(name: str) -> int:
-    key = name.strip().lower()
-    if key in SDK_LEVELS:
-        return SDK_LEVELS[key]
-    value = logging.getLevelName(key.upper())
-    if isinstance(value, int):
-        return value
-    raise ConfigError(f"unknown log level {name!r}", [("$.logger_level", f"unknown log level {name!r}")])
+    try:
+        return log_level(name)
+    except ValueError as err:
+        raise ConfigError(str(err), [("$.logger_level", str(err))]) from None
+
+
+class LogQueueHandler(logging.handlers.QueueHandler):
+    """Hands records to the logging thread without ever blocking: a full queue drops the record.
+
+    Attributes:
+        dropped: records dropped because the queue was full.
+        listener: the ``QueueListener`` writing the records (``listener.stop()`` flushes).
+    """
+
+    def __init__(self, q: queue.Queue) -> None:
+        super().__init__(q)
+        self.dropped = 0
+        self.listener: logging.handlers.QueueListener | None = None
+
+    def enqueue(self, record: logging.LogRecord) -> None:
+        try:
+            self.queue.put_nowait(record)
+        except queue.Full:
+            self.dropped += 1
+
+
+def _stop_listener(handler: LogQueueHandler) -> None:
+    """Flush and stop the logging thread (at exit)."""
+    listener, handler.listener = handler.listener, None
+    if listener is not None:
+        try:
+            listener.stop()
+        except queue.Full:  # the end marker did not fit; the thread is a daemon and ends with the process
+            pass
+    if handler.dropped:
+        sys.stderr.write(f"robot-agent: {handler.dropped} log records dropped (log queue full)\n")
 
 
 def setup_logging(cfg: AgentConfig | None, override: str | None):
-    """Configure the root logger once: stderr, the ARTEX log tail, optionally a file. Returns the tail."""
+    """Configure the root logger once: stderr, the ARTEX log tail, optionally a file. Returns the tail.
+
+    The root logger gets one :class:`LogQueueHandler`; a ``QueueListener`` thread formats and
+    writes the records to the real handlers (stopped and flushed at exit).
+    """
     from agent.logtail import LogTail
 
     level = _level(override) if override else _level(cfg.logger_level) if cfg else logging.INFO
@@ -49,16 +87,22 @@ def setup_logging(cfg: AgentConfig | None, override: str | None):
     fmt = logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s")
     stderr = logging.StreamHandler(sys.stderr)
     stderr.setFormatter(fmt)
-    root.addHandler(stderr)
     tail = LogTail(max_bytes=(cfg.artex.log_tail_kib if cfg else 64) * 1024)
     tail.setFormatter(fmt)
-    root.addHandler(tail)
+    handlers: list[logging.Handler] = [stderr, tail]
     if cfg is not None and cfg.logger_type == "file" and cfg.log_dir:
         Path(cfg.log_dir).mkdir(parents=True, exist_ok=True)
         fh = logging.handlers.RotatingFileHandler(Path(cfg.log_dir) / "robot-agent.log",
                                                   maxBytes=5 << 20, backupCount=3)
         fh.setFormatter(fmt)
-        root.addHandler(fh)
+        handlers.append(fh)
+    handler = LogQueueHandler(queue.Queue(LOG_QUEUE_SIZE))
+    handler.listener = logging.handlers.QueueListener(handler.queue, *handlers, respect_handler_level=True)
+    handler.listener.start()
+    atexit.register(_stop_listener, handler)
+    root.addHandler(handler)
+    if cfg is not None and cfg.logger_type == "file" and not cfg.log_dir:
+        log.warning("logger_type is 'file' but log_dir is not set: logging to stderr only")
     return tail
 
 

@@ -8,13 +8,16 @@ owns their lifecycle. Used as::
 
 On exit the adapters are cancelled first (each releases its source), then the
 control loop commands zero to the motors and confirms the write, then the
-video hub and the devices close.
+video hub and the devices close. An adapter whose ``run()`` ends by itself (a
+bug: they run until cancelled) is logged with its traceback and its source is
+released at once; the rest of the agent keeps running.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 from typing import Any
 
@@ -85,10 +88,23 @@ class Agent:
         self._started = True
         self._build_adapters()
         for name, adapter in self.adapters.items():
-            self._tasks.append(asyncio.create_task(adapter.run(), name=f"adapter-{name}"))
+            task = asyncio.create_task(adapter.run(), name=f"adapter-{name}")
+            task.add_done_callback(functools.partial(self._adapter_ended, name))
+            self._tasks.append(task)
         log.info("agent %r up: devices %s; adapters %s", self.cfg.name,
                  ", ".join(f"{h.name}={h.state}" for h in self.hardware.health()) or "none",
                  ", ".join(self.adapters) or "none")
+
+    def _adapter_ended(self, name: str, task: asyncio.Task) -> None:
+        """An adapter's ``run()`` ended other than by cancellation: a bug (adapters run until
+        cancelled). Log it with its traceback and release its source (adapter name = source name),
+        so whatever it drove stops now; the other adapters keep running."""
+        if task.cancelled():
+            return
+        err = task.exception()
+        log.error("adapter %s stopped unexpectedly (%s); source %s released, the other adapters keep running",
+                  name, "returned" if err is None else f"{type(err).__name__}: {err}", name, exc_info=err)
+        self.control.release(name, f"adapter {name} stopped")
 
     async def close(self) -> None:
         """Stop everything; motors are commanded to zero and the write confirmed before devices close."""

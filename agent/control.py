@@ -47,10 +47,10 @@ from agent.errors import CommandError
 from agent.joints import JointController
 from agent.kinematics import (
     Odometer,
+    limited_tracks,
     ramp,
     scale_to_limit,
     tracks_to_duty,
-    twist_to_tracks,
 )
 from agent.model import (
     BaseVelocity,
@@ -71,6 +71,7 @@ from agent.model import (
     TrackDuty,
     TrackState,
 )
+from agent.ratelimit import RateLimitedLog
 from drivers.base import MotorFeedback
 
 log = logging.getLogger(__name__)
@@ -138,29 +139,6 @@ def _positive(name: str, value: object, top: float | None) -> float:
     return v
 
 
-class _RejectLog:
-    """Warn about rejected commands; the same (source, reason) at most once per interval."""
-
-    def __init__(self, interval_s: float = REJECT_LOG_INTERVAL_S) -> None:
-        self._interval = interval_s
-        self._seen: dict[tuple[str, str], tuple[float, int]] = {}
-        self._lock = threading.Lock()
-
-    def warn(self, source: str, command: object, reason: str) -> None:
-        now = time.monotonic()
-        key = (source, reason)
-        with self._lock:
-            if len(self._seen) > 256:
-                self._seen.clear()
-            last, suppressed = self._seen.get(key, (-math.inf, 0))
-            if now - last < self._interval:
-                self._seen[key] = (last, suppressed + 1)
-                return
-            self._seen[key] = (now, 0)
-        extra = f" ({suppressed} more like it suppressed)" if suppressed else ""
-        log.warning("rejected %s from %s: %s%s", type(command).__name__, source, reason, extra)
-
-
 class ControlLoop:
     """The robot port and control thread; see the module docstring.
 
@@ -202,7 +180,8 @@ class ControlLoop:
         self._last_t: float | None = None
         self._counts = (0, 0)
         self._calibration: concurrent.futures.Future | None = None
-        self._rejects = _RejectLog()
+        self._rejects = RateLimitedLog(log, REJECT_LOG_INTERVAL_S)
+        self._tick_errors = RateLimitedLog(log, REJECT_LOG_INTERVAL_S)
         self._snap = Snapshot(joints=self._joints.state(), gripper=self._joints.gripper)
         self._ring: deque[Snapshot] = deque(maxlen=RING_SIZE)
         self._ring_lock = threading.Lock()
@@ -229,7 +208,8 @@ class ControlLoop:
         except CommandError as err:
             if not err.source:
                 err.source = source
-            self._rejects.warn(source, command, str(err))
+            self._rejects.log(logging.WARNING, (source, str(err)), "rejected %s from %s: %s",
+                              type(command).__name__, source, err)
             raise
 
     def _submit(self, source: str, command: Command) -> None:
@@ -463,12 +443,11 @@ class ControlLoop:
 
     def _base_target(self, command: Command | None) -> tuple[float, float]:
         if isinstance(command, BaseVelocity):
-            left, right = twist_to_tracks(command.vx, command.omega, self.cfg.base.track_width_m)
-        elif isinstance(command, TrackDuty):
-            left, right = command.left * self._full_duty_mps, command.right * self._full_duty_mps
-        else:
-            return 0.0, 0.0
-        return scale_to_limit(left, right, self._max_speed)
+            return limited_tracks(command.vx, command.omega, self.cfg.base.track_width_m, self._max_speed)
+        if isinstance(command, TrackDuty):
+            return scale_to_limit(command.left * self._full_duty_mps, command.right * self._full_duty_mps,
+                                  self._max_speed)
+        return 0.0, 0.0
 
     def _base_step(self, sel: Selection, dt: float) -> tuple[float, float]:
         """Track speeds for this tick: ramp to the winner's target, or zero at once without one."""
@@ -544,7 +523,9 @@ class ControlLoop:
         try:
             self._tick(now)
         except Exception:  # the loop must outlive any bug in one tick
-            log.exception("control tick failed; commanding zero and carrying on")
+            # rate-limited: a bug that fails every tick would otherwise log 50 tracebacks a second
+            self._tick_errors.log(logging.ERROR, "tick", "control tick failed; commanding zero and carrying on",
+                                  exc_info=True)
             with self._lock:
                 self._cmd = (0.0, 0.0)
             try:

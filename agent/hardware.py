@@ -151,6 +151,9 @@ class I2cWorker:
                 bias = self.imu.driver.calibrate_gyro(samples)
             except DriverError as err:
                 fut.set_exception(err)
+            except Exception as err:  # noqa: BLE001 - a driver bug must not end this bus's thread
+                log.exception("imu: calibrate_gyro raised %s instead of DriverError", type(err).__name__)
+                fut.set_exception(DriverError(f"unexpected {type(err).__name__}: {err}", device="imu"))
             else:
                 fut.set_result(bias)
 
@@ -315,12 +318,14 @@ class Hardware:
 
     # ------------------------------------------------------------------ sensors
     def latest_imu(self) -> ImuSample | None:
+        """Newest IMU sample (SI, body frame), or None: no IMU, none read yet, or the IMU is lost."""
         for w in self._workers:
             if w.imu is not None:
                 return w.latest_imu
         return None
 
     def latest_power(self) -> PowerSample | None:
+        """Newest power-monitor sample (V, A, W, %), or None: no monitor, none read yet, or it is lost."""
         for w in self._workers:
             if w.power is not None:
                 return w.latest_power
@@ -337,6 +342,7 @@ class Hardware:
 
     # ------------------------------------------------------------------ health
     def health(self) -> tuple[DeviceHealth, ...]:
+        """One DeviceHealth per configured device (``ok`` / ``degraded`` / ``lost``), then the added sources'."""
         out = [d.health() for d in self._devices]
         for src in self._health_sources:
             out.extend(src())

@@ -14,8 +14,8 @@ and encoder counts in and writes the result out.
 
 from __future__ import annotations
 
-import logging
 import dataclasses
+import logging
 import math
 from dataclasses import dataclass
 
@@ -53,6 +53,24 @@ def scale_to_limit(left: float, right: float, limit: float) -> Pair:
     return left * k, right * k
 
 
+def limited_tracks(vx_mps: float, omega_radps: float, track_width_m: float, limit_mps: float) -> Pair:
+    """Body twist -> (left, right) track speed, m/s, scaled to ``limit_mps`` (curvature kept).
+
+    Finite for every finite twist: when ``vx -+ omega * W / 2`` overflows (a twist near
+    the float maximum), the twist is first divided by its largest component, which
+    keeps its ratio, and the tracks are then scaled to the limit, as the true speeds
+    are far above it. Example: vx 1.7e308, omega 1.7e308, W 0.3 m, limit 1.0 ->
+    (0.739..., 1.0), the same as vx 1.0, omega 1.0.
+    """
+    left, right = twist_to_tracks(vx_mps, omega_radps, track_width_m)
+    if math.isfinite(left) and math.isfinite(right):
+        return scale_to_limit(left, right, limit_mps)
+    k = 1.0 / max(abs(vx_mps), abs(omega_radps))
+    left, right = twist_to_tracks(vx_mps * k, omega_radps * k, track_width_m)
+    peak = max(abs(left), abs(right))
+    return left * limit_mps / peak, right * limit_mps / peak
+
+
 def ramp(current: Pair, target: Pair, max_step: float) -> Pair:
     """Move ``current`` towards ``target`` with no track changing by more than ``max_step``.
 
@@ -71,9 +89,13 @@ def ramp(current: Pair, target: Pair, max_step: float) -> Pair:
 
 
 def tracks_to_duty(left_mps: float, right_mps: float, full_duty_speed_mps: float) -> Pair:
-    """Track speeds, m/s -> duty -1..1 (clamped): ``v / full_duty_speed``."""
-    return (max(-1.0, min(1.0, left_mps / full_duty_speed_mps)),
-            max(-1.0, min(1.0, right_mps / full_duty_speed_mps)))
+    """Track speeds, m/s -> duty -1..1 (clamped): ``v / full_duty_speed``; NaN gives 0 (no motion)."""
+    return _duty(left_mps / full_duty_speed_mps), _duty(right_mps / full_duty_speed_mps)
+
+
+def _duty(x: float) -> float:
+    # min/max keep their first argument when compared with NaN: min(1.0, nan) is 1.0, full duty.
+    return max(-1.0, min(1.0, x)) if not math.isnan(x) else 0.0
 
 
 def wrap_angle(a: float) -> float:

@@ -71,6 +71,7 @@ class Supervised(Generic[D]):
         return self._driver
 
     def health(self) -> DeviceHealth:
+        """Name, state, last error (empty while ``ok``) and the error count since start."""
         return DeviceHealth(self.name, self._state, "" if self._state == OK else self._last_error, self._errors)
 
     # ------------------------------------------------------------------ calls

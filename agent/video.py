@@ -44,6 +44,7 @@ import numpy as np
 from agent.config.drivers import CameraConfig
 from agent.errors import CommandError, ConfigError, DriverError
 from agent.model import DeviceHealth
+from agent.ratelimit import backoff_s
 from drivers.camera import Camera
 
 log = logging.getLogger(__name__)
@@ -470,6 +471,14 @@ class VideoHub:
                 run.busy = None
                 if self._current(feed, run):
                     self._mark(feed, "lost", str(err))
+            except Exception as err:  # noqa: BLE001 - a driver bug: keep this thread, reopen with backoff
+                run.busy = None
+                if self._current(feed, run):
+                    error = f"unexpected {type(err).__name__}: {err}"
+                    if error != feed.last_error:  # the traceback once per distinct failure
+                        log.error("capture of %s raised %s instead of DriverError", feed.name,
+                                  type(err).__name__, exc_info=True)
+                    self._mark(feed, "lost", error)
             finally:
                 if camera is not None:
                     camera.close()
@@ -478,8 +487,7 @@ class VideoHub:
                 self._stop.wait(self._backoff_s(attempt))
 
     def _backoff_s(self, attempt: int) -> float:
-        base = min(self._delay_max_s, self._delay_s * 2 ** min(max(attempt - 1, 0), 16))
-        return base * self._rng.uniform(0.5, 1.0)
+        return backoff_s(attempt - 1, self._delay_s, self._delay_max_s, self._rng)
 
     def _pump(self, feed: _Feed, run: _Run, camera: Camera) -> None:
         """Read until stopped or replaced. Raises DriverError when the camera is stale."""

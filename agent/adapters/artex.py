@@ -29,7 +29,6 @@ import asyncio
 import contextlib
 import logging
 import random
-import time
 from collections import Counter
 from typing import Any
 
@@ -42,6 +41,8 @@ from agent.adapters.artex_streams import ArtexStreams
 from agent.config import AgentConfig
 from agent.errors import CommandError, ConfigError
 from agent.logtail import LogTail
+from agent.model import Stop
+from agent.ratelimit import RateLimitedLog
 
 log = logging.getLogger(__name__)
 
@@ -54,27 +55,6 @@ READY_INIT, READY_OK = "init", "ok"
 MAX_HEARTBEAT_REQUESTS = 16
 #: Identical warnings within this many seconds are logged once (with a repeat count later).
 LOG_REPEAT_S = 10.0
-
-
-class _Throttle:
-    """Log a message once per LOG_REPEAT_S; later repeats are counted and reported with the next one."""
-
-    def __init__(self, period_s: float = LOG_REPEAT_S, max_keys: int = 256) -> None:
-        self._period = period_s
-        self._max_keys = max_keys
-        self._seen: dict[str, tuple[float, int]] = {}
-
-    def __call__(self, level: int, text: str) -> None:
-        now = time.monotonic()
-        last, repeats = self._seen.get(text, (-float("inf"), 0))
-        if now - last < self._period:
-            self._seen[text] = (last, repeats + 1)
-            return
-        if len(self._seen) >= self._max_keys:
-            self._seen.clear()
-        self._seen[text] = (now, 0)
-        suffix = f" (and {repeats} more like it)" if repeats else ""
-        log.log(level, "%s%s", text, suffix)
 
 
 class ArtexAdapter:
@@ -102,7 +82,7 @@ class ArtexAdapter:
         self._told_not_ready = False
         self._refusal = ""
         self._settings_lock: asyncio.Lock | None = None
-        self._throttle = _Throttle()
+        self._throttle = RateLimitedLog(log, LOG_REPEAT_S)
         self.counters: Counter[str] = Counter()
         self._streams = ArtexStreams(cfg, robot, video, self._emit, self._link_busy, self.counters)
 
@@ -296,6 +276,8 @@ class ArtexAdapter:
     async def _on_command(self, *args: object) -> None:
         self.counters["received"] += 1
         if self._ready != READY_OK:
+            if self._stop_before_ready(args):
+                return
             self.counters["ignored"] += 1
             level = logging.DEBUG if self._told_not_ready else logging.INFO
             self._told_not_ready = True
@@ -319,6 +301,23 @@ class ArtexAdapter:
                 return
             self.counters["accepted"] += 1
             log.debug("ARTEX: %s from %r -> %s", cmd.kind, cmd.author, action)
+
+    def _stop_before_ready(self, args: tuple[object, ...]) -> bool:
+        """Obey a ``stop`` that arrives before ``Ready`` (stop always wins); True when it was one."""
+        try:
+            cmd = parse_command(args[0] if len(args) == 1 else list(args), self._cfg.artex.commands)
+        except CommandError:
+            return False
+        if not isinstance(cmd.action, Stop):
+            return False
+        try:
+            self._robot.submit(SOURCE, cmd.action)
+        except CommandError as err:  # only a closed control loop refuses a stop
+            self._reject("command", f"payload.com: refused by the robot: {err}")
+            return True
+        self.counters["accepted"] += 1
+        log.info("ARTEX: stop from %r obeyed before Ready", cmd.author)
+        return True
 
     async def _on_file(self, kind: str) -> None:
         self.counters["accepted"] += 1

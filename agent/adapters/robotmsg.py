@@ -22,9 +22,7 @@ import asyncio
 import collections
 import concurrent.futures
 import logging
-import random
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -46,6 +44,7 @@ from agent.config import AgentConfig
 from agent.config.robotmsg import SocketConfig
 from agent.errors import CommandError
 from agent.model import CalibrateImu
+from agent.ratelimit import RateLimitedLog, backoff_s
 
 log = logging.getLogger(__name__)
 
@@ -60,35 +59,6 @@ MAX_DRAIN = 1024
 DECODE_BUDGET = 16
 #: Identical warnings are logged at most once per this many seconds.
 WARN_INTERVAL_S = 5.0
-
-
-class RateLimitedWarnings:
-    """Log a warning per key at most once per ``interval_s``; the next one says how many were skipped."""
-
-    def __init__(self, logger: logging.Logger, interval_s: float = WARN_INTERVAL_S,
-                 clock: Callable[[], float] = time.monotonic, max_keys: int = 256) -> None:
-        self._log = logger
-        self._interval = interval_s
-        self._clock = clock
-        self._max_keys = max_keys
-        self._seen: dict[object, tuple[float, int]] = {}
-
-    def warning(self, key: object, msg: str, *args: object) -> bool:
-        """Log ``msg % args`` unless ``key`` was logged less than ``interval_s`` ago. Returns True if logged."""
-        now = self._clock()
-        last = self._seen.get(key)
-        if last is not None and now - last[0] < self._interval:
-            self._seen[key] = (last[0], last[1] + 1)
-            return False
-        if last is None and len(self._seen) >= self._max_keys:
-            self._seen.pop(next(iter(self._seen)))
-        skipped = last[1] if last is not None else 0
-        if skipped:
-            self._log.warning(msg + " (%d more like this in the last %.0f s)", *args, skipped, now - last[0])
-        else:
-            self._log.warning(msg, *args)
-        self._seen[key] = (now, 0)
-        return True
 
 
 @dataclass(eq=False)
@@ -137,7 +107,7 @@ class RobotMsgAdapter:
             "command": _Channel("command", self._cfg.command, zmq.SUB, rm.ControllerCommand),
             "action": _Channel("action", self._cfg.action, zmq.SUB, rm.RobotAction),
         }
-        self._warn = RateLimitedWarnings(log)
+        self._warn = RateLimitedLog(log, WARN_INTERVAL_S)
         self._publish_now = asyncio.Event()
         self._connected = False
         self._driving = False
@@ -157,8 +127,8 @@ class RobotMsgAdapter:
     # ------------------------------------------------------------------ lifecycle
 
     async def run(self) -> None:
-        """Open the sockets and serve until cancelled; on socket errors retry with jittered, capped backoff."""
-        delay = self._cfg.reconnect_delay_s
+        """Open the sockets and serve until cancelled; on any failure release the source and retry with
+        jittered, capped backoff. Never raises but CancelledError."""
         try:
             while True:
                 try:
@@ -166,13 +136,18 @@ class RobotMsgAdapter:
                 except (zmq.ZMQError, OSError) as err:
                     self._open_failures += 1
                     if self._open_failures == 1:  # first failure since the sockets were last open
-                        delay = self._cfg.reconnect_delay_s
                         log.error("robot_msg: sockets failed: %s; retrying (backoff %.1f..%.1f s)",
                                   err, self._cfg.reconnect_delay_s, self._cfg.reconnect_delay_max_s)
                     else:
                         log.debug("robot_msg: attempt %d failed: %s", self._open_failures, err)
-                await asyncio.sleep(delay * random.uniform(0.5, 1.0))
-                delay = min(delay * 2.0, self._cfg.reconnect_delay_max_s)
+                except Exception:  # a bug must not end the robot_msg link: log it, reopen the sockets
+                    self._open_failures += 1
+                    self._warn.log(logging.ERROR, "unexpected", "robot_msg: adapter failed unexpectedly; "
+                                   "reopening the sockets", exc_info=True)
+                # the sockets are closed: peers are gone, so whatever robot_msg drove stops now
+                self._release("robot_msg sockets closed")
+                await asyncio.sleep(backoff_s(self._open_failures - 1, self._cfg.reconnect_delay_s,
+                                              self._cfg.reconnect_delay_max_s))
         finally:
             self._release("robot_msg adapter stopped")
 
@@ -270,8 +245,8 @@ class RobotMsgAdapter:
         if logged:
             log.debug("robot_msg %s: rejected (%s): %s", ch.where, rejected.reason, rejected.detail)
             return
-        self._warn.warning((ch.name, rejected.reason), "robot_msg %s: rejected (%s): %s",
-                           ch.where, rejected.reason, rejected.detail)
+        self._warn.log(logging.WARNING, (ch.name, rejected.reason), "robot_msg %s: rejected (%s): %s",
+                       ch.where, rejected.reason, rejected.detail)
 
     def _translate(self, message: object) -> Translation:
         dof = self._robot.description.dof
@@ -287,8 +262,8 @@ class RobotMsgAdapter:
             return
         for declined in translation.declined:
             self._declined[declined.field] += 1
-            self._warn.warning((ch.name, "declined", declined.field), "robot_msg %s: %s declined: %s",
-                               ch.where, declined.field, declined.why)
+            self._warn.log(logging.WARNING, (ch.name, "declined", declined.field),
+                           "robot_msg %s: %s declined: %s", ch.where, declined.field, declined.why)
         for command in translation.commands:
             try:
                 self._robot.submit(SOURCE, command)
@@ -335,7 +310,8 @@ class RobotMsgAdapter:
             data = rm.encode(state) if self._cfg.encoding == "binary" else rm.encode_json(state).encode()
         except rm.RobotMsgError as err:
             self._state_errors += 1
-            self._warn.warning("state-encode", "robot_msg: RobotState not sent, it fails validation: %s", err)
+            self._warn.log(logging.WARNING, "state-encode",
+                           "robot_msg: RobotState not sent, it fails validation: %s", err)
             return
         pub.send_multipart([topic, data] if topic else [data], flags=zmq.NOBLOCK)
         self._sequence += 1
@@ -367,8 +343,9 @@ class RobotMsgAdapter:
                 self._release(f"robot_msg {ch.name} peer disconnected")
         elif kind in HANDSHAKE_FAILED:
             self._handshake_failures += 1
-            self._warn.warning((ch.name, "handshake"), "robot_msg %s: handshake with a peer failed (%s, %s)",
-                               ch.where, zmq.Event(kind).name, value)
+            self._warn.log(logging.WARNING, (ch.name, "handshake"),
+                           "robot_msg %s: handshake with a peer failed (%s, %s)",
+                           ch.where, zmq.Event(kind).name, value)
         else:
             log.debug("robot_msg %s: socket event %s %s", ch.where, kind, value)
 

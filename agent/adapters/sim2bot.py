@@ -21,9 +21,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import random
-import time
-from collections import OrderedDict
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlparse, urlunparse
 
@@ -45,6 +42,7 @@ from agent.adapters.sim2bot_telemetry import TelemetryBuilder, camera_ids, hello
 from agent.config import AgentConfig
 from agent.config.robotmsg import is_local_address
 from agent.errors import CommandError
+from agent.ratelimit import RateLimitedLog, backoff_s
 
 log = logging.getLogger(__name__)
 
@@ -80,45 +78,6 @@ def with_query(url: str, **params: str | None) -> str:
     return urlunparse(parsed._replace(query=urlencode(query)))
 
 
-def backoff_s(attempt: int, first_s: float, max_s: float) -> float:
-    """Reconnect delay for failure number ``attempt`` (0-based): doubled, capped, jittered 50..100 %."""
-    ceiling = min(max_s, first_s * (2.0 ** min(attempt, 30)))
-    return random.uniform(0.5 * ceiling, ceiling)
-
-
-class WarnOnce:
-    """Rate-limited warnings: an identical text is logged once per ``repeat_s``, with a suppressed count.
-
-    Bounded: at most ``size`` distinct texts are remembered.
-    """
-
-    def __init__(self, logger: logging.Logger, repeat_s: float = WARN_REPEAT_S, size: int = 256,
-                 clock=time.monotonic) -> None:
-        self._log = logger
-        self._repeat_s = repeat_s
-        self._size = size
-        self._clock = clock
-        self._seen: OrderedDict[str, list[float | int]] = OrderedDict()
-
-    def __call__(self, level: int, text: str) -> bool:
-        """Log ``text`` at ``level`` unless it was logged within ``repeat_s``; True when logged."""
-        now = self._clock()
-        entry = self._seen.get(text)
-        if entry is not None and now - entry[0] < self._repeat_s:
-            entry[1] += 1
-            return False
-        suppressed = int(entry[1]) if entry is not None else 0
-        self._seen[text] = [now, 0]
-        self._seen.move_to_end(text)
-        while len(self._seen) > self._size:
-            self._seen.popitem(last=False)
-        if suppressed:
-            self._log.log(level, "%s (%d identical since last report)", text, suppressed)
-        else:
-            self._log.log(level, "%s", text)
-        return True
-
-
 class Sim2botAdapter:
     """The agent on a Sim2Bot bridge, in the simulator role.
 
@@ -148,7 +107,7 @@ class Sim2botAdapter:
             self._streams = VideoStreams(
                 video, {g: (cid, by_id[cid]) for g, cid in zip(global_ids, desc.cameras) if cid in by_id},
                 self._s.subscription_ttl_s)
-        self._warn = WarnOnce(log)
+        self._warn = RateLimitedLog(log, WARN_REPEAT_S)
         self._noted: set[str] = set()
         self._control_url = with_query(self._s.url, room=self._s.room,
                                        token=self._s.token if self._s.token_in_query else None)

@@ -31,6 +31,7 @@ from agent.adapters.sim2bot_commands import (
     CameraRequest,
 )
 from agent.config.drivers import CameraConfig
+from agent.errors import CommandError
 from agent.video import EncodedFrame, FrameFormat
 
 log = logging.getLogger(__name__)
@@ -41,6 +42,10 @@ FRAMING_VERSION = 1
 FLAG_KEYFRAME = 0x0001
 #: How long a stream waits for a frame before re-checking its TTL, s.
 _WAIT_S = 0.5
+#: Most streams (distinct formats) of one camera at a time. Each costs an encode per frame and,
+#: raw at 1920x1080, 8 MB in flight: without a bound, a few hundred subscriptions with distinct
+#: sizes took gigabytes and stalled the event loop for seconds.
+MAX_STREAMS_PER_CAMERA = 4
 
 Sender = Callable[[bytes], Awaitable[None]]
 
@@ -135,14 +140,28 @@ class VideoStreams:
 
     # ------------------------------------------------------------------ requests
     def subscribe(self, req: CameraRequest) -> StreamKey:
-        """Start or renew the stream ``req`` asks for; must run on the event loop."""
+        """Start or renew the stream ``req`` asks for; must run on the event loop.
+
+        Raises:
+            CommandError: a new format for a camera that already has
+                ``MAX_STREAMS_PER_CAMERA`` streams (renewing one of them is always accepted);
+                nothing changes then.
+        """
+        hub_id, cam = self._cameras[req.camera]
+        key = resolve(req, cam)
+        task = self._tasks.get(key)
+        if task is None or task.done():
+            others = [k for k, t in self._tasks.items() if k.camera == key.camera and k != key and not t.done()]
+            if len(others) >= MAX_STREAMS_PER_CAMERA:
+                # one text for every refused format: the adapter's identical warnings are rate-limited
+                raise CommandError(
+                    f"camera {key.camera} already streams {len(others)} formats (at most "
+                    f"{MAX_STREAMS_PER_CAMERA}); another format is refused until one is unsubscribed "
+                    f"or expires ({self._ttl_s:g} s without renewal)")
         if req.codec == CODEC_H264 and not self._h264_warned:
             self._h264_warned = True
             log.warning("sim2bot: camera %s asked for H.264; the agent sends JPEG instead", req.camera)
-        hub_id, cam = self._cameras[req.camera]
-        key = resolve(req, cam)
         self._expiry[key] = self._clock() + self._ttl_s
-        task = self._tasks.get(key)
         if task is None or task.done():
             log.info("sim2bot: streaming %s (%s) codec %d %dx%d q%d at %.1f fps", key.camera, hub_id,
                      key.codec, key.width, key.height, key.quality, key.fps)

@@ -29,11 +29,12 @@ from __future__ import annotations
 
 import difflib
 import json
+import logging
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
-from pydantic import Field, ValidationError
+from pydantic import Field, ValidationError, field_validator
 
 from agent.config.artex import ArtexConfig
 from agent.config.base import Section
@@ -43,7 +44,28 @@ from agent.config.robotmsg import RobotMsgConfig
 from agent.config.sim2bot import Sim2botConfig
 from agent.errors import ConfigError
 
-__all__ = ["AgentConfig", "ConfigError", "load", "loads", "problems_of"]
+__all__ = ["AgentConfig", "ConfigError", "load", "loads", "log_level", "problems_of"]
+
+#: The SDK's ``logger_level`` values that are not logging level names, mapped onto levels.
+SDK_LEVELS = {"all": logging.INFO, "skip_todo": logging.INFO}
+
+
+def log_level(name: str) -> int:
+    """A ``logger_level`` (or ``--log-level``) value -> logging level, case-insensitive.
+
+    ``all`` and ``skip_TODO`` (the SDK's values) are INFO; otherwise a logging level name
+    (``debug``, ``info``, ``warning``, ``error``, ``critical``).
+
+    Raises:
+        ValueError: an unknown name.
+    """
+    key = name.strip().lower()
+    if key in SDK_LEVELS:
+        return SDK_LEVELS[key]
+    value = logging.getLevelName(key.upper())
+    if isinstance(value, int):
+        return value
+    raise ValueError(f"unknown log level {name!r}; use all, skip_TODO, debug, info, warning, error or critical")
 
 
 class AgentConfig(Section):
@@ -56,7 +78,7 @@ class AgentConfig(Section):
     server: str | None = "http://artex.arcon"
     port: int = Field(80, ge=1, le=65535)
     max_send_freq: float = Field(1 / 20, gt=0.0, le=60.0)
-    logger_type: str = "console"
+    logger_type: Literal["console", "file"] = "console"
     logger_level: str = "all"
     max_main_freq: float = Field(0.1, gt=0.0)
     external: dict[str, Any] = Field(default_factory=dict)
@@ -68,7 +90,14 @@ class AgentConfig(Section):
     artex: ArtexConfig = Field(default_factory=ArtexConfig)
     sim2bot: Sim2botConfig = Field(default_factory=Sim2botConfig)
     robot_msg: RobotMsgConfig = Field(default_factory=RobotMsgConfig)
-    log_dir: str | None = Field(None, description="where the file logs for ARTEX `file` live; None = in memory only")
+    log_dir: str | None = Field(None, description="directory of robot-agent.log when logger_type is 'file'; "
+                                "ARTEX `file` requests are served from memory (agent.logtail) either way")
+
+    @field_validator("logger_level")
+    @classmethod
+    def _known_level(cls, value: str) -> str:
+        log_level(value)  # checked at load, so check-config catches it, not only `run`
+        return value
 
     @property
     def artex_enabled(self) -> bool:

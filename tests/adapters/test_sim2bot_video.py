@@ -15,6 +15,7 @@ from sim2bot.client import _parse_frame
 from agent.adapters.sim2bot_commands import CameraRequest
 from agent.adapters.sim2bot_video import (
     HEADER,
+    MAX_STREAMS_PER_CAMERA,
     StreamKey,
     VideoStreams,
     hub_format,
@@ -22,6 +23,7 @@ from agent.adapters.sim2bot_video import (
     resolve,
 )
 from agent.config.drivers import CameraConfig
+from agent.errors import CommandError
 from agent.video import Frame, VideoHub, encode
 from tests.adapters.test_sim2bot import Bridge, agent_params, controller
 from tests.conftest import running_agent, wait_for
@@ -135,6 +137,20 @@ async def test_unsubscribe_stops_every_format_of_the_camera(hub):
     assert streams.unsubscribe("model:0") == 2 and streams.active == ()
 
 
+async def test_streams_per_camera_are_bounded_and_renewals_still_accepted(hub):
+    streams = VideoStreams(hub, {"model:0": ("front", CAM)}, ttl_s=3.0)
+    streams.attach(Recorder())
+    first = [streams.subscribe(CameraRequest("model:0", width=64 + i, codec=2)) for i in range(MAX_STREAMS_PER_CAMERA)]
+    for i in range(50):                         # a flood of distinct formats: each one refused
+        with pytest.raises(CommandError, match="already streams"):
+            streams.subscribe(CameraRequest("model:0", width=200 + i, codec=2))
+    assert sorted(streams.active, key=lambda k: k.width) == first
+    assert streams.subscribe(CameraRequest("model:0", width=64, codec=2)) == first[0]   # renewal
+    assert streams.unsubscribe("model:0") == MAX_STREAMS_PER_CAMERA
+    assert streams.subscribe(CameraRequest("model:0", width=300)).width == 300         # room again
+    streams.close()
+
+
 async def test_a_slow_socket_skips_frames_instead_of_queueing(hub):
     streams = VideoStreams(hub, {"model:0": ("front", CAM)}, ttl_s=3.0)
     rec = Recorder(delay_s=0.25)                # a socket draining 4 frames/s
@@ -234,6 +250,26 @@ async def test_a_subscription_that_is_not_renewed_expires(bridge):
             await asyncio.to_thread(frames_for, 1.2)           # the TTL runs out meanwhile
             assert await wait_for(lambda: adapter.status()["streams"] == 0, 2)
             assert await asyncio.to_thread(frames_for, 0.8) == []
+
+
+async def test_a_flood_of_distinct_formats_is_refused_and_the_link_stays_up(bridge, caplog):
+    from websockets.sync.client import connect as ws_connect
+
+    # a long TTL: on a loaded machine no accepted stream expires while the flood is read
+    async with running_agent(agent_params(bridge, subscription_ttl_s=30.0)) as agent:
+        adapter = agent.adapters["sim2bot"]
+        assert await wait_for(lambda: adapter.status()["connected"], 5)
+        with ws_connect(bridge.url) as ctl:
+            ctl.send(json.dumps({"type": "hello", "role": "controller"}))
+            before = adapter.status()
+            for i in range(40):                       # raw full-HD frames, 40 different widths
+                ctl.send(json.dumps({"type": "camera_subscribe", "camera": "model:0", "codec": 2,
+                                     "width": 1920 - i, "height": 1080, "fps": 30}))
+            assert await wait_for(lambda: adapter.status()["received"] >= before["received"] + 40, 5)
+            status = adapter.status()
+            assert status["streams"] == MAX_STREAMS_PER_CAMERA and status["connected"]
+            assert status["rejected"] - before["rejected"] == 40 - MAX_STREAMS_PER_CAMERA
+        assert f"already streams {MAX_STREAMS_PER_CAMERA} formats" in caplog.text
 
 
 async def test_three_subscribers_of_one_format_share_one_stream(bridge):

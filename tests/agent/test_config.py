@@ -140,3 +140,14 @@ def test_two_i2c_devices_on_one_address_are_refused():
     assert "0x40" in str(info.value)
     doc["drivers"]["servo"]["bus"] = 2
     loads(json.dumps(doc))
+
+
+@pytest.mark.parametrize("doc, path, words", [
+    ({"logger_level": "verbose"}, "$.logger_level", "unknown log level 'verbose'"),
+    ({"logger_type": "syslog"}, "$.logger_type", "'console' or 'file'"),
+])
+def test_logger_settings_are_checked_at_load_not_only_at_run(doc, path, words):
+    with pytest.raises(ConfigError) as info:
+        loads(json.dumps(doc))
+    assert [(p, m) for p, m in info.value.problems if p == path and words in m], info.value.problems
+    assert loads(json.dumps({"logger_level": "skip_TODO", "logger_type": "file"})).logger_level == "skip_TODO"

@@ -171,6 +171,17 @@ def test_base_velocity_skid_steer_ramped_and_scaled(rig):
     assert rig.duty == pytest.approx((0.7 / 1.3, 1.0), abs=1e-3)
 
 
+def test_a_twist_near_the_float_maximum_is_ramped_and_scaled_not_full_duty(rig):
+    # vx + omega * W / 2 overflows: once gave a NaN track speed, sent as full duty without the ramp
+    rig.loop.submit("sim2bot", BaseVelocity(1.7e308, 1.7e308))
+    snap = rig.tick()
+    assert (snap.tracks.cmd_left_mps, snap.tracks.cmd_right_mps) == pytest.approx((0.04 * 0.85 / 1.15, 0.04))
+    assert rig.duty == pytest.approx((0.04 * 0.85 / 1.15, 0.04), abs=1e-3)
+    rig.loop.submit("sim2bot", BaseVelocity(1.7e308, 1.7e308))
+    snap = rig.tick(24)                                      # 25 ticks * 0.04 = 1.0 m/s reached
+    assert (snap.tracks.duty_left, snap.tracks.duty_right) == pytest.approx((0.85 / 1.15, 1.0))
+
+
 def test_track_duty_bypasses_kinematics_but_is_ramped(rig):
     rig.loop.submit("artex", TrackDuty(0.5, -0.25))
     snap = rig.tick()
@@ -623,3 +634,31 @@ def _wait(predicate, timeout_s: float = 5.0) -> bool:
             return False
         time.sleep(0.01)
 
+
+
+def test_a_tick_that_keeps_failing_zeroes_the_motor_logs_once_and_the_thread_survives(caplog):
+    cfg = config()
+    sim = SimTank(cfg)
+    hw = Hardware.from_config(cfg, sim)
+    hw.start()
+    loop = ControlLoop(cfg, hw)
+    latest_imu = hw.latest_imu
+    try:
+        loop.start()
+        assert _wait(lambda: loop.tick_stats().ticks > 5)
+        caplog.set_level(logging.ERROR, logger="agent.control")
+        hw.latest_imu = lambda: 1 / 0                      # fault injection: every tick now raises
+        loop.submit("sim2bot", BaseVelocity(0.5, 0.0))
+        ticks = loop.tick_stats().ticks
+        time.sleep(0.5)                                    # ~25 failing ticks at 50 Hz
+        failed = [r for r in caplog.records if r.getMessage().startswith("control tick failed")]
+        assert len(failed) == 1 and failed[0].exc_info is not None   # once per interval, with the traceback
+        assert loop.tick_stats().ticks == ticks            # no tick completed
+        assert max(abs(d) for d in sim.physics.duty) < 0.1  # each failure wrote zero after the ramp's first step
+        hw.latest_imu = latest_imu                         # the bug goes away: the same thread ticks again
+        assert _wait(lambda: loop.tick_stats().ticks > ticks + 5)
+    finally:
+        hw.latest_imu = latest_imu
+        loop.close()
+        hw.close()
+        sim.close()

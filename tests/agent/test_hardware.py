@@ -112,3 +112,17 @@ def test_examples_build_their_drivers(path):
             assert driver_class(dcfg.kind).__module__.startswith("drivers.")
     assert [h.name for h in hw.health()] == [n for n in ("motor", "imu", "power", "servo")
                                               if getattr(d, n) is not None]
+
+
+async def test_a_calibration_bug_fails_its_future_and_the_i2c_worker_keeps_reading():
+    async with running_agent(_no_cameras()) as agent:
+        hw = agent.hardware
+        assert await wait_for(lambda: hw.imu.driver is not None and hw.latest_imu() is not None, 5)
+        hw.imu.driver.calibrate_gyro = lambda samples: 1 / 0   # a driver bug, not a DriverError
+        fut = hw.calibrate_imu()
+        assert await wait_for(fut.done, 5), "the calibration future was never resolved"
+        assert "ZeroDivisionError" in str(fut.exception())
+        imu_t = hw.latest_imu().t_mono_s
+        power_t = hw.latest_power().t_mono_s
+        # the bus thread survived: IMU and power monitor are still read
+        assert await wait_for(lambda: hw.latest_imu().t_mono_s > imu_t and hw.latest_power().t_mono_s > power_t, 5)

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from agent.kinematics import (
     Odometer,
     integrate,
+    limited_tracks,
     ramp,
     scale_to_limit,
     tracks_to_duty,
@@ -60,6 +61,19 @@ def test_tracks_to_duty_divides_and_clamps():
     assert tracks_to_duty(0.35, -0.65, 1.0) == pytest.approx((0.35, -0.65))
     assert tracks_to_duty(0.5, 1.0, 2.0) == pytest.approx((0.25, 0.5))
     assert tracks_to_duty(3.0, -3.0, 1.0) == (1.0, -1.0)
+
+
+def test_tracks_to_duty_of_nan_is_zero_not_full_duty():
+    assert tracks_to_duty(math.nan, 0.5, 1.0) == (0.0, 0.5)
+    assert tracks_to_duty(-0.5, math.nan, 1.0) == (-0.5, 0.0)
+
+
+def test_limited_tracks_near_the_float_maximum_stay_finite_and_keep_the_curvature():
+    # vx + omega * W / 2 overflows to inf here; inf * 0 would be NaN
+    assert limited_tracks(1.7e308, 1.7e308, W, 1.0) == pytest.approx(limited_tracks(1.0, 1.0, W, 1.0))
+    assert limited_tracks(1.7e308, 1.7e308, W, 1.0) == pytest.approx((0.85 / 1.15, 1.0))
+    assert limited_tracks(-1.7e308, 1.7e308, W, 2.0) == pytest.approx((-2.0, -2.0 * 0.85 / 1.15))
+    assert limited_tracks(0.5, 1.0, W, 1.0) == pytest.approx((0.35, 0.65))
 
 
 def test_wrap_angle():
@@ -144,3 +158,13 @@ def test_odometer_gap_sets_new_baseline():
 def test_scaled_tracks_never_exceed_limit(vx, omega, limit):
     left, right = scale_to_limit(*twist_to_tracks(vx, omega, W), limit)
     assert abs(left) <= limit + 1e-12 and abs(right) <= limit + 1e-12
+
+
+FINITE = st.floats(allow_nan=False, allow_infinity=False)
+
+
+@given(FINITE, FINITE, st.floats(0.02, 5.0), st.floats(0.1, 20.0))
+def test_limited_tracks_are_finite_and_within_the_limit_for_any_finite_twist(vx, omega, width, limit):
+    left, right = limited_tracks(vx, omega, width, limit)
+    assert math.isfinite(left) and math.isfinite(right)
+    assert abs(left) <= limit * (1 + 1e-9) and abs(right) <= limit * (1 + 1e-9)

@@ -314,6 +314,24 @@ async def test_open_failures_back_off_and_recover(hubs, caplog):
     assert transitions(caplog) == ["lost -> ok"]  # lost from the start: no repeated ERROR lines
 
 
+async def test_a_capture_bug_is_logged_and_the_camera_reopened(hubs, caplog):
+    caplog.set_level(logging.INFO, logger="agent.video")
+    rec = Recorder()
+    hub = await running(hubs, rec)
+
+    def buggy_read():                       # fault injection: the capture raises what no driver should
+        raise RuntimeError("capture bug")
+
+    rec.made[0].read = buggy_read
+    await wait_until(lambda: len(rec.made) >= 2 and hub.health()[0].state == "ok", what="reopen after the bug")
+    before = hub.latest("front").seq
+    await wait_until(lambda: hub.latest("front").seq > before + 3, what="frames after the reopen")
+    assert transitions(caplog) == ["lost -> ok", "ok -> lost", "lost -> ok"]
+    assert "unexpected RuntimeError: capture bug" in hub.health()[0].last_error
+    bug = [r for r in caplog.records if "instead of DriverError" in r.getMessage()]
+    assert len(bug) == 1 and bug[0].exc_info is not None     # the traceback, once
+
+
 async def test_two_cameras_independent(hubs):
     rec_a, rec_b = Recorder(), Recorder()
     confs = [CameraConfig(id="front", width=160, height=120, stale_s=0.3),

@@ -1,0 +1,78 @@
+"""Pacing of repeated events: rate-limited log lines and reconnect backoff.
+
+Every part that meets untrusted input or a failing peer repeats itself: the same
+rejected message a hundred times a second, the same unreachable server every
+few seconds. :class:`RateLimitedLog` logs the first of a kind and then at most
+one per interval, saying how many it held back; :func:`backoff_s` spaces
+retries (doubled per failure, capped, jittered so a fleet does not retry in step).
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Hashable
+
+__all__ = ["RateLimitedLog", "backoff_s"]
+
+
+class RateLimitedLog:
+    """Log a message at most once per ``interval_s`` per key; the next one counts what was held back.
+
+    Thread-safe. Bounded: at most ``max_keys`` keys are remembered, the least recently
+    logged forgotten first.
+
+    Args:
+        logger: where the lines go.
+        interval_s: shortest time between two lines of one key, s.
+        max_keys: keys remembered.
+        clock: monotonic clock, s (injected in tests).
+    """
+
+    def __init__(self, logger: logging.Logger, interval_s: float = 10.0, *, max_keys: int = 256,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self._log = logger
+        self._interval = interval_s
+        self._max_keys = max_keys
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._seen: OrderedDict[Hashable, tuple[float, int]] = OrderedDict()
+
+    def log(self, level: int, key: Hashable, msg: str, *args: object, exc_info: bool = False) -> bool:
+        """Log ``msg % args`` at ``level`` unless ``key`` was logged within ``interval_s``.
+
+        ``exc_info=True`` adds the traceback of the exception being handled, as ``logging`` does.
+
+        Returns:
+            True when the line was logged, False when it was held back (and counted).
+        """
+        now = self._clock()
+        with self._lock:
+            last = self._seen.get(key)
+            if last is not None and now - last[0] < self._interval:
+                self._seen[key] = (last[0], last[1] + 1)
+                return False
+            held = last[1] if last is not None else 0
+            self._seen[key] = (now, 0)
+            self._seen.move_to_end(key)
+            while len(self._seen) > self._max_keys:
+                self._seen.popitem(last=False)
+        if held:
+            self._log.log(level, msg + " (%d more like it since the last report)", *args, held, exc_info=exc_info)
+        else:
+            self._log.log(level, msg, *args, exc_info=exc_info)
+        return True
+
+    def __call__(self, level: int, text: str) -> bool:
+        """Log the finished ``text``, keyed by itself (identical texts are rate-limited)."""
+        return self.log(level, text, "%s", text)
+
+
+def backoff_s(attempt: int, first_s: float, max_s: float, rng: random.Random | None = None) -> float:
+    """Delay before retry number ``attempt`` (0-based), s: ``first_s`` doubled per attempt,
+    capped at ``max_s``, jittered down to 50..100 % of that."""
+    ceiling = min(max_s, first_s * (2.0 ** min(max(attempt, 0), 30)))
+    return (rng or random).uniform(0.5 * ceiling, ceiling)

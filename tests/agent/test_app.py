@@ -1,0 +1,30 @@
+"""agent.app.Agent: wiring and the lifecycle of its adapters on the simulated tank."""
+
+from __future__ import annotations
+
+import logging
+
+from agent.model import BaseVelocity
+from tests.conftest import free_port, running_agent, sim_config, wait_for
+
+
+async def test_an_adapter_that_dies_is_logged_and_its_source_released(caplog):
+    # ARTEX on a port where nobody listens: the adapter keeps retrying until the injected bug hits it
+    cfg = sim_config(server="http://127.0.0.1", port=free_port(),
+                     artex={"reconnect_delay_s": 0.05, "reconnect_delay_max_s": 0.1},
+                     control={"sources": {"artex": {"priority": 10, "timeout_s": 5.0}}})
+    cfg["drivers"]["cameras"] = []
+    async with running_agent(cfg) as agent:
+        agent.control.submit("artex", BaseVelocity(0.5, 0.0))   # 5 s timeout: only the release stops it sooner
+        assert await wait_for(lambda: agent.physics.duty[0] > 0.0, 5)
+        adapter = agent.adapters["artex"]
+
+        def bug():
+            raise RuntimeError("injected adapter bug")
+
+        adapter._new_client = bug                                # fault injection: the next reconnect raises
+        with caplog.at_level(logging.ERROR, logger="agent.app"):
+            assert await wait_for(lambda: "adapter artex stopped unexpectedly" in caplog.text, 5)
+        assert "injected adapter bug" in caplog.text
+        assert await wait_for(lambda: agent.physics.duty == [0.0, 0.0], 2), "the dead adapter's command kept driving"
+        assert agent.control.snapshot().active_source == ""

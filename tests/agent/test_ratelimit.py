@@ -1,0 +1,71 @@
+"""agent/ratelimit.py: rate-limited log lines and reconnect backoff."""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+
+from agent.ratelimit import RateLimitedLog, backoff_s
+
+LOGGER = "test.ratelimit"
+
+
+def test_identical_warnings_are_rate_limited_with_a_count(caplog):
+    now = [0.0]
+    warn = RateLimitedLog(logging.getLogger(LOGGER), 10.0, max_keys=2, clock=lambda: now[0])
+    with caplog.at_level(logging.WARNING, logger=LOGGER):
+        assert warn(logging.WARNING, "bad q") and not warn(logging.WARNING, "bad q")
+        assert warn(logging.WARNING, "bad qd")
+        now[0] = 11.0
+        assert warn(logging.WARNING, "bad q")
+    assert [r.getMessage() for r in caplog.records] == [
+        "bad q", "bad qd", "bad q (1 more like it since the last report)"]
+
+
+def test_a_key_groups_lines_whose_details_differ_and_keys_are_bounded(caplog):
+    now = [0.0]
+    warn = RateLimitedLog(logging.getLogger(LOGGER), 5.0, max_keys=2, clock=lambda: now[0])
+    with caplog.at_level(logging.WARNING, logger=LOGGER):
+        assert warn.log(logging.WARNING, ("action", "oversize"), "rejected: %d bytes", 5000)
+        assert not warn.log(logging.WARNING, ("action", "oversize"), "rejected: %d bytes", 7000)
+        for i in range(100):                        # a flood of distinct keys: memory stays bounded
+            warn.log(logging.WARNING, ("other", i), "x %d", i)
+        assert len(warn._seen) == 2
+        assert warn.log(logging.WARNING, ("action", "oversize"), "rejected: %d bytes", 9000)  # forgotten: logs
+    assert caplog.records[0].getMessage() == "rejected: 5000 bytes"
+    assert caplog.records[-1].getMessage() == "rejected: 9000 bytes"
+
+
+def test_concurrent_callers_log_one_line_per_interval(caplog):
+    warn = RateLimitedLog(logging.getLogger(LOGGER), 60.0)
+    logged = []
+
+    def hammer() -> None:
+        logged.extend(ok for ok in (warn(logging.WARNING, "same") for _ in range(500)) if ok)
+
+    with caplog.at_level(logging.WARNING, logger=LOGGER):
+        threads = [threading.Thread(target=hammer) for _ in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    assert len(logged) == 1 and len(caplog.records) == 1
+
+
+def test_backoff_doubles_caps_and_jitters_down():
+    rng = random.Random(1)
+    delays = [backoff_s(n, 0.5, 10.0, rng) for n in range(12)]
+    assert 0.25 <= delays[0] <= 0.5 and all(d <= 10.0 for d in delays) and delays[-1] >= 5.0
+    assert all(0.5 * min(10.0, 0.5 * 2 ** n) <= d <= min(10.0, 0.5 * 2 ** n) for n, d in enumerate(delays))
+
+
+def test_the_traceback_of_the_handled_exception_is_kept(caplog):
+    warn = RateLimitedLog(logging.getLogger(LOGGER), 60.0)
+    with caplog.at_level(logging.ERROR, logger=LOGGER):
+        for _ in range(3):
+            try:
+                raise RuntimeError("boom")
+            except RuntimeError:
+                warn.log(logging.ERROR, "bug", "failed", exc_info=True)
+    assert len(caplog.records) == 1 and caplog.records[0].exc_info[0] is RuntimeError
