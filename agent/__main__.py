@@ -73,6 +73,10 @@ def _stop_listener(handler: LogQueueHandler) -> None:
         sys.stderr.write(f"robot-agent: {handler.dropped} log records dropped (log queue full)\n")
 
 
+#: libraries whose DEBUG logging dumps every frame; held at INFO even with --log-level debug
+QUIET_LIBRARIES = ("websockets", "engineio", "socketio", "aiohttp.access", "asyncio")
+
+
 def setup_logging(cfg: AgentConfig | None, override: str | None):
     """Configure the root logger once: stderr, the ARTEX log tail, optionally a file. Returns the tail.
 
@@ -101,6 +105,8 @@ def setup_logging(cfg: AgentConfig | None, override: str | None):
     handler.listener.start()
     atexit.register(_stop_listener, handler)
     root.addHandler(handler)
+    for name in QUIET_LIBRARIES:  # their debug output is one line per frame/packet: keep it at INFO
+        logging.getLogger(name).setLevel(max(level, logging.INFO))
     if cfg is not None and cfg.logger_type == "file" and not cfg.log_dir:
         log.warning("logger_type is 'file' but log_dir is not set: logging to stderr only")
     return tail

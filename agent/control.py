@@ -173,6 +173,7 @@ class ControlLoop:
         self._lock = threading.Lock()
         self._cmd = (0.0, 0.0)            # commanded track speeds after the ramp, m/s
         self._stopped = False
+        self._muted: dict[str, float] = {}  # source -> its last velocity command refused by the stop latch, s
         self._closed = False
         self._motor_ok = True
         self._base_source = ""
@@ -223,12 +224,16 @@ class ControlLoop:
             self._calibrate_imu(source)
         elif isinstance(command, (BaseVelocity, TrackDuty)):
             with self._lock:
-                self._arbiter.offer(source, BASE, command, self._clock())
+                now = self._clock()
+                self._check_stop_latch(source, now)
+                self._arbiter.offer(source, BASE, command, now)
                 self._stopped = False
         elif isinstance(command, JointVelocity):
             self._joints.check_length("joint_velocity", len(command.qd))
             with self._lock:
-                self._arbiter.offer(source, JOINTS, command, self._clock())
+                now = self._clock()
+                self._check_stop_latch(source, now)
+                self._arbiter.offer(source, JOINTS, command, now)
                 self._stopped = False
         elif isinstance(command, JointTrajectoryStop):
             with self._lock:
@@ -264,14 +269,38 @@ class ControlLoop:
                 joints.set_gripper(command.fraction)
             else:
                 self._arbiter.drop([source], (BASE,))
+                self._muted.pop(source, None)  # an explicit reset re-arms a source latched out by a stop
                 joints.go_home(source)
             self._stopped = False
         if isinstance(command, Reset):
             log.info("reset from %s: its base command dropped, joints going home", source)
 
+    def _check_stop_latch(self, source: str, now: float) -> None:
+        """Refuse a velocity command from a source that was streaming when another source said stop.
+
+        ``stop`` always wins: a source whose velocity commands were fresh when a different source
+        stopped the robot does not simply drive on with its next command. Its velocity commands are
+        refused until it has sent none for its own timeout (the stream stopped), or it sends a
+        ``Reset``. Caller holds ``self._lock``.
+        """
+        last = self._muted.get(source)
+        if last is None:
+            return
+        timeout = self._arbiter.timeout_s(source)
+        if now - last < timeout:
+            self._muted[source] = now
+            raise CommandError(f"{source} was driving when a stop came from another source; its velocity "
+                               f"commands are refused until it pauses for {timeout:.2f} s or sends reset")
+        del self._muted[source]
+        log.info("%s: velocity commands accepted again after the stop (its stream paused)", source)
+
     def _stop(self, source: str) -> None:
         with self._lock:
+            now = self._clock()
             dropped = self._arbiter.drop()
+            for claim in dropped:  # sources streaming velocity commands: latched out (see _check_stop_latch)
+                if claim.command is not None and claim.source != source and claim.deadline_s > now:
+                    self._muted[claim.source] = now
             moving = self._cmd != (0.0, 0.0) or self._joints.moving
             self._joints.hold()
             self._watchdog.reset()

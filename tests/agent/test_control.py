@@ -8,6 +8,7 @@ and only assert loose bounds.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from dataclasses import dataclass
@@ -264,9 +265,40 @@ def test_stop_from_lower_source_wins_over_higher(rig, caplog):
     assert "stop from artex" in caplog.text
     snap = rig.tick(3)
     assert rig.duty == (0.0, 0.0) and snap.stopped and snap.joints.qd == (0.0, 0.0)
-    rig.loop.submit("robot_msg", BaseVelocity(0.2, 0.0))             # the next motion command
+    # robot_msg was streaming when the stop came: it does not simply drive on (stop wins) ...
+    for _ in range(30):                                                # 0.6 s of a 20 ms stream
+        with pytest.raises(CommandError, match="stop came from another source"):
+            rig.loop.submit("robot_msg", BaseVelocity(0.2, 0.0))
+        snap = rig.tick()
+        assert rig.duty == (0.0, 0.0) and snap.stopped
+    # ... until its stream has paused for its timeout (0.5 s)
+    rig.tick(26)
+    rig.loop.submit("robot_msg", BaseVelocity(0.2, 0.0))
     snap = rig.tick()
     assert not snap.stopped and rig.duty[0] > 0.0
+
+
+def test_stop_latch_leaves_the_stopper_free_and_reset_rearms(rig):
+    rig.loop.submit("robot_msg", BaseVelocity(0.5, 0.0))
+    rig.tick(5)
+    rig.loop.submit("sim2bot", Stop())
+    rig.tick()
+    assert rig.duty == (0.0, 0.0)
+    rig.loop.submit("sim2bot", BaseVelocity(0.3, 0.0))                 # the stopping source drives at once
+    rig.tick(3)
+    assert rig.duty[0] > 0.0 and rig.loop.snapshot().active_source == "sim2bot"
+    with pytest.raises(CommandError):
+        rig.loop.submit("robot_msg", BaseVelocity(0.5, 0.0))
+    rig.loop.submit("robot_msg", Reset())                              # an explicit reset re-arms it
+    rig.loop.submit("robot_msg", BaseVelocity(0.5, 0.0))
+    rig.tick()
+    assert rig.loop.snapshot().active_source == "robot_msg"
+    # a source that was not streaming when the stop came is not latched out
+    rig.loop.submit("artex", Stop())
+    rig.tick(30)
+    rig.loop.submit("artex", BaseVelocity(0.2, 0.0))
+    rig.tick()
+    assert rig.loop.snapshot().active_source == "artex"
 
 
 MOTION = st.one_of(
@@ -281,7 +313,8 @@ SOURCE = st.sampled_from(["artex", "sim2bot", "robot_msg"])
 @given(steps=st.lists(st.tuples(SOURCE, MOTION, st.integers(0, 3)), min_size=1, max_size=8), stopper=SOURCE)
 def test_stop_from_any_source_always_wins(rig, steps, stopper):
     for source, command, ticks in steps:
-        rig.loop.submit(source, command)
+        with contextlib.suppress(CommandError):  # a source latched out by an earlier example's stop
+            rig.loop.submit(source, command)
         rig.tick(ticks)
     rig.loop.submit(stopper, Stop())
     snap = rig.tick()
@@ -574,7 +607,7 @@ def test_thread_keeps_rate_and_watchdog_stops_after_timeout():
         elapsed = time.monotonic() - sent
         assert elapsed >= 0.5                            # never before the timeout
         assert elapsed < 2.0                             # loose: 0.5 s + one tick, plus load
-        for end in (lambda: loop.submit("artex", Stop()), lambda: loop.release("robot_msg", "peer gone")):
+        for end in (lambda: loop.release("robot_msg", "peer gone"), lambda: loop.submit("artex", Stop())):
             loop.submit("robot_msg", BaseVelocity(0.5, 0.0))   # a 5 s timeout: only the stop can zero it
             assert _wait(lambda: sim.physics.duty[0] > 0.0, timeout_s=5.0)
             sent = time.monotonic()
