@@ -38,7 +38,7 @@ def cpu_s() -> float:
 
 
 def hub_for(fps: float) -> VideoHub:
-    return VideoHub([CameraConfig(id="bench", width=WIDTH, height=HEIGHT, fps=fps)])
+    return VideoHub([CameraConfig(id="bench", source="sim://pattern", width=WIDTH, height=HEIGHT, fps=fps)])
 
 
 async def frame_age(seconds: float, fps: float) -> None:

@@ -204,14 +204,14 @@ class CameraConfig(Section):
     """
 
     id: str = Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.-]+$")
-    source: Union[int, str] = "sim://pattern"
+    source: Union[int, str]
     width: int = Field(640, ge=16, le=4096)
     height: int = Field(480, ge=16, le=4096)
     fps: float = Field(30.0, gt=0, le=120)
     fourcc: str = Field("MJPG", max_length=4)
     buffer_size: int = Field(1, ge=1, le=10)
     jpeg_quality: int = Field(80, ge=1, le=100)
-    stale_s: float = Field(1.0, gt=0.05, le=30)
+    stale_s: float = Field(0.5, gt=0.05, le=30)
 
     #: URL schemes a string ``source`` may carry; a source without one is a device or file path.
     SOURCE_SCHEMES: ClassVar[tuple[str, ...]] = (

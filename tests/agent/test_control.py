@@ -114,7 +114,7 @@ def rig(make_rig) -> Rig:
 
 
 def test_description_from_config():
-    d = describe(config(drivers={"cameras": [{"id": "front"}, {"id": "rear"}]}))
+    d = describe(config(drivers={"cameras": [{"id": "front", "source": "sim://pattern"}, {"id": "rear", "source": 0}]}))
     assert d.name == "tank-01" and d.kind == "Robot"
     assert d.joint_names == ("turret_pan", "camera_tilt") and d.dof == 2
     assert d.joint_limits == ((-1.5708, 1.5708), (-0.5, 0.8))

@@ -39,7 +39,7 @@ class Recorder:
 
 
 def make_hub(rec: Recorder | None = None, **cfg) -> VideoHub:
-    conf = CameraConfig(**{"id": "front", "width": 160, "height": 120, "fps": 30, **cfg})
+    conf = CameraConfig(**{"id": "front", "source": "sim://pattern", "width": 160, "height": 120, "fps": 30, **cfg})
     factory = (lambda c: Camera(c, capture_factory=rec)) if rec is not None else Camera
     return VideoHub([conf], camera_factory=factory, reopen_delay_s=0.05, reopen_delay_max_s=0.2)
 
@@ -301,7 +301,7 @@ async def test_open_failures_back_off_and_recover(hubs, caplog):
             return cap
         return rec(target, api)
 
-    conf = CameraConfig(id="front", width=160, height=120)
+    conf = CameraConfig(id="front", source="sim://pattern", width=160, height=120)
     hub = VideoHub([conf], camera_factory=lambda c: Camera(c, capture_factory=flaky),
                    reopen_delay_s=0.05, reopen_delay_max_s=0.2)
     hubs.append(hub)
@@ -334,8 +334,8 @@ async def test_a_capture_bug_is_logged_and_the_camera_reopened(hubs, caplog):
 
 async def test_two_cameras_independent(hubs):
     rec_a, rec_b = Recorder(), Recorder()
-    confs = [CameraConfig(id="front", width=160, height=120, stale_s=0.3),
-             CameraConfig(id="rear", width=80, height=60, stale_s=0.3)]
+    confs = [CameraConfig(id="front", source="sim://pattern", width=160, height=120, stale_s=0.3),
+             CameraConfig(id="rear", source="sim://pattern", width=80, height=60, stale_s=0.3)]
     recs = {"front": rec_a, "rear": rec_b}
     hub = VideoHub(confs, camera_factory=lambda c: Camera(c, capture_factory=recs[c.id]),
                    reopen_delay_s=0.05)

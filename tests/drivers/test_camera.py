@@ -35,7 +35,7 @@ class Recorder:
 
 
 def cam_cfg(**kw) -> CameraConfig:
-    return CameraConfig(**{"id": "front", "width": 160, "height": 120, **kw})
+    return CameraConfig(**{"id": "front", "source": "sim://pattern", "width": 160, "height": 120, **kw})
 
 
 # --------------------------------------------------------------------------- source selection
