@@ -33,7 +33,7 @@ from agent.config import load
 from agent.config.control import SourceConfig
 from agent.control import ControlLoop
 from agent.hardware import Hardware
-from agent.model import BaseVelocity, Stop
+from agent.model import BaseVelocity, Reset, Stop
 from agent.simtank import SimTank
 
 
@@ -73,6 +73,7 @@ def measure(loop: ControlLoop, duty: DutyLog, source: str, action) -> float:
 
     Returns seconds from the action (or the last command) to the first zero duty applied.
     """
+    loop.submit(source, Reset())  # re-arm a source latched out by the previous trial's stop
     start = time.monotonic()
     for _ in range(6):
         last = time.monotonic()
