@@ -27,6 +27,9 @@ from agent.hardware import SIM, Hardware
 
 log = logging.getLogger(__name__)
 
+#: how long close() waits for cancelled adapters before it stops the motors without them, s
+ADAPTER_STOP_S = 5.0
+
 
 def uses_sim(cfg: AgentConfig) -> bool:
     """True when any device is served by the simulated tank (``sim://``)."""
@@ -110,9 +113,15 @@ class Agent:
         """Stop everything; motors are commanded to zero and the write confirmed before devices close."""
         for task in self._tasks:
             task.cancel()
-        for task in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+        if self._tasks:
+            # bounded: an adapter stuck in its peer library must not keep the motors from stopping
+            done, pending = await asyncio.wait(self._tasks, timeout=ADAPTER_STOP_S)
+            for task in pending:
+                log.error("adapter task %s did not stop within %.0f s of cancellation; shutting down without it",
+                          task.get_name(), ADAPTER_STOP_S)
+            for task in done:
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    task.result()
         self._tasks.clear()
         if self._started:
             await asyncio.to_thread(self.control.close)

@@ -33,9 +33,15 @@ from collections import Counter
 from typing import Any
 
 import socketio
+from socketio import packet as sio_packet
 from socketio.exceptions import SocketIOError
 
-from agent.adapters.artex_commands import FileRequest, WebSettings, describe, parse_command
+from agent.adapters.artex_commands import (
+    FileRequest,
+    WebSettings,
+    describe,
+    parse_command,
+)
 from agent.adapters.artex_settings import persist_settings, validate_settings
 from agent.adapters.artex_streams import ArtexStreams
 from agent.config import AgentConfig
@@ -55,6 +61,26 @@ READY_INIT, READY_OK = "init", "ok"
 MAX_HEARTBEAT_REQUESTS = 16
 #: Identical warnings within this many seconds are logged once (with a repeat count later).
 LOG_REPEAT_S = 10.0
+#: Event name given to a hub packet that cannot be decoded (see :class:`_HubPacket`).
+UNDECODABLE = "\x00undecodable"
+
+
+class _HubPacket(sio_packet.Packet):
+    """A Socket.IO packet whose decoding never raises on hub junk.
+
+    python-socketio decodes in a task of its own: bad JSON, nesting deeper than the JSON
+    decoder's recursion limit or an integer over 100 digits (engineio's limit) end that task
+    with an unlogged-by-us "Task exception was never retrieved". Such a packet becomes an
+    :data:`UNDECODABLE` event on ``/robot`` instead, which the adapter rejects and counts.
+    """
+
+    def decode(self, encoded_packet: str) -> int:
+        try:
+            return super().decode(encoded_packet)
+        except (ValueError, RecursionError) as err:
+            self.packet_type, self.namespace, self.id = sio_packet.EVENT, NAMESPACE, None
+            self.data = [UNDECODABLE, f"{type(err).__name__}: {err}"]
+            return 0
 
 
 class ArtexAdapter:
@@ -158,11 +184,12 @@ class ArtexAdapter:
 
     # ------------------------------------------------------------------ link
     def _new_client(self) -> socketio.AsyncClient:
-        client = socketio.AsyncClient(reconnection=False, handle_sigint=False)
+        client = socketio.AsyncClient(reconnection=False, handle_sigint=False, serializer=_HubPacket)
         for event, handler in (("connect", self._on_connect), ("disconnect", self._on_disconnect),
                                ("connect_error", self._on_connect_error),
                                ("heartbeat", self._on_heartbeat), ("token_ask", self._on_token_ask),
-                               ("command", self._on_command), ("*", self._on_other)):
+                               ("command", self._on_command), (UNDECODABLE, self._on_undecodable),
+                               ("*", self._on_other)):
             client.on(event, handler, namespace=NAMESPACE)
         self._client = client
         return client
@@ -242,6 +269,10 @@ class ArtexAdapter:
     async def _on_other(self, event: object, *args: object) -> None:
         self.counters["received"] += 1
         self._reject("event", f"unknown event {describe(event)}")
+
+    async def _on_undecodable(self, reason: object = None) -> None:
+        self.counters["received"] += 1
+        self._reject("packet", f"undecodable packet from the hub: {describe(reason, 120)}")
 
     async def _on_token_ask(self, *args: object) -> str | None:
         self.counters["received"] += 1

@@ -195,7 +195,8 @@ def parse_command(data: object, commands: Mapping[str, MotionConfig]) -> ArtexCo
 
     Args:
         data: the event's data as received (untrusted): ``{"author": str, "payload": {TYPE: COMMAND}}``.
-            Other top-level keys are ignored; the payload must hold exactly one TYPE.
+            Other top-level keys are ignored; the payload must hold exactly one TYPE. A malformed
+            ``author`` rejects the command, except a ``stop`` (stop always wins; author "").
         commands: ``cfg.artex.commands``, the ``com`` name -> twist table (``stop`` is built in).
 
     Returns:
@@ -206,8 +207,6 @@ def parse_command(data: object, commands: Mapping[str, MotionConfig]) -> ArtexCo
     """
     if not isinstance(data, dict):
         raise CommandError(f"command must be an object, got {describe(data)}", "artex")
-    author = data.get("author")
-    author = "" if author is None else _text("author", author)
     if "payload" not in data:
         raise CommandError("command has no payload", "artex")
     payload = data["payload"]
@@ -220,4 +219,11 @@ def parse_command(data: object, commands: Mapping[str, MotionConfig]) -> ArtexCo
     if kind not in COMMAND_TYPES:
         raise CommandError(f"payload: unknown command type {kind!r}; known: {', '.join(COMMAND_TYPES)}", "artex")
     action = _com(value, commands) if kind == "com" else _PARSERS[kind](value)
+    author = data.get("author")
+    try:
+        author = "" if author is None else _text("author", author)
+    except CommandError:
+        if not isinstance(action, Stop):
+            raise
+        author = ""  # stop always wins: a malformed author does not block it
     return ArtexCommand(author, kind, action)

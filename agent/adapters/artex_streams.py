@@ -5,6 +5,9 @@ stopped when the link drops. Both read the configuration in force on every
 round, so ``web_settings`` changes of ``max_send_freq`` and ``jpeg_quality``
 apply at once.
 
+Both send at most every ``max_send_freq`` s, and never faster than every
+:data:`MIN_SEND_PERIOD_S` (0.02 s) whatever ``max_send_freq`` says.
+
 - ``telem``: every ``max_send_freq`` s the whole dict (agent.adapters.artex_telem),
   sent only if it changed beyond the deadbands since the last send, or a value
   settled (:class:`agent.adapters.artex_telem.TelemGate`).
@@ -36,6 +39,10 @@ log = logging.getLogger(__name__)
 __all__ = ["ArtexStreams", "ArtexVideo", "is_raw_key"]
 
 RAW_MARKERS = ("led", "rgb_strip")
+#: Shortest period between two sends of one stream, s. A shorter ``max_send_freq`` (the config allows
+#: any value above 0) acts as this: a near-zero period would spin the event loop and starve the
+#: control loop thread of the GIL, delaying even the watchdog's stop.
+MIN_SEND_PERIOD_S = 0.02
 
 Emit = Callable[[str, dict[str, Any]], Awaitable[bool]]
 
@@ -121,6 +128,11 @@ class ArtexStreams:
         return self._video is not None
 
     @property
+    def period_s(self) -> float:
+        """Seconds between sends now: ``max_send_freq``, at least :data:`MIN_SEND_PERIOD_S`."""
+        return max(self.cfg.max_send_freq, MIN_SEND_PERIOD_S)
+
+    @property
     def telem_run(self) -> bool:
         """The telem task is running (``d_meta`` ``telem_run``)."""
         return _alive(self._telem)
@@ -156,7 +168,7 @@ class ArtexStreams:
     async def _telem_loop(self) -> None:
         gate = TelemGate()
         while True:
-            await asyncio.sleep(self.cfg.max_send_freq)
+            await asyncio.sleep(self.period_s)
             data = telemetry(self._robot.snapshot())
             if gate.due(data) and await self._emit("telem", {"payload": data}):
                 gate.mark_sent(data)
@@ -166,7 +178,7 @@ class ArtexStreams:
         loop = asyncio.get_running_loop()
         last = -float("inf")
         while True:
-            period = self.cfg.max_send_freq
+            period = self.period_s
             wait = last + period - loop.time()
             if wait > 0:
                 await asyncio.sleep(wait)

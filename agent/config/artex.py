@@ -40,7 +40,8 @@ class ArtexConfig(Section):
 
     Attributes:
         commands: ``com`` name -> motion; ``stop`` is built in and always stops.
-        log_tail_kib: ``file`` log/error content is the last this many KiB.
+        log_tail_kib: ``file`` log/error content is the last this many KiB (<= 900: a python-socketio hub drops
+            messages over 1 MB by default).
         jpeg_quality: video JPEG quality (the SDK's 80).
         reconnect_delay_s / reconnect_delay_max_s: first and largest reconnect delay, s (jittered, forever).
         connect_timeout_s: how long one connection attempt (Engine.IO + ``/robot`` namespace) may take, s.
@@ -50,7 +51,7 @@ class ArtexConfig(Section):
     """
 
     commands: dict[str, MotionConfig] = Field(default_factory=_default_commands, max_length=64)
-    log_tail_kib: int = Field(64, ge=1, le=4096)
+    log_tail_kib: int = Field(64, ge=1, le=900)
     jpeg_quality: int = Field(80, ge=1, le=100)
     reconnect_delay_s: float = Field(1.0, gt=0, le=60)
     reconnect_delay_max_s: float = Field(5.0, gt=0, le=600)

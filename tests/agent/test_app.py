@@ -28,3 +28,36 @@ async def test_an_adapter_that_dies_is_logged_and_its_source_released(caplog):
         assert "injected adapter bug" in caplog.text
         assert await wait_for(lambda: agent.physics.duty == [0.0, 0.0], 2), "the dead adapter's command kept driving"
         assert agent.control.snapshot().active_source == ""
+
+
+async def test_close_does_not_wait_forever_for_a_stuck_adapter(caplog, monkeypatch):
+    """Shutdown stops the motors even when an adapter ignores its cancellation (stuck in a peer library)."""
+    import asyncio
+
+    import agent.app
+
+    monkeypatch.setattr(agent.app, "ADAPTER_STOP_S", 0.5)
+    cfg = sim_config()
+    cfg["drivers"]["cameras"] = []
+    released = asyncio.Event()
+
+    async def stuck() -> None:
+        try:
+            await asyncio.sleep(60)
+        except asyncio.CancelledError:
+            await asyncio.sleep(2.0)  # ignores the cancellation for a while
+            released.set()
+
+    loop = asyncio.get_running_loop()
+    async with running_agent(cfg) as agent:
+        agent._tasks.append(asyncio.create_task(stuck(), name="adapter-stuck"))
+        agent.control.submit("sim2bot", BaseVelocity(0.5, 0.0))
+        assert await wait_for(lambda: agent.physics.duty[0] > 0.0, 5)
+        with caplog.at_level(logging.ERROR, logger="agent.app"):
+            started = loop.time()
+            await agent.close()
+            took = loop.time() - started
+    assert took < 1.9, f"close() waited {took:.1f} s for the stuck adapter"
+    assert agent.physics.duty == [0.0, 0.0]
+    assert "adapter-stuck did not stop" in caplog.text
+    await asyncio.wait_for(released.wait(), 5)
