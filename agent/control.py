@@ -97,7 +97,7 @@ class HardwarePort(Protocol):
     def latest_power(self) -> PowerSample | None: ...
     def calibrate_imu(self) -> concurrent.futures.Future: ...
     def health(self) -> tuple[DeviceHealth, ...]: ...
-    def faults(self) -> tuple[str, ...]: ...
+    def faults(self, health: tuple[DeviceHealth, ...] | None = None) -> tuple[str, ...]: ...
 
 
 class TickStats(NamedTuple):
@@ -442,6 +442,7 @@ class ControlLoop:
         reading = self._odometer.measure(dt, counts, cps, applied)
         odom = self._odometer.update(dt, reading)
 
+        devices = self._hw.health()
         snap = Snapshot(
             seq=self._snap.seq + 1,
             t_mono_s=now,
@@ -457,8 +458,8 @@ class ControlLoop:
             overridden=overridden,
             watchdog=watchdog,
             stopped=stopped,
-            faults=self._hw.faults(),
-            devices=self._hw.health(),
+            faults=self._hw.faults(devices),
+            devices=devices,
         )
         self._snap = snap
         with self._ring_lock:

@@ -196,7 +196,6 @@ class Hardware:
                 servo=by_name["servo"] if "servo" in names else None,
             ))
         self._reopener = Reopener(self._devices)
-        self._started = False
 
     # ------------------------------------------------------------------ building
     @classmethod
@@ -263,7 +262,6 @@ class Hardware:
         for w in self._workers:
             w.start()
         self._reopener.start()
-        self._started = True
 
     def close(self) -> None:
         """Stop the workers, command the motors to zero, close everything. Idempotent."""
@@ -348,9 +346,13 @@ class Hardware:
             out.extend(src())
         return tuple(out)
 
-    def faults(self) -> tuple[str, ...]:
-        """Active faults as short strings: ``motor: lost (timeout)``, ``motor: E-Stop``."""
+    def faults(self, health: tuple[DeviceHealth, ...] | None = None) -> tuple[str, ...]:
+        """Active faults as short strings: ``motor: lost (timeout)``, ``motor: E-Stop``.
+
+        Args:
+            health: this tick's :meth:`health`, when the caller already has it (saves gathering it twice).
+        """
         out = [f"{h.name}: {h.state} ({h.last_error})" if h.last_error else f"{h.name}: {h.state}"
-               for h in self.health() if h.state != OK]
+               for h in (self.health() if health is None else health) if h.state != OK]
         out.extend(f"motor: {t}" for t in self._last_status)
         return tuple(out)

@@ -17,6 +17,7 @@ import threading
 from typing import Any
 
 from agent.config import AgentConfig
+from agent.errors import DriverError
 from drivers.emulators.tank import TankParams, TankPhysics
 
 log = logging.getLogger(__name__)
@@ -75,8 +76,8 @@ class SimTank:
                 self.motor_emulator = klass.from_config(motor_cfg, self.physics)
                 self.motor_emulator.start()
                 log.info("simulated %s on %s", motor_cfg.kind, self.motor_emulator.port)
-            elif not self.motor_emulator.plugged:
-                raise_unplugged(motor_cfg.kind)
+            elif not self.motor_emulator.plugged:  # fault injection: fail like a missing port
+                raise DriverError(f"simulated {motor_cfg.kind} is unplugged", device="motor", errno=2)
             return self.motor_emulator.port
 
     def i2c_bus(self) -> Any:
@@ -111,9 +112,3 @@ class SimTank:
             emu.close()
         if bus is not None:
             bus.close()
-
-
-def raise_unplugged(kind: str) -> None:
-    """The simulated controller is unplugged (fault injection): fail like a missing port."""
-    from agent.errors import DriverError
-    raise DriverError(f"simulated {kind} is unplugged", device="motor", errno=2)

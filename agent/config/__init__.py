@@ -31,6 +31,7 @@ import difflib
 import json
 import logging
 import os
+import typing
 from pathlib import Path
 from typing import Any, Literal
 
@@ -124,7 +125,6 @@ def _json_path(loc: tuple[Any, ...]) -> str:
 
 def _models_in(ann: Any) -> list[type[Section]]:
     """Every Section class inside an annotation (unions, lists, dicts, Optional)."""
-    import typing
     if isinstance(ann, type) and issubclass(ann, Section):
         return [ann]
     out: list[type[Section]] = []
@@ -143,7 +143,7 @@ def _walk(loc: tuple[Any, ...]) -> tuple[tuple[Any, ...], type[Section] | None]:
     for part in loc:
         if candidates and isinstance(part, str):
             tagged = [m for m in candidates if "kind" in m.model_fields
-                      and part in (typing_args(m.model_fields["kind"].annotation))]
+                      and part in typing.get_args(m.model_fields["kind"].annotation)]
             if tagged and (model is None or part not in model.model_fields):
                 model, candidates = tagged[0], []
                 continue
@@ -158,17 +158,11 @@ def _walk(loc: tuple[Any, ...]) -> tuple[tuple[Any, ...], type[Section] | None]:
         if field is None:
             model = None
             continue
-        import typing
         dict_key = typing.get_origin(field.annotation) is dict
         found = _models_in(field.annotation)
         candidates = found if len(found) > 1 else []
         model = found[0] if len(found) == 1 else None
     return tuple(clean), owner
-
-
-def typing_args(ann: Any) -> tuple[Any, ...]:
-    import typing
-    return typing.get_args(ann)
 
 
 def problems_of(err: ValidationError) -> list[tuple[str, str]]:
