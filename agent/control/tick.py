@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from agent.arbitration import BASE, JOINTS, Arbiter, Selection, Watchdog
 from agent.config import AgentConfig
@@ -111,8 +111,7 @@ class ControlState:
         self.cmd = (0.0, 0.0)
 
 
-@dataclass(frozen=True, slots=True)
-class Plan:
+class Plan(NamedTuple):
     """What one tick commands (output of :func:`command`).
 
     Attributes:
@@ -140,8 +139,7 @@ class Plan:
     overridden: tuple[tuple[str, int], ...]
 
 
-@dataclass(frozen=True, slots=True)
-class Readings:
+class Readings(NamedTuple):
     """What the devices said after the duty write (input of :func:`observe`).
 
     Attributes:
