@@ -87,7 +87,7 @@ class Front:
         self._hw = hardware
         self._clock = clock
         self._wake = wake
-        self.closed = False
+        self._closed = False
         self._muted: dict[str, float] = {}  # source -> its last velocity command refused by the stop latch, s
         self._calibration: concurrent.futures.Future | None = None
         self._rejects = RateLimitedLog(log, REJECT_LOG_INTERVAL_S)
@@ -116,7 +116,7 @@ class Front:
     def _submit(self, source: str, command: Command) -> None:
         if source not in SOURCES:
             raise CommandError(f"unknown command source {source!r}; known: {', '.join(SOURCES)}")
-        if self.closed:
+        if self._closed:
             raise CommandError("the control loop is closed")
         if isinstance(command, Stop):
             self._stop(source)
@@ -257,6 +257,10 @@ class Front:
             log.warning("%s released (%s) while driving %s: stopped at once", source, reason, " and ".join(driving))
         else:
             log.info("%s released (%s); %d pending claim(s) dropped", source, reason, len(dropped))
+
+    def close(self) -> None:
+        """Refuse every command from now on (the loop is closing)."""
+        self._closed = True
 
     # ================================================================== snapshots
     def publish(self, snap: Snapshot) -> None:

@@ -129,7 +129,7 @@ class ControlLoop:
         Retries the zero write until it is acknowledged or ``timeout_s`` has passed.
         Idempotent. Returns True when the zero was confirmed.
         """
-        self._front.closed = True
+        self._front.close()
         deadline = time.monotonic() + timeout_s
         self._scheduler.stop(timeout_s)
         with self._lock:
