@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# Remove robot-agent as installed by scripts/install.sh. Run as root. --help lists options.
+set -euo pipefail
+
+usage() {
+  cat <<'EOF'
+Usage: sudo scripts/uninstall.sh [options]
+
+Stops and disables the service, removes the unit, the udev rules and /opt/robot-agent (code and
+venv). Keeps /etc/robot-agent (the config), /var/lib/robot-agent, /var/log/robot-agent and the
+robot-agent user unless --purge.
+
+Options:
+  --purge      also remove /etc/robot-agent, /var/lib/robot-agent, /var/log/robot-agent and the user
+  --root DIR   remove what install.sh --root DIR laid out under DIR; actions that need root
+               (systemctl, udevadm, userdel) are printed, not run
+  --dry-run    print every action and change nothing
+  -h, --help   this text
+EOF
+}
+
+PURGE=0 ROOT="" DRY=0
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --purge) PURGE=1; shift ;;
+    --root) ROOT=${2:?--root needs a DIR}; shift 2 ;;
+    --dry-run) DRY=1; shift ;;
+    -h|--help) usage; exit 0 ;;
+    *) echo "uninstall.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
+  esac
+done
+[ -n "$ROOT" ] && ROOT=$(realpath -m "$ROOT")
+if [ -z "$ROOT" ] && [ "$DRY" = 0 ] && [ "$(id -u)" != 0 ]; then
+  echo "uninstall.sh: run as root (sudo), or use --dry-run / --root DIR" >&2; exit 1
+fi
+say() { echo "uninstall.sh: $*" >&2; }
+run() { echo "+ $*"; [ "$DRY" = 1 ] || "$@"; }
+sys() { if [ -n "$ROOT" ]; then echo "+ $*   # skipped: --root"; else run "$@"; fi; }
+
+if [ -n "$ROOT" ] || systemctl cat robot-agent >/dev/null 2>&1; then
+  sys systemctl disable --now robot-agent
+fi
+run rm -f "$ROOT/etc/systemd/system/robot-agent.service" "$ROOT/etc/udev/rules.d/99-robot-agent.rules"
+sys systemctl daemon-reload
+sys udevadm control --reload-rules
+run rm -rf "$ROOT/opt/robot-agent"
+if [ "$PURGE" = 1 ]; then
+  run rm -rf "$ROOT/etc/robot-agent" "$ROOT/var/lib/robot-agent" "$ROOT/var/log/robot-agent"
+  if [ -n "$ROOT" ] || id robot-agent >/dev/null 2>&1; then sys userdel robot-agent; fi
+else
+  say "kept $ROOT/etc/robot-agent (config), $ROOT/var/lib/robot-agent, $ROOT/var/log/robot-agent and the"
+  say "robot-agent user; --purge removes them"
+fi
+say "done"
