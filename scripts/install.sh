@@ -13,7 +13,8 @@ Installs or upgrades robot-agent:
     and python3-picamera2 where the distro has it (Raspberry Pi OS: the Pi camera modules)
   - a system user robot-agent in the groups dialout, i2c, video (and gpio when it exists)
   - this source tree copied to /opt/robot-agent/src; a venv /opt/robot-agent/venv created with
-    --system-site-packages (so the distro's python3-picamera2 and python3-systemd are importable)
+    --system-site-packages (so the distro's python3-picamera2 and python3-systemd are importable);
+    /usr/local/bin/robot-agent links to its robot-agent command
   - the config /etc/robot-agent/params.json: an existing one is KEPT; --config FILE installs FILE
     only when there is none, or with --force-config (the old file is saved as params.json.bak-DATE)
   - udev rules /etc/udev/rules.d/99-robot-agent.rules, unit /etc/systemd/system/robot-agent.service
@@ -106,6 +107,8 @@ if [ ! -x "$VENV/bin/python" ]; then
   run "$PY" -m venv --system-site-packages "$VENV"
 fi
 run "$VENV/bin/python" -m pip install -q --disable-pip-version-check --upgrade "$OPT/src$SYSTEMD_EXTRA"
+run install -d -m 0755 "$ROOT/usr/local/bin"
+run ln -sfn /opt/robot-agent/venv/bin/robot-agent "$ROOT/usr/local/bin/robot-agent"   # robot-agent on PATH
 
 # ----------------------------------------------------------------------------- config
 install_config() {   # install_config FILE: to $ETC/params.json, backing up a different existing one

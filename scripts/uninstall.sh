@@ -6,9 +6,9 @@ usage() {
   cat <<'EOF'
 Usage: sudo scripts/uninstall.sh [options]
 
-Stops and disables the service, removes the unit, the udev rules and /opt/robot-agent (code and
-venv). Keeps /etc/robot-agent (the config), /var/lib/robot-agent, /var/log/robot-agent and the
-robot-agent user unless --purge.
+Stops and disables the service, removes the unit, the udev rules, /opt/robot-agent (code and
+venv) and the /usr/local/bin/robot-agent link. Keeps /etc/robot-agent (the config),
+/var/lib/robot-agent, /var/log/robot-agent and the robot-agent user unless --purge.
 
 Options:
   --purge      also remove /etc/robot-agent, /var/lib/robot-agent, /var/log/robot-agent and the user
@@ -44,6 +44,7 @@ run rm -f "$ROOT/etc/systemd/system/robot-agent.service" "$ROOT/etc/udev/rules.d
 sys systemctl daemon-reload
 sys udevadm control --reload-rules
 run rm -rf "$ROOT/opt/robot-agent"
+if [ -L "$ROOT/usr/local/bin/robot-agent" ] || [ "$DRY" = 1 ]; then run rm -f "$ROOT/usr/local/bin/robot-agent"; fi
 if [ "$PURGE" = 1 ]; then
   run rm -rf "$ROOT/etc/robot-agent" "$ROOT/var/lib/robot-agent" "$ROOT/var/log/robot-agent"
   if [ -n "$ROOT" ] || id robot-agent >/dev/null 2>&1; then sys userdel robot-agent; fi

@@ -62,7 +62,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         state = receive_state(sub)
         print(f"robot: {len(state.q)} joint(s) q={[round(q, 3) for q in state.q]}, "
-              f"odom_distance={aux(state, 'odom_distance')}")
+              f"odom_distance={aux(state, 'odom_distance')} m, track_counts={aux(state, 'track_counts')}")
         end = time.monotonic() + args.seconds
         while time.monotonic() < end:             # stream the velocity command
             drive = RobotAction(frame_id="base_link",
@@ -75,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
         time.sleep(0.5)
         state = newest_state(sub, receive_state(sub))
         print(f"after driving: odom_distance={aux(state, 'odom_distance')} m, "
-              f"track_speed={aux(state, 'track_speed')} m/s, sequence={state.sequence}")
+              f"track_counts={aux(state, 'track_counts')}, track_speed={aux(state, 'track_speed')} m/s")
     except zmq.Again:
         print(f"no RobotState from {args.state} within 5 s: is the agent running with robot_msg enabled?")
         return 1

@@ -44,7 +44,7 @@ def actions(res: subprocess.CompletedProcess) -> list[str]:
 def installed(tmp_path_factory):
     """One real install under a fresh root: (root, result)."""
     root = tmp_path_factory.mktemp("install") / "root"
-    res = script(INSTALL, "--root", str(root))
+    res = script(INSTALL, "--root", str(root), "--python", sys.executable)
     assert res.returncode == 0, res.stdout + res.stderr
     return root, res
 
@@ -59,13 +59,20 @@ def test_help_names_every_option():
     assert bad.returncode == 2 and "unknown option --frobnicate" in bad.stderr
 
 
+def test_a_python_older_than_3_11_or_missing_is_refused_with_the_jetson_hint(tmp_path):
+    for python in ("/nonexistent/python3", "false"):
+        res = script(INSTALL, "--dry-run", "--root", str(tmp_path / "r"), "--python", python)
+        assert res.returncode == 1 and "not Python >= 3.11" in res.stderr and "Jetson" in res.stderr, res.stderr
+        assert actions(res) == []
+
+
 def test_dry_run_prints_every_action_and_changes_nothing(tmp_path):
     root = tmp_path / "root"
     res = script(INSTALL, "--dry-run", "--root", str(root))
     assert res.returncode == 0, res.stderr
     assert not root.exists()
     done = actions(res)
-    for needle in (*ROOT_ONLY, "-m venv --system-site-packages", "pip install",
+    for needle in (*ROOT_ONLY, "-m venv --system-site-packages", "pip install", f"{root}/usr/local/bin/robot-agent",
                    f"{root}/etc/systemd/system/robot-agent.service", f"{root}/etc/udev/rules.d/99-robot-agent.rules",
                    f"{root}/etc/robot-agent/params.json", "check-config"):
         assert any(needle in a for a in done), (needle, done)
@@ -84,6 +91,7 @@ def test_root_install_lays_out_unit_rules_venv_and_config(installed):
     venv = root / "opt/robot-agent/venv"
     assert "include-system-site-packages = true" in (venv / "pyvenv.cfg").read_text()
     assert (root / "opt/robot-agent/src/agent/status.py").is_file()
+    assert os.readlink(root / "usr/local/bin/robot-agent") == "/opt/robot-agent/venv/bin/robot-agent"
     assert not (root / "opt/robot-agent/src/.git").exists()
     # the installed entry point runs the installed package (not this checkout)
     probe = subprocess.run([str(venv / "bin/python"), "-c", "import agent; print(agent.__file__)"],
@@ -118,6 +126,7 @@ def test_uninstall_keeps_the_config_unless_purged(tmp_path, installed):
     assert not (root / "opt/robot-agent").exists()
     assert not (root / "etc/systemd/system/robot-agent.service").exists()
     assert not (root / "etc/udev/rules.d/99-robot-agent.rules").exists()
+    assert not (root / "usr/local/bin/robot-agent").is_symlink()
     assert (root / "etc/robot-agent/params.json").exists() and "--purge" in res.stderr
     purged = script(UNINSTALL, "--root", str(root), "--purge")
     assert purged.returncode == 0 and not (root / "etc/robot-agent").exists()

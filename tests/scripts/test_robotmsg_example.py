@@ -46,3 +46,5 @@ async def test_the_example_drives_the_tank_and_reads_its_state():
     assert snap.odom.distance_m > 0.1, snap.odom                # ~0.3 m/s for 1.5 s, ramped
     reported = float(re.search(r"after driving: odom_distance=\[([0-9.e-]+)\]", text).group(1))
     assert 0.1 < reported <= snap.odom.distance_m + 1e-9, text
+    counts = [[float(v) for v in m.split(",")] for m in re.findall(r"track_counts=\[([^\]]*)\]", text)]
+    assert len(counts) == 2 and all(after > before for before, after in zip(*counts)), text  # both tracks forward
