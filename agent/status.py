@@ -223,13 +223,17 @@ def read(path: Path, now: float | None = None) -> tuple[int, dict[str, Any] | No
         return EXIT_NO_AGENT, None, f"no agent is running (no status file {path}; set --status-file or {STATUS_ENV})"
     except (OSError, ValueError) as err:
         return EXIT_NO_AGENT, None, f"cannot read the status file {path}: {err}"
-    if not isinstance(health, dict) or health.get("version") != 1:
+    try:
+        if not isinstance(health, dict) or health.get("version") != 1:
+            raise ValueError("no version 1")
+        pid, written = int(health["pid"]), float(health["t_unix"])
+    except (KeyError, TypeError, ValueError):
         return EXIT_NO_AGENT, None, f"{path} is not a robot-agent status file"
-    age = (time.time() if now is None else now) - float(health.get("t_unix", 0))
-    if not _alive(int(health.get("pid", 0))):
-        return EXIT_STALE, health, f"stale: the agent (pid {health.get('pid')}) is not running"
+    age = (time.time() if now is None else now) - written
+    if pid <= 0 or not _alive(pid):
+        return EXIT_STALE, health, f"stale: the agent (pid {pid}) is not running"
     if age > STALE_S:
-        return EXIT_STALE, health, f"stale: written {age:.0f} s ago; the agent (pid {health.get('pid')}) is not answering"
+        return EXIT_STALE, health, f"stale: written {age:.0f} s ago; the agent (pid {pid}) is not answering"
     return (EXIT_OK if health.get("state") == "ok" else EXIT_DEGRADED), health, ""
 
 

@@ -61,7 +61,7 @@ def test_status_follows_a_motor_controller_unplugged_and_plugged_back(tmp_path):
     link = tmp_path / "roboclaw"                      # like /dev/robot/roboclaw: a udev-style symlink
     emulator = RoboclawEmulator(link=str(link))
     emulator.start()
-    cfg = sim_config(drivers={"cameras": [], "motor": {"port": str(link)}})
+    cfg = sim_config(drivers={"cameras": [], "motor": {"port": str(link)}}, control={"rate_hz": 20})
     params = tmp_path / "params.json"
     params.write_text(json.dumps(cfg))
     status_file = tmp_path / "status.json"
@@ -76,9 +76,8 @@ def test_status_follows_a_motor_controller_unplugged_and_plugged_back(tmp_path):
         healthy = notify.wait(lambda s: s.startswith("STATUS=ok;") and "motor=ok" in s, 15)
         assert healthy, notify.states
         assert "imu=ok" in healthy and "source -" in healthy and "loop ok" in healthy, healthy
-        assert wait_for_file(status_file)
+        assert wait_until(lambda: status_cli(status_file).returncode == EXIT_OK, 10)
         ok = status_cli(status_file)
-        assert ok.returncode == EXIT_OK, ok.stdout + ok.stderr
         assert any(l.split()[:3] == ["device", "motor", "ok"] for l in ok.stdout.splitlines()), ok.stdout
 
         emulator.unplug()
@@ -111,10 +110,6 @@ def test_status_follows_a_motor_controller_unplugged_and_plugged_back(tmp_path):
     assert gone.returncode == EXIT_NO_AGENT and "no agent is running" in gone.stdout
 
 
-def wait_for_file(path: Path, timeout_s: float = 10.0) -> bool:
-    return wait_until(path.exists, timeout_s)
-
-
 def wait_until(predicate, timeout_s: float) -> bool:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
@@ -127,7 +122,7 @@ def wait_until(predicate, timeout_s: float) -> bool:
 async def test_status_is_sent_on_change_at_most_once_a_second(tmp_path):
     now = [0.0]
     sent: list[str] = []
-    cfg = sim_config(drivers={"cameras": []})
+    cfg = sim_config(drivers={"cameras": []}, control={"rate_hz": 20})
     async with running_agent(cfg) as agent:
         reporter = StatusReporter(agent, sent.append, tmp_path / "status.json", clock=lambda: now[0])
         assert await wait_for(lambda: gather(agent)["state"] == "ok", 10)
@@ -154,7 +149,7 @@ async def test_read_tells_healthy_degraded_stale_and_missing_apart(tmp_path):
     assert read(path)[0] == EXIT_NO_AGENT
     path.write_text("{not json")
     assert read(path)[0] == EXIT_NO_AGENT
-    async with running_agent(sim_config(drivers={"cameras": []})) as agent:
+    async with running_agent(sim_config(drivers={"cameras": []}, control={"rate_hz": 20})) as agent:
         assert await wait_for(lambda: gather(agent)["state"] == "ok", 10)
         health = gather(agent)
     write_atomically(path, health)
@@ -168,4 +163,6 @@ async def test_read_tells_healthy_degraded_stale_and_missing_apart(tmp_path):
     write_atomically(path, {**health, "pid": int(dead.stdout)})
     code, _, message = read(path)
     assert code == EXIT_STALE and "is not running" in message
+    write_atomically(path, {key: value for key, value in health.items() if key != "pid"})
+    assert read(path)[0] == EXIT_NO_AGENT
     assert oct(path.stat().st_mode & 0o777) == oct(0o644)
