@@ -33,33 +33,25 @@ EOF
 }
 
 SRC=$(cd "$(dirname "$0")/.." && pwd)
-CONFIG="" FORCE_CONFIG=0 START=1 ROOT="" DRY=0 PY=python3
+PROG=install.sh
+# shellcheck source=scripts/install-common.sh
+. "$SRC/scripts/install-common.sh"
+CONFIG="" FORCE_CONFIG=0 START=1 PY=python3
 while [ $# -gt 0 ]; do
   case "$1" in
     --config) CONFIG=${2:?--config needs a FILE}; shift 2 ;;
     --force-config) FORCE_CONFIG=1; shift ;;
     --python) PY=${2:?--python needs a path}; shift 2 ;;
     --no-start) START=0; shift ;;
-    --root) ROOT=${2:?--root needs a DIR}; shift 2 ;;
-    --dry-run) DRY=1; shift ;;
-    -h|--help) usage; exit 0 ;;
-    *) echo "install.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
+    *) common_option "$@"; shift "$SHIFT" ;;
   esac
 done
-[ -n "$ROOT" ] && ROOT=$(realpath -m "$ROOT")
-[ -z "$CONFIG" ] || [ -f "$CONFIG" ] || { echo "install.sh: --config $CONFIG: no such file" >&2; exit 2; }
+options_done
+[ -z "$CONFIG" ] || [ -f "$CONFIG" ] || { say "--config $CONFIG: no such file"; exit 2; }
 [ -z "$CONFIG" ] || CONFIG=$(realpath "$CONFIG")
-if [ -z "$ROOT" ] && [ "$DRY" = 0 ] && [ "$(id -u)" != 0 ]; then
-  echo "install.sh: run as root (sudo), or use --dry-run / --root DIR" >&2; exit 1
-fi
 
 OPT=$ROOT/opt/robot-agent ETC=$ROOT/etc/robot-agent VENV=$ROOT/opt/robot-agent/venv
 UNIT=$ROOT/etc/systemd/system/robot-agent.service RULES=$ROOT/etc/udev/rules.d/99-robot-agent.rules
-say() { echo "install.sh: $*" >&2; }
-# run CMD...: print it, then run it unless --dry-run
-run() { echo "+ $*"; [ "$DRY" = 1 ] || "$@"; }
-# sys CMD...: an action on the real system (needs root): printed only under --root
-sys() { if [ -n "$ROOT" ]; then echo "+ $*   # skipped: --root"; else run "$@"; fi; }
 
 # ----------------------------------------------------------------------------- Python
 "$PY" -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null || {

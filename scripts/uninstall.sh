@@ -19,23 +19,17 @@ Options:
 EOF
 }
 
-PURGE=0 ROOT="" DRY=0
+PROG=uninstall.sh
+# shellcheck source=scripts/install-common.sh
+. "$(dirname "$0")/install-common.sh"
+PURGE=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --purge) PURGE=1; shift ;;
-    --root) ROOT=${2:?--root needs a DIR}; shift 2 ;;
-    --dry-run) DRY=1; shift ;;
-    -h|--help) usage; exit 0 ;;
-    *) echo "uninstall.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
+    *) common_option "$@"; shift "$SHIFT" ;;
   esac
 done
-[ -n "$ROOT" ] && ROOT=$(realpath -m "$ROOT")
-if [ -z "$ROOT" ] && [ "$DRY" = 0 ] && [ "$(id -u)" != 0 ]; then
-  echo "uninstall.sh: run as root (sudo), or use --dry-run / --root DIR" >&2; exit 1
-fi
-say() { echo "uninstall.sh: $*" >&2; }
-run() { echo "+ $*"; [ "$DRY" = 1 ] || "$@"; }
-sys() { if [ -n "$ROOT" ]; then echo "+ $*   # skipped: --root"; else run "$@"; fi; }
+options_done
 
 if [ -n "$ROOT" ] || systemctl cat robot-agent >/dev/null 2>&1; then
   sys systemctl disable --now robot-agent
