@@ -73,6 +73,18 @@ async def _watchdog_pings(agent: Agent, notify: Callable[[str], bool], period_s:
                           extra={"fault": "control loop rate"})
 
 
+def _handle_signals(loop: asyncio.AbstractEventLoop, stop: asyncio.Event | None) -> None:
+    """SIGTERM/SIGINT set ``stop``; with ``stop`` None, the handlers are removed."""
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        try:
+            if stop is None:
+                loop.remove_signal_handler(sig)
+            else:
+                loop.add_signal_handler(sig, stop.set)
+        except (NotImplementedError, RuntimeError):
+            log.debug("cannot change the handler of %s here", sig)
+
+
 async def run(cfg: AgentConfig, *, config_path: str | None = None, logs=None,
               stop: asyncio.Event | None = None, status_file: Path | None = None) -> int:
     """Run the agent until SIGTERM/SIGINT (or ``stop`` is set). Returns the exit status.
@@ -82,11 +94,7 @@ async def run(cfg: AgentConfig, *, config_path: str | None = None, logs=None,
     """
     stop = stop or asyncio.Event()
     loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        try:
-            loop.add_signal_handler(sig, stop.set)
-        except (NotImplementedError, RuntimeError):
-            log.debug("cannot install a handler for %s here", sig)
+    _handle_signals(loop, stop)
     notify = _systemd_notify()
     agent = Agent(cfg, config_path=config_path, logs=logs)
     reporter = StatusReporter(agent, notify, status_file)
@@ -107,10 +115,6 @@ async def run(cfg: AgentConfig, *, config_path: str | None = None, logs=None,
         await asyncio.gather(*tasks, return_exceptions=True)
         reporter.remove()
         await agent.close()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            try:
-                loop.remove_signal_handler(sig)
-            except (NotImplementedError, RuntimeError):
-                pass
+        _handle_signals(loop, None)
     log.info("stopped; motors commanded to zero")
     return 0
