@@ -7,9 +7,9 @@
   wire (low byte first, hardware-reference §7.1); MPU-6050 and INA2xx
   registers are big-endian, so words are byte-swapped at this edge.
 - :class:`I2cDevice`: one chip at one address on a bus. Every ``OSError`` from
-  the bus becomes :class:`agent.errors.DriverError` with the errno kept (121
+  the bus becomes :class:`drivers.errors.DriverError` with the errno kept (121
   NACK, 110 timeout, 5 bus error; hardware-reference §7.2); using it after
-  ``close()`` raises :class:`agent.errors.DeviceClosed`.
+  ``close()`` raises :class:`drivers.errors.DeviceClosed`.
 
 Drivers never close the bus object: several chips share one bus, and its
 owner (agent/hardware.py) closes it.
@@ -22,7 +22,7 @@ from typing import Callable, Protocol
 
 import smbus2
 
-from agent.errors import ConfigError, DeviceClosed, DriverError
+from drivers.errors import DeviceClosed, DriverConfigError, DriverError
 
 log = logging.getLogger(__name__)
 
@@ -58,24 +58,24 @@ def open_bus(value: int | str, *, sim: Callable[[], SMBusLike] | None = None) ->
         An ``smbus2.SMBus`` (or what ``sim`` returns); the caller closes it.
 
     Raises:
-        ConfigError: the value is no bus form we know, or ``sim://`` without a factory.
+        DriverConfigError: the value is no bus form we know, or ``sim://`` without a factory.
         DriverError: opening the device failed, errno kept (2: no such bus, is
             ``dtparam=i2c_arm=on`` set? 13: user not in group ``i2c``).
     """
     if isinstance(value, str) and value.startswith(SIM_URL):
         if value != SIM_URL:
-            raise ConfigError(f"I2C bus {value!r}: sim:// takes no options")
+            raise DriverConfigError(f"I2C bus {value!r}: sim:// takes no options")
         if sim is None:
-            raise ConfigError("I2C bus 'sim://' needs the simulated robot (no simulated bus was given)")
+            raise DriverConfigError("I2C bus 'sim://' needs the simulated robot (no simulated bus was given)")
         return sim()
     if isinstance(value, str) and value.isdigit():
         value = int(value)
     if isinstance(value, bool) or not isinstance(value, (int, str)):
-        raise ConfigError(f"I2C bus must be a number or a path, got {value!r}")
+        raise DriverConfigError(f"I2C bus must be a number or a path, got {value!r}")
     if isinstance(value, int) and value < 0:
-        raise ConfigError(f"I2C bus number must be >= 0, got {value}")
+        raise DriverConfigError(f"I2C bus number must be >= 0, got {value}")
     if isinstance(value, str) and ("://" in value or not value.startswith("/")):
-        raise ConfigError(f"I2C bus {value!r}: expected a number, an absolute /dev/i2c-N path or 'sim://'")
+        raise DriverConfigError(f"I2C bus {value!r}: expected a number, an absolute /dev/i2c-N path or 'sim://'")
     try:
         return smbus2.SMBus(value)
     except OSError as err:

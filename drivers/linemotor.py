@@ -33,12 +33,15 @@ from __future__ import annotations
 import logging
 import re
 import time
+from typing import TYPE_CHECKING
 from dataclasses import dataclass
 
-from agent.config.drivers import LineMotorConfig
-from agent.errors import ChecksumError, DeviceTimeout, DriverError
+from drivers.errors import ChecksumError, DeviceTimeout, DriverError
 from drivers.base import MotorFeedback
 from drivers.serialport import SerialFactory, SerialLink, SerialMotorController, transfer_s
+
+if TYPE_CHECKING:
+    from drivers.config import LineMotorConfig
 
 log = logging.getLogger(__name__)
 

@@ -40,11 +40,14 @@ from __future__ import annotations
 
 import logging
 import struct
+from typing import TYPE_CHECKING
 
-from agent.config.drivers import RoboclawConfig
-from agent.errors import ChecksumError, DeviceTimeout, DriverError
+from drivers.errors import ChecksumError, DeviceTimeout, DriverError
 from drivers.base import MotorFeedback
 from drivers.serialport import SerialFactory, SerialLink, SerialMotorController, transfer_s
+
+if TYPE_CHECKING:
+    from drivers.config import RoboclawConfig
 
 log = logging.getLogger(__name__)
 

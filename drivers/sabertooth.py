@@ -30,11 +30,14 @@ from __future__ import annotations
 import logging
 import math
 import time
+from typing import TYPE_CHECKING
 
-from agent.config.drivers import SabertoothConfig
-from agent.errors import DriverError
+from drivers.errors import DriverError
 from drivers.base import MotorFeedback
 from drivers.serialport import SerialFactory, SerialLink, SerialMotorController
+
+if TYPE_CHECKING:
+    from drivers.config import SabertoothConfig
 
 log = logging.getLogger(__name__)
 

@@ -7,7 +7,7 @@ drivers/linemotor.py:
   ``/dev/serial/by-id/...``, a pty slave) or pyserial URL (``loop://``,
   ``socket://``, ``rfc2217://``) as 8N1 with an exclusive lock;
 - :class:`SerialLink` wraps an open ``serial.Serial``-like object so that every
-  failure comes out as :class:`agent.errors.DriverError` naming the device and
+  failure comes out as :class:`drivers.errors.DriverError` naming the device and
   keeping the OS errno (pyserial raises ``SerialException``, ``OSError`` and,
   from ``tcflush``, ``termios.error``);
 - :class:`SerialMotorController` is the lifecycle the three drivers share:
@@ -33,7 +33,7 @@ from collections.abc import Callable
 
 import serial
 
-from agent.errors import ChecksumError, DeviceClosed, DeviceTimeout, DriverError
+from drivers.errors import ChecksumError, DeviceClosed, DeviceTimeout, DriverError
 from drivers.base import MotorController, MotorFeedback
 
 log = logging.getLogger(__name__)

@@ -25,11 +25,14 @@ from __future__ import annotations
 
 import logging
 import time
+from typing import TYPE_CHECKING
 
-from agent.config.drivers import LineMotorConfig
 from drivers import linemotor as lp
 from drivers.emulators.pty import PtySerialDevice
 from drivers.emulators.tank import TankPhysics
+
+if TYPE_CHECKING:
+    from drivers.config import LineMotorConfig
 
 log = logging.getLogger(__name__)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from agent.errors import ConfigError, DeviceClosed, DriverError
+from drivers.errors import DeviceClosed, DriverConfigError, DriverError
 from drivers.emulators.i2c import FakeSMBus, RegisterChip
 from drivers.i2c import I2cDevice, open_bus, swap16, to_s16
 
@@ -20,7 +20,7 @@ def test_open_bus_sim_uses_the_factory():
 
 @pytest.mark.parametrize("value", ["sim://", "sim://x", "ftp://1", "i2c-1", True, -1, 1.5])
 def test_open_bus_rejects_values_it_cannot_open(value):
-    with pytest.raises(ConfigError):
+    with pytest.raises(DriverConfigError):
         open_bus(value)
 
 
