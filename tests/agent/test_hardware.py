@@ -67,10 +67,10 @@ async def test_i2c_error_burst_degrades_then_recovers(caplog):
         assert await wait_for(lambda: {h.name: h for h in agent.hardware.health()}["imu"].errors == errors + 2, 3)
         assert await wait_for(lambda: _health(agent, "imu") == "ok", 3)
         msgs = [r.getMessage() for r in caplog.records if r.name == "agent.supervisor" and r.getMessage().startswith("imu:")]
-        degraded = [m for m in msgs if "degraded" in m]
+        degraded = [m for m in msgs if "-> degraded" in m]
         assert len(degraded) == 1 and "121" in degraded[0], msgs  # logged once going down
-        assert msgs[-1] == "imu: recovered", msgs                    # and once coming back
-        assert not any("lost" in m for m in msgs), msgs
+        assert msgs[-1] == "imu: degraded -> ok", msgs               # and once coming back
+        assert not any("-> lost" in m for m in msgs), msgs
         assert agent.control.snapshot().imu is not None
 
 
