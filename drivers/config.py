@@ -21,6 +21,8 @@ from typing import ClassVar, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from drivers.transport import url_scheme
+
 I2cBus = Union[int, str]
 
 
@@ -244,11 +246,7 @@ class CameraConfig(DriverSection):
     @staticmethod
     def source_scheme(source: int | str) -> str:
         """``"gst"`` for ``gst:<pipeline>``, ``"rtsp"`` for ``rtsp://...``; "" for an index or a path."""
-        if isinstance(source, int):
-            return ""
-        head, sep, _ = source.partition(":")
-        plain = head[:1].isalpha() and all(c.isalnum() or c in "+.-" for c in head)
-        return head.lower() if sep and plain else ""
+        return url_scheme(source)
 
     @field_validator("source")
     @classmethod

@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING
 from drivers.errors import DriverError
 from drivers.base import MotorFeedback
 from drivers.serialport import SerialFactory, SerialLink, SerialMotorController
+from drivers.transport import Openers
 
 if TYPE_CHECKING:
     from drivers.config import SabertoothConfig
@@ -100,11 +101,13 @@ class Sabertooth(SerialMotorController):
         serial_factory: returns an open ``serial.Serial``-like object; default
             ``serial_for_url(cfg.port, cfg.baud)`` 8N1 exclusive.
         name: configured device name, used in errors and logs.
+        openers: URL scheme -> opener table for the default factory (``sim://`` ports;
+            drivers/transport.py).
     """
 
     def __init__(self, cfg: SabertoothConfig, *, serial_factory: SerialFactory | None = None,
-                 name: str = "motor") -> None:
-        super().__init__(cfg, serial_factory=serial_factory, name=name, timeout_s=READ_TIMEOUT_S)
+                 name: str = "motor", openers: Openers | None = None) -> None:
+        super().__init__(cfg, serial_factory=serial_factory, name=name, openers=openers, timeout_s=READ_TIMEOUT_S)
         self.cfg: SabertoothConfig = cfg
 
     def _handshake(self, link: SerialLink) -> None:

@@ -16,6 +16,7 @@ from typing import Any, Union
 from pydantic import Field, model_validator
 
 from agent.config.base import Section
+from drivers.transport import bus_key
 from drivers.config import (  # noqa: F401 - the models, re-exported for the agent side
     KINDS, BatteryConfig, Bno055Config, CameraConfig, GripperConfig, I2cBus, Ina219Config,
     Ina226Config, LineMotorConfig, Mpu6050Config, Pca9685Config, RoboclawConfig,
@@ -55,12 +56,19 @@ class DriversConfig(Section):
     @model_validator(mode="after")
     def _unique_i2c_addresses(self) -> "DriversConfig":
         seen: dict[tuple[str, int], str] = {}
-        for name in ("imu", "power", "servo"):
-            dev = getattr(self, name)
-            if dev is None:
+        for name, dev in self.devices():
+            if not hasattr(dev, "bus"):
                 continue
-            key = (str(dev.bus), dev.address)
+            key = (bus_key(dev.bus), dev.address)
             if key in seen:
                 raise ValueError(f"{name} and {seen[key]} both use address 0x{dev.address:02x} on I2C bus {dev.bus!r}")
             seen[key] = name
         return self
+
+    def devices(self) -> list[tuple[str, Any]]:
+        """``(kind, section)`` of every configured single device (motor, imu, power, servo), in that order."""
+        return [(k, getattr(self, k)) for k in SINGLE_KINDS if getattr(self, k) is not None]
+
+    def transport_urls(self) -> list[tuple[str, str]]:
+        """``(kind, port or bus)`` of every configured single device, as text (``sim://``, ``/dev/ttyACM0``, ``1``)."""
+        return [(k, str(getattr(dev, "port", None) or getattr(dev, "bus", ""))) for k, dev in self.devices()]

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from typing import Iterable, Protocol
 
 from drivers.errors import DriverConfigError
-from drivers.i2c import SIM_URL, SMBUS_BLOCK_MAX
+from drivers.i2c import SMBUS_BLOCK_MAX
 
 #: smbus2 ``i2c_msg.flags`` bit of a read message (linux/i2c.h I2C_M_RD).
 I2C_M_RD = 0x0001
@@ -152,7 +152,7 @@ class FakeSMBus:
             message is not the last one, like the Pi's ``i2c-bcm2835`` (§7.1).
     """
 
-    def __init__(self, chips: dict[int, Chip] | None = None, *, label: str = SIM_URL,
+    def __init__(self, chips: dict[int, Chip] | None = None, *, label: str = "sim://",
                  history: int = 512, read_last_only: bool = True) -> None:
         self.label = label
         self.read_last_only = read_last_only
