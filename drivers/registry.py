@@ -16,17 +16,18 @@ from typing import Any, get_args
 from drivers.config import KINDS, DriverSection
 from drivers.errors import DriverConfigError
 
-__all__ = ["KINDS", "driver_class", "emulator_class", "model", "models"]
+__all__ = ["KINDS", "driver_class", "emulator_class", "kind_of", "model", "models"]
 
 
-def _kind_of(cls: type[DriverSection]) -> str:
+def kind_of(cls: type[DriverSection]) -> str:
+    """The config ``kind`` value a model stands for (``"roboclaw"``), or "" for a model without one."""
     field = cls.model_fields.get("kind")
     return get_args(field.annotation)[0] if field is not None else ""
 
 
 #: config ``kind`` value (``roboclaw``, ``mpu6050``...) -> its config model.
 MODELS: dict[str, type[DriverSection]] = {
-    _kind_of(m): m for ms in KINDS.values() for m in ms if _kind_of(m)}
+    kind_of(m): m for ms in KINDS.values() for m in ms if kind_of(m)}
 
 
 def models(device_kind: str) -> tuple[type[DriverSection], ...]:
