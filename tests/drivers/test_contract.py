@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import inspect
 import math
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -122,9 +123,11 @@ def test_a_transport_fault_is_a_driver_error(rig):
     kind, r = rig
     r.driver.open()
     r.fault()
-    with pytest.raises(DriverError):
-        for _ in range(3):  # a one-way link may take a write to notice; a camera read to run dry
+    deadline = time.monotonic() + 10.0  # loose: a write-only link may buffer a write or two while
+    with pytest.raises(DriverError):    # the kernel hangs the tty up (a USB adapter does the same)
+        while time.monotonic() < deadline:
             _use(kind, r.driver)
+            time.sleep(0.01)
 
 
 def test_reads_are_in_si_units(rig):
