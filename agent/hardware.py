@@ -3,8 +3,9 @@
 :class:`Hardware` is what the control loop talks to (docs/architecture.md,
 "Hardware"). Its methods never raise: a failing device is marked ``degraded``
 or ``lost`` (agent/supervisor.py) and reopened in the background while the
-agent keeps running without it. Motor calls happen on the control thread;
-I2C devices (IMU, power monitor, servo chip) are served by one worker thread
+agent keeps running without it. The motor controller is served by its own
+thread (agent/motorworker.py: the control thread posts the newest duty and
+reads the published feedback, never waiting for the serial line); I2C devices (IMU, power monitor, servo chip) are served by one worker thread
 per bus so transactions on a bus never interleave and a hung bus never
 stalls the control loop.
 
@@ -26,6 +27,7 @@ from agent.config import AgentConfig
 from agent.errors import DriverError
 from agent.health import LOST, OK
 from agent.model import DeviceHealth, ImuSample, PowerSample
+from agent.motorworker import MotorWorker
 from agent.supervisor import Reopener, Supervised
 from drivers.base import Imu, MotorController, MotorFeedback, PowerMonitor, ServoController
 from drivers.i2c import bus_key, open_bus
@@ -194,21 +196,22 @@ class I2cWorker:
 
 class Hardware:
     """Supervised devices of the robot; see module docstring. Construct with :meth:`from_config`
-    or directly from :class:`Supervised` devices (tests, other rigs)."""
+    or directly from :class:`Supervised` devices (tests, other rigs).
+
+    Attributes:
+        motor_worker: the motor controller's thread (agent/motorworker.py), None without a motor.
+    """
 
     def __init__(self, *, motor: Supervised[MotorController] | None = None,
                  imu: Supervised[Imu] | None = None, imu_rate_hz: float = 100.0,
                  power: Supervised[PowerMonitor] | None = None, power_rate_hz: float = 10.0,
                  servo: Supervised[ServoController] | None = None,
                  i2c_groups: list[tuple[str, list[str]]] | None = None,
-                 motor_feedback_hz: float = 20.0, clock: Callable[[], float] = time.monotonic,
-                 buses: Buses | None = None) -> None:
+                 motor_feedback_hz: float = 20.0, buses: Buses | None = None) -> None:
         self.motor = motor
         self._buses = buses
-        self._feedback_period = 1.0 / motor_feedback_hz
-        self._next_feedback = 0.0
-        self._feedback: MotorFeedback | None = None
-        self._clock = clock
+        self.motor_worker = None if motor is None else MotorWorker(
+            motor, feedback_hz=motor_feedback_hz, on_feedback=self._note_status)
         self.imu, self.power, self.servo = imu, power, servo
         self._devices = [d for d in (motor, imu, power, servo) if d is not None]
         self._health_sources: list[Callable[[], tuple[DeviceHealth, ...]]] = []
@@ -253,6 +256,8 @@ class Hardware:
             dev.try_open()
         for w in self._workers:
             w.start()
+        if self.motor_worker is not None:
+            self.motor_worker.start()
         self._reopener.start()
 
     def close(self) -> None:
@@ -260,6 +265,8 @@ class Hardware:
         self._reopener.close()
         for w in self._workers:
             w.close()
+        if self.motor_worker is not None:
+            self.motor_worker.close()
         if self.motor is not None:
             self.motor.call(lambda d: d.stop())
         for dev in reversed(self._devices):
@@ -273,34 +280,43 @@ class Hardware:
 
     # ------------------------------------------------------------------ control thread
     def set_duty(self, left: float, right: float) -> bool:
-        """Command track duty, each -1..1. True when the write was acknowledged. Control thread only."""
-        if self.motor is None:
+        """Post track duty, each -1..1, to the motor's thread (latest wins; never blocks).
+
+        Returns True while the controller is present and acknowledged the last duty written;
+        False with no motor or a lost one.
+        """
+        if self.motor_worker is None:
             return False
-        return bool(self.motor.call(lambda d: (d.set_duty(left, right), True)[1], default=False))
+        return self.motor_worker.post(left, right)
+
+    def settle_motor(self, timeout_s: float) -> bool:
+        """Wait up to ``timeout_s`` until every duty posted so far was written; False with no motor or late.
+
+        For callers that step time themselves (``ControlLoop.tick``) and for the closing zero.
+        """
+        return self.motor_worker is not None and self.motor_worker.settle(timeout_s)
+
+    def has_motor(self) -> bool:
+        """True when a motor controller is configured and not lost (a duty can be confirmed)."""
+        return self.motor is not None and self.motor.state != LOST
 
     def read_motor(self) -> MotorFeedback | None:
-        """Encoders, battery, currents, status from the motor controller, or None. Control thread only.
+        """The newest feedback the motor's thread read (encoders, battery, currents, status), or None.
 
-        The controller is asked at most ``feedback_hz`` times a second (a RoboClaw feedback set is
-        7 transactions, about 15 ms of wire time at 38400 baud); between reads the last feedback is
-        returned. None while the controller is lost.
+        The controller is asked ``feedback_hz`` times a second (a RoboClaw feedback set is
+        7 transactions, about 15 ms of wire time at 38400 baud) between duty writes. None
+        while the controller is lost or its last read failed.
         """
-        if self.motor is None:
-            return None
-        now = self._clock()
-        if now < self._next_feedback and self.motor.state != LOST:
-            return self._feedback
-        self._next_feedback = now + self._feedback_period
-        fb = self.motor.call(lambda d: d.read_feedback())
-        self._feedback = fb
-        if fb is not None:
-            if fb.status_text != self._last_status:
-                if fb.status_text:
-                    log.error("motor: controller reports %s", ", ".join(fb.status_text))
-                else:
-                    log.info("motor: controller status normal")
-                self._last_status = fb.status_text
-        return fb
+        return None if self.motor_worker is None else self.motor_worker.feedback
+
+    def _note_status(self, fb: MotorFeedback) -> None:
+        """Log a change of the controller's status flags once (motor thread)."""
+        if fb.status_text != self._last_status:
+            if fb.status_text:
+                log.error("motor: controller reports %s", ", ".join(fb.status_text))
+            else:
+                log.info("motor: controller status normal")
+            self._last_status = fb.status_text
 
     def set_servo_pulses(self, pulses: dict[int, float | None]) -> None:
         """Servo outputs, channel -> pulse in microseconds (None = release). Latest value wins."""

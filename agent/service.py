@@ -116,5 +116,5 @@ async def run(cfg: AgentConfig, *, config_path: str | None = None, logs=None,
         reporter.remove()
         await agent.close()
         _handle_signals(loop, None)
-    log.info("stopped; motors commanded to zero")
+    log.info("stopped")
     return 0

@@ -4,7 +4,10 @@
 (docs/architecture.md, "Hardware"). :class:`DeviceIO` does one tick's exchange:
 the duty first, the servo pulses only when they changed, then the readings the
 pure tick (agent.control.tick) folds into the snapshot; and the zero writes of
-a failed tick and of closing.
+a failed tick and of closing. None of it waits for a device on the control
+thread: the duty is posted to the motor's own thread and the readings are the
+newest its threads published. Only a caller that steps time itself
+(``ControlLoop.tick``) waits, bounded, for the duty to be written.
 """
 
 from __future__ import annotations
@@ -24,12 +27,16 @@ log = logging.getLogger(__name__)
 
 #: Pause between two attempts of the closing zero write, s.
 ZERO_RETRY_S = 0.05
+#: Longest wait of a self-stepped tick (``ControlLoop.tick``) for its duty to be written, s.
+SETTLE_TIMEOUT_S = 2.0
 
 
 class HardwarePort(Protocol):
     """What the loop needs from agent.hardware.Hardware (docs/architecture.md, "Hardware")."""
 
     def set_duty(self, left: float, right: float) -> bool: ...
+    def settle_motor(self, timeout_s: float) -> bool: ...
+    def has_motor(self) -> bool: ...
     def read_motor(self) -> MotorFeedback | None: ...
     def set_servo_pulses(self, pulses: dict[int, float | None]) -> None: ...
     def latest_imu(self) -> ImuSample | None: ...
@@ -52,9 +59,14 @@ class DeviceIO:
         self._wall = wall
         self._last_pulses: Mapping[int, float] | None = None
 
-    def write_duty(self, duty: Pair) -> bool:
-        """Command (left, right) duty in [-1, 1]; True when the motor controller confirmed it."""
-        return self._hw.set_duty(duty[0], duty[1])
+    def write_duty(self, duty: Pair, *, wait: bool = False) -> bool:
+        """Post (left, right) duty in [-1, 1] to the motor's thread; True while the controller acknowledges.
+
+        Without ``wait`` the answer is the last write's (the control thread never blocks on the
+        line); with ``wait`` (self-stepped ticks) this duty's, waiting up to ``SETTLE_TIMEOUT_S``.
+        """
+        ok = self._hw.set_duty(duty[0], duty[1])
+        return self._hw.settle_motor(SETTLE_TIMEOUT_S) if wait else ok
 
     def write_pulses(self, pulses: Mapping[int, float]) -> None:
         """Servo channel -> pulse, us; sent only when different from the last pulses sent."""
@@ -76,14 +88,18 @@ class DeviceIO:
         except Exception:  # Hardware never raises; guard anyway
             log.exception("zero duty after a failed tick failed too")
 
-    def zero_confirmed(self, deadline: float) -> bool:
+    def zero_confirmed(self, deadline: float) -> bool | None:
         """Command zero until the motor controller confirms it or ``time.monotonic()`` passes ``deadline``.
 
-        At least one attempt. Returns True once confirmed.
+        At least one attempt. Returns True once confirmed, False when the deadline passed, None
+        at once when there is no controller to confirm it (none configured, or lost).
         """
         pause = threading.Event()
         while True:
-            if self._hw.set_duty(0.0, 0.0):
+            if not self._hw.has_motor():
+                return None
+            self._hw.set_duty(0.0, 0.0)
+            if self._hw.settle_motor(max(0.0, deadline - time.monotonic())):
                 return True
             left = deadline - time.monotonic()
             if left <= 0:

@@ -6,7 +6,10 @@ commands become arbitration claims (agent.arbitration), latched commands set
 joint targets, ``Stop`` drops every claim and latches out the sources that were
 streaming. It also holds the snapshot ring the tick publishes into
 (``snapshot``, ``samples_since``) and the runtime base limits. A ``Stop`` or the
-release of a driving source calls ``wake`` so the scheduler runs a tick at once.
+release of a driving source calls ``wake`` so the scheduler runs a tick at once, and so
+does a velocity command whose value differs from its source's last one (a repeat
+only refreshes the watchdog). A velocity more than ``OVER_LIMIT_FACTOR`` (10) times
+the configured maximum is refused with a CommandError, not clamped to full speed.
 """
 
 from __future__ import annotations
@@ -49,6 +52,9 @@ RING_SIZE = 512
 STILL_MPS = 0.01
 #: Repeated rejections of the same kind from one source are logged at most this often, s.
 REJECT_LOG_INTERVAL_S = 5.0
+#: A velocity command more than this many times the configured maximum is refused, not clamped
+#: (vx vs base.max_speed_mps, omega vs the max omega, qd vs each joint's max_speed_radps).
+OVER_LIMIT_FACTOR = 10.0
 
 
 def describe(cfg: AgentConfig) -> RobotDescription:
@@ -77,7 +83,7 @@ class Front:
         lock: the loop's lock (shared with the tick).
         hardware: used for ``calibrate_imu`` only.
         clock: monotonic clock, s (the same one the tick runs on).
-        wake: asks the scheduler for a tick now (a stop, a release of a driving source).
+        wake: asks the scheduler for a tick now (a new velocity value, a stop, a release of a driving source).
     """
 
     def __init__(self, state: ControlState, lock: threading.Lock, hardware: HardwarePort, *,
@@ -88,6 +94,7 @@ class Front:
         self._clock = clock
         self._wake = wake
         self._closed = False
+        self._last_velocity: dict[tuple[str, str], Command] = {}  # (source, channel) -> its last velocity command
         self._muted: dict[str, float] = {}  # source -> its last velocity command refused by the stop latch, s
         self._calibration: concurrent.futures.Future | None = None
         self._rejects = RateLimitedLog(log, REJECT_LOG_INTERVAL_S)
@@ -138,11 +145,33 @@ class Front:
         if isinstance(command, JointVelocity):
             self._state.joints.check_length("joint_velocity", len(command.qd))
             channel = JOINTS
+        self._check_magnitude(command)
         with self._lock:
             now = self._clock()
             self._check_stop_latch(source, now)
+            changed = self._last_velocity.get((source, channel)) != command or self._state.stopped
+            self._last_velocity[(source, channel)] = command
             self._state.arbiter.offer(source, channel, command, now)
             self._state.stopped = False
+        if changed:     # a new value runs a tick at once; a repeated one only refreshes the watchdog
+            self._wake()
+
+    def _check_magnitude(self, command: BaseVelocity | TrackDuty | JointVelocity) -> None:
+        """Refuse a finite but absurd velocity (more than OVER_LIMIT_FACTOR x the maximum) instead of
+        clamping it to full speed. TrackDuty outside -1..1 is refused by the model already."""
+        state, k = self._state, OVER_LIMIT_FACTOR
+        if isinstance(command, BaseVelocity):
+            top_omega = 2.0 * state.full_duty_mps / state.track_width_m
+            for name, value, top, unit in (("vx", command.vx, state.full_duty_mps, "m/s"),
+                                           ("omega", command.omega, top_omega, "rad/s")):
+                if abs(value) > k * top:
+                    raise CommandError(f"base_velocity {name} {value:g} {unit} is more than {k:g}x the maximum "
+                                       f"{top:g} {unit}; refused (not clamped to full speed)")
+        elif isinstance(command, JointVelocity):
+            for joint, qd in zip(self._state.joints.joints, command.qd):
+                if abs(qd) > k * joint.max_speed_radps:
+                    raise CommandError(f"joint_velocity {joint.name} {qd:g} rad/s is more than {k:g}x its "
+                                       f"max_speed_radps {joint.max_speed_radps:g}; refused")
 
     def _latched(self, source: str, command: Command) -> None:
         state, joints = self._state, self._state.joints
@@ -277,9 +306,11 @@ class Front:
         """Snapshots with ``seq`` greater than the given one still in the ring, oldest first, at most ``limit``."""
         if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
             raise ValueError(f"samples_since limit must be a positive integer, got {limit!r}")
-        with self._ring_lock:
-            ring = list(self._ring)
-        return [s for s in ring if s.seq > seq][:limit]
+        with self._ring_lock:   # seq rises by one per snapshot: index from the newest, no scan
+            ring, n = self._ring, len(self._ring)
+            count = min(ring[-1].seq - seq, n) if n else 0
+            start = n - count
+            return [ring[i] for i in range(start, min(start + limit, n))] if count > 0 else []
 
     # ================================================================== settings
     def set_limits(self, max_speed_mps: float | None = None, max_accel_mps2: float | None = None) -> None:

@@ -101,7 +101,7 @@ class ControlLoop:
     def _step(self, now: float) -> Snapshot:
         with self._lock:
             plan = command(self._state, now)
-        ok = self._io.write_duty(plan.duty)
+        ok = self._io.write_duty(plan.duty, wait=not self._scheduler.running())
         with self._lock:
             motor_answered(self._state, ok)
         self._io.write_pulses(plan.pulses)
@@ -126,19 +126,23 @@ class ControlLoop:
     def close(self, timeout_s: float = 2.0) -> bool:
         """Stop the thread, command zero to the motors and confirm the write (SIGTERM path).
 
-        Retries the zero write until it is acknowledged or ``timeout_s`` has passed.
-        Idempotent. Returns True when the zero was confirmed.
+        Retries the zero write until it is acknowledged or ``timeout_s`` has passed; with no
+        controller (none configured, or lost) says so once and does not wait. Idempotent.
+        Returns True when the zero was confirmed.
         """
         self._front.close()
         deadline = time.monotonic() + timeout_s
         self._scheduler.stop(timeout_s)
         with self._lock:
             self._state.halt()
-        if self._io.zero_confirmed(deadline):
+        confirmed = self._io.zero_confirmed(deadline)
+        if confirmed:
             log.info("control loop closed: zero duty confirmed")
-            return True
-        log.error("control loop closed: zero duty NOT confirmed within %.1f s", timeout_s)
-        return False
+        elif confirmed is None:
+            log.warning("control loop closed: no motor controller to stop (none configured, or lost)")
+        else:
+            log.error("control loop closed: zero duty NOT confirmed within %.1f s", timeout_s)
+        return bool(confirmed)
 
     def tick_stats(self) -> TickStats:
         """(ticks, late_ticks, max_tick_s, achieved_hz); achieved over the last ~1 s."""

@@ -8,8 +8,13 @@ bursting to catch up. Besides the slots it wakes
 - at the deadline of the velocity command driving a channel when that falls
   between two slots, and runs one extra tick then, so the watchdog's zero
   reaches the motor right after the timeout rather than up to a tick later;
-- at once when :meth:`Scheduler.wake` is called (a ``Stop``, the release of a
-  driving source).
+- at once when :meth:`Scheduler.wake` is called (a new velocity command, a
+  ``Stop``, the release of a driving source): wake-ups are coalesced (any number
+  of calls before the tick runs give one tick) and kept at least
+  ``MIN_WAKE_SPACING_S`` after the previous tick; a woken tick restarts the slot
+  grid (the next slot is one period after it), so a command stream faster than
+  ``rate_hz`` ticks at the stream's rate (at most ``1 / MIN_WAKE_SPACING_S``),
+  never at stream rate plus slot rate.
 
 A tick that raises is logged (rate-limited) and followed by the ``recover``
 call (zero the tracks); the thread carries on. The same timing path serves
@@ -35,16 +40,19 @@ RATE_WINDOW_S = 1.0
 RATE_SHARE = 0.8
 #: A tick that keeps failing is logged at most this often, s.
 TICK_ERROR_LOG_INTERVAL_S = 5.0
+#: Least time between a tick and a tick woken by :meth:`Scheduler.wake`, s (caps woken ticks at 200 Hz).
+MIN_WAKE_SPACING_S = 0.005
 
 
 class TickStats(NamedTuple):
     """Loop timing: ticks run; late ticks (started over half a period after their slot, or overran
-    into the next slot); longest tick, s; rate over the last ~1 s, Hz."""
+    into the next slot); longest tick, s; rate over the last ~1 s, Hz; ticks run by wake()."""
 
     ticks: int
     late_ticks: int
     max_tick_s: float
     achieved_hz: float
+    woken_ticks: int = 0
 
 
 class Scheduler:
@@ -76,6 +84,8 @@ class Scheduler:
         self._max_tick_s = 0.0
         self._tick_times: deque[float] = deque(maxlen=int(rate_hz * RATE_WINDOW_S * 2) + 8)
         self._first_tick: float | None = None
+        self._last_start = -math.inf     # clock time the last tick started, s
+        self.woken = 0                   # ticks run because of wake()
 
     # ================================================================== control
     def start(self) -> None:
@@ -126,11 +136,13 @@ class Scheduler:
                 self._wake.wait(wake - now)
                 if self._halt.is_set():
                     break
-                now = self._clock()
-                if self._wake.is_set():     # a stop or release: apply it without waiting for the slot
-                    self._wake.clear()
-                    self._safe_tick(now)
+                if self._wake.is_set():     # a command, stop or release: apply it without waiting for the slot
+                    now = self._woken_tick()
+                    if now is None:
+                        break
+                    slot = now + period
                     continue
+                now = self._clock()
                 if now < wake:
                     continue
             if now < slot:      # a driving command's deadline fell between slots: zero it now
@@ -146,7 +158,19 @@ class Scheduler:
                 late = True
             self._late += late
 
+    def _woken_tick(self) -> float | None:
+        """Run the tick ``wake()`` asked for, at least ``MIN_WAKE_SPACING_S`` after the last; its time, or None on halt."""
+        gap = self._last_start + MIN_WAKE_SPACING_S - self._clock()
+        if gap > 0 and self._halt.wait(gap):
+            return None
+        self._wake.clear()      # wake() calls from here on ask for the next tick
+        now = self._clock()
+        self.woken += 1
+        self._safe_tick(now)
+        return now
+
     def _safe_tick(self, now: float) -> None:
+        self._wake.clear()      # this tick applies every command submitted so far
         try:
             self._timed(now)
         except Exception:  # the loop must outlive any bug in one tick
@@ -156,6 +180,7 @@ class Scheduler:
             self._recover()
 
     def _timed(self, now: float) -> object:
+        self._last_start = now
         started = time.monotonic()
         result = self._tick(now)
         self._ticks += 1
@@ -168,7 +193,7 @@ class Scheduler:
     # ================================================================== timing
     def stats(self) -> TickStats:
         """(ticks, late_ticks, max_tick_s, achieved_hz); achieved over the last ~1 s."""
-        return TickStats(self._ticks, self._late, self._max_tick_s, self._achieved_hz())
+        return TickStats(self._ticks, self._late, self._max_tick_s, self._achieved_hz(), self.woken)
 
     def _achieved_hz(self) -> float:
         if self._first_tick is None:

@@ -172,15 +172,25 @@ def test_base_velocity_skid_steer_ramped_and_scaled(rig):
     assert rig.duty == pytest.approx((0.7 / 1.3, 1.0), abs=1e-3)
 
 
-def test_a_twist_near_the_float_maximum_is_ramped_and_scaled_not_full_duty(rig):
-    # vx + omega * W / 2 overflows: once gave a NaN track speed, sent as full duty without the ramp
-    rig.loop.submit("sim2bot", BaseVelocity(1.7e308, 1.7e308))
-    snap = rig.tick()
-    assert (snap.tracks.cmd_left_mps, snap.tracks.cmd_right_mps) == pytest.approx((0.04 * 0.85 / 1.15, 0.04))
-    assert rig.duty == pytest.approx((0.04 * 0.85 / 1.15, 0.04), abs=1e-3)
-    rig.loop.submit("sim2bot", BaseVelocity(1.7e308, 1.7e308))
-    snap = rig.tick(24)                                      # 25 ticks * 0.04 = 1.0 m/s reached
-    assert (snap.tracks.duty_left, snap.tracks.duty_right) == pytest.approx((0.85 / 1.15, 1.0))
+@pytest.mark.parametrize("command", [
+    BaseVelocity(1.7e308, 1.7e308), BaseVelocity(1e300, 0.0), BaseVelocity(10.01, 0.0),   # max 1 m/s
+    BaseVelocity(0.0, -66.7),                                # max omega 2 * 1 / 0.3 = 6.67 rad/s
+    JointVelocity((0.0, 1e300)),
+])
+def test_a_velocity_over_ten_times_the_maximum_is_refused_not_full_speed(rig, command):
+    with pytest.raises(CommandError, match="more than 10x"):
+        rig.loop.submit("sim2bot", command)
+    snap = rig.tick(30)
+    assert rig.duty == (0.0, 0.0) and snap.active_source == "" and snap.joints.qd == (0.0, 0.0)
+
+
+def test_a_velocity_under_ten_times_the_maximum_is_scaled_to_full_duty(rig):
+    rig.loop.submit("sim2bot", BaseVelocity(9.9, 0.0))
+    rig.tick(20)
+    rig.loop.submit("sim2bot", BaseVelocity(9.9, 0.0))
+    snap = rig.tick(6)                                       # 25 ticks * 0.04 = 1.0 m/s reached
+    assert (snap.tracks.duty_left, snap.tracks.duty_right) == pytest.approx((1.0, 1.0))
+    assert rig.duty == pytest.approx((1.0, 1.0), abs=1e-3)
 
 
 def test_track_duty_bypasses_kinematics_but_is_ramped(rig):

@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from agent.control.scheduler import Scheduler
+from agent.control.scheduler import MIN_WAKE_SPACING_S, Scheduler
 
 SLOW_HZ = 0.1        # one slot per 10 s
 
@@ -75,3 +75,37 @@ def test_tick_on_the_callers_thread_is_refused_while_the_thread_runs(run):
     sched, _ = run()
     with pytest.raises(RuntimeError):
         sched.tick(0.0)
+
+
+def test_wake_ups_before_the_tick_runs_are_coalesced_into_one_tick(run):
+    gate = threading.Event()
+    rec = Recorder()
+
+    def slow_tick(now: float) -> None:               # the first woken tick blocks until the test says
+        rec(now)
+        gate.wait(5.0)
+
+    sched = Scheduler(slow_tick, lambda: None, lambda now: None, rate_hz=SLOW_HZ, clock=time.monotonic)
+    sched.start()
+    try:
+        assert rec.wait_for(1)                       # the slot at start, blocked in the tick
+        for _ in range(50):                          # a burst of commands while it runs
+            sched.wake()
+        gate.set()
+        assert rec.wait_for(2)
+        time.sleep(0.3)
+        assert len(rec.times) == 2                   # fifty wake-ups, one tick
+        assert sched.stats().woken_ticks == 1
+    finally:
+        gate.set()
+        sched.stop(timeout_s=5.0)
+
+
+def test_woken_ticks_keep_the_minimum_spacing(run):
+    sched, rec = run()
+    for n in range(2, 12):                           # a stream far faster than 200 Hz
+        sched.wake()
+        assert rec.wait_for(n)
+    gaps = [b - a for a, b in zip(rec.times, rec.times[1:])]
+    assert min(gaps) >= MIN_WAKE_SPACING_S           # the spacing is waited out on the same clock
+    assert sched.stats().woken_ticks == 10

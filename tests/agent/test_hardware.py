@@ -48,7 +48,8 @@ async def test_serial_unplug_while_driving_stops_motors_and_reconnects():
         emu.unplug()
         # keep commanding: the agent must not be able to drive a lost controller...
         assert await drive_until(lambda: _health(agent, "motor") == "lost", 5)
-        assert any(f.startswith("motor: lost") for f in agent.control.snapshot().faults)
+        # the motor's thread found it lost: the next tick's snapshot says so
+        assert await wait_for(lambda: any(f.startswith("motor: lost") for f in agent.control.snapshot().faults), 2)
         # ...and the controller's own serial timeout (0.5 s) stops the tracks without software
         assert await wait_for(lambda: physics.duty == [0.0, 0.0], 3)
         assert await wait_for(lambda: abs(physics.vx_mps) < 0.01, 3)
