@@ -37,6 +37,11 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
+#: Line -> reply turnaround of the firmware, s: hardware-reference §8.2 bounds it ("a reply
+#: within 20 ms"); an Arduino parsing one short line answers in about 1 ms, assumed here.
+REPLY_LATENCY_S = 0.001
+
+
 class LineMotorEmulator(PtySerialDevice):
     """An emulated line-protocol firmware served on a pty.
 
@@ -79,7 +84,9 @@ class LineMotorEmulator(PtySerialDevice):
     def from_config(cls, cfg: LineMotorConfig, physics: TankPhysics | None = None,
                     **options) -> LineMotorEmulator:
         """The emulator a driver with ``cfg`` talks to (the protocol has no per-device options)."""
-        return cls(physics, **options)
+        emu = cls(physics, **options)
+        emu.pace(cfg.baud, REPLY_LATENCY_S)
+        return emu
 
     # ------------------------------------------------------------------ power
     def reset(self) -> None:

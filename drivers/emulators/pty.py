@@ -3,15 +3,13 @@
 The emulator owns the *master* side of a pseudo-terminal and serves the
 device's real bytes on it from its own thread; the driver opens the *slave*
 path (``/dev/pts/N``) with pyserial exactly as it would open ``/dev/ttyUSB0``.
-A pty has no baud rate: bytes arrive as fast as the two threads run, so
-timings measured through it are a lower bound of the wire's (see
-scripts/bench_motor.py).
+A pty has no baud rate; :meth:`PtySerialDevice.pace` (done by ``from_config``,
+so in the simulated tank) puts the wire time back (drivers/emulators/wire.py).
 
 Lifecycle and faults:
 
-- :meth:`PtySerialDevice.start` opens the pair (slave set to raw mode, then
-  closed), starts the thread and returns :attr:`PtySerialDevice.port`, the
-  path to open.
+- :meth:`PtySerialDevice.start` opens the pair (slave raw), starts the thread and returns
+  :attr:`PtySerialDevice.port`, the path to open.
 - :attr:`PtySerialDevice.port_open` follows whether a driver holds the slave
   open (Linux answers reads on the master with EIO while no one does); the
   hooks ``_on_port_open`` / ``_on_port_close`` let a device react, e.g. the DTR
@@ -19,8 +17,7 @@ Lifecycle and faults:
   Bytes the device writes while the port is closed are lost: pyserial flushes
   input when it opens a port, as the kernel drops them on real hardware.
 - :meth:`PtySerialDevice.unplug` closes the master: the kernel hangs the pty
-  up, so the driver's writes fail
-  with EIO, its reads return nothing, and the ``/dev/pts/N`` node disappears,
+  up, so the driver's writes fail with EIO, its reads return nothing, and the ``/dev/pts/N`` node disappears,
   as a pulled USB cable makes ``/dev/ttyACM0`` vanish. The device model keeps
   running (a battery-powered controller's own serial timeout still stops the
   motors); a subclass decides what losing the link does to it.
@@ -56,7 +53,9 @@ import time
 import tty
 from collections.abc import Callable
 
+from drivers.emulators.faults import FaultInjection
 from drivers.emulators.tank import TankPhysics
+from drivers.emulators.wire import SerialWire
 
 log = logging.getLogger(__name__)
 
@@ -68,7 +67,7 @@ OPEN_POLL_S = 0.01
 READ_CHUNK = 4096
 
 
-class PtySerialDevice:
+class PtySerialDevice(FaultInjection):
     """Base of a serial device served on the master side of a pty pair.
 
     Subclasses implement :meth:`_on_bytes` (parse what the driver wrote, reply
@@ -103,12 +102,19 @@ class PtySerialDevice:
         self._received: collections.deque[bytes] = collections.deque(maxlen=record)
         self._faults = {"drop": 0, "corrupt": 0, "truncate": 0, "noise": 0}
         self._prefixes: collections.deque[bytes] = collections.deque()
+        self.wire = SerialWire(None)
+        self._now = 0.0      # when the request being handled arrived (replies are timed from it), s
 
     # ------------------------------------------------------------------ lifecycle
     @property
     def port(self) -> str:
         """What a driver opens: the ``link`` path when given, else the current slave path."""
         return self._link or self._slave_path
+
+    def pace(self, baud: int | None, reply_latency_s: float = 0.0) -> None:
+        """Keep wire time: ``baud`` 8N1 both ways and ``reply_latency_s`` before each reply (None: no pacing)."""
+        with self._lock:
+            self.wire = SerialWire(baud, reply_latency_s)
 
     @property
     def slave_path(self) -> str:
@@ -146,6 +152,7 @@ class PtySerialDevice:
             os.close(self._master)
             self._master = None
             self._port_open = False
+            self.wire.clear()
             if self._link:
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(self._link)
@@ -226,13 +233,25 @@ class PtySerialDevice:
                     break
                 if self._wake_r in readable:
                     self._drain_wake()
-                now = time.monotonic()
+                now = self._now = time.monotonic()
                 if self._master is not None and (self._master in readable or not self._port_open):
                     data = self._noisy(self._read_master(now))
                     if data:
-                        self._on_bytes(data, now)
+                        self.wire.received(data, now)
+                self._carry(now)
                 due = self._on_time(now)
+                wire_due = self.wire.next_due()
+                due = wire_due if due is None else due if wire_due is None else min(due, wire_due)
                 self._changed.notify_all()
+
+    def _carry(self, now: float) -> None:
+        """Hand the requests that have arrived to the device, and write the replies that are due."""
+        for arrived, data in self.wire.arrived(now):
+            self._now = arrived
+            self._on_bytes(data, arrived)
+        self._now = now
+        for data in self.wire.sent(now):
+            self._write_master(data)
 
     def _drain_wake(self) -> None:
         try:
@@ -288,6 +307,16 @@ class PtySerialDevice:
             data = self._prefixes.popleft() + data
         if not data or self._master is None:
             return
+        if self.wire.baud is not None:
+            self.wire.reply(data, self._now)
+            if threading.current_thread() is not self._thread:
+                self._wake()       # sent from a test or hook thread: the server writes it when due
+            return
+        self._write_master(data)
+
+    def _write_master(self, data: bytes) -> None:
+        if self._master is None:
+            return
         try:
             os.write(self._master, data)
         except BlockingIOError:
@@ -328,44 +357,7 @@ class PtySerialDevice:
         """A reply whose checksum no longer matches: the last byte with its low bit flipped."""
         return data[:-1] + bytes([data[-1] ^ 0x01]) if data else data
 
-    # ------------------------------------------------------------------ test API
-    def received(self) -> list[bytes]:
-        """The last ``record`` packets received, oldest first (including rejected ones)."""
-        with self._lock:
-            return list(self._received)
-
-    def clear_received(self) -> None:
-        """Forget the received packets."""
-        with self._lock:
-            self._received.clear()
-
-    def drop_next_reply(self, n: int = 1) -> None:
-        """Send nothing for the next ``n`` replies (a missing ack / read timeout)."""
-        self._add_fault("drop", n)
-
-    def corrupt_next_reply(self, n: int = 1) -> None:
-        """Break the checksum of the next ``n`` replies."""
-        self._add_fault("corrupt", n)
-
-    def truncate_next_reply(self, n: int = 1) -> None:
-        """Send only the first half of the next ``n`` replies (a partial packet)."""
-        self._add_fault("truncate", n)
-
-    def prefix_next_reply(self, data: bytes) -> None:
-        """Send ``data`` immediately before the next reply (a stale or unsolicited line, garbage)."""
-        with self._lock:
-            self._prefixes.append(bytes(data))
-
-    def corrupt_next_request(self, n: int = 1) -> None:
-        """Flip one bit in the middle of the next ``n`` chunks received (noise on the driver's TX line)."""
-        self._add_fault("noise", n)
-
-    def _add_fault(self, kind: str, n: int) -> None:
-        if n < 0:
-            raise ValueError(f"fault count must be >= 0, got {n}")
-        with self._lock:
-            self._faults[kind] += n
-
+    # ------------------------------------------------------------------ test API (faults: FaultInjection)
     def wait_for(self, predicate: Callable[[], bool], timeout_s: float) -> bool:
         """Block until ``predicate()`` (checked after every device event) is true or ``timeout_s`` passes.
 

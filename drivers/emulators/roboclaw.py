@@ -55,6 +55,8 @@ READ_COMMANDS = frozenset({
 })
 #: Inter-byte gap after which a partial packet is discarded, s (§1.1).
 PACKET_GAP_S = 0.010
+#: Request -> reply turnaround, s. ⚠ Not documented (hardware-reference §1 gives none); 1 ms assumed.
+REPLY_LATENCY_S = 0.001
 
 
 class RoboclawEmulator(PtySerialDevice):
@@ -108,7 +110,9 @@ class RoboclawEmulator(PtySerialDevice):
         """The emulator a driver with ``cfg`` expects (address, status width, channel wiring)."""
         kw = {"address": cfg.address, "status_bytes": cfg.status_bytes, "left_channel": cfg.left_channel}
         kw.update(options)
-        return cls(physics, **kw)
+        emu = cls(physics, **kw)
+        emu.pace(cfg.baud, REPLY_LATENCY_S)   # 8N1 at the configured baud (hardware-reference §1.1)
+        return emu
 
     # ------------------------------------------------------------------ test API
     def set_status(self, status: int) -> None:

@@ -70,7 +70,9 @@ class SabertoothEmulator(PtySerialDevice):
         """The emulator a driver with ``cfg`` expects (address, channel wiring; a V2 unit)."""
         kw = {"address": cfg.address, "left_channel": cfg.left_channel}
         kw.update(options)
-        return cls(physics, **kw)
+        emu = cls(physics, **kw)
+        emu.pace(cfg.baud)      # one-way 8N1 at the configured baud: no replies (hardware-reference §2.1)
+        return emu
 
     def _apply(self, m1: float, m2: float) -> None:
         self.motor_duty = [m1, m2]

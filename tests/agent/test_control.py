@@ -566,7 +566,8 @@ def test_close_reports_unconfirmed_zero(rig):
 # ---------------------------------------------------------------------------- snapshots and stats
 
 
-def test_samples_since_ring(rig):
+def test_samples_since_ring(make_rig):
+    rig = make_rig(drivers={"motor": None})     # 600 ticks: no paced serial round trip per tick
     rig.tick(600)
     latest = rig.loop.snapshot()
     assert latest.seq == 600

@@ -1,0 +1,58 @@
+"""Fault injection and the received record of a pty serial emulator (drivers/emulators/pty.py).
+
+Mixed into :class:`drivers.emulators.pty.PtySerialDevice`, which owns the state
+these methods touch (``_lock``, ``_received``, ``_faults``, ``_prefixes``) and
+applies the faults when it reads a request or sends a reply.
+"""
+
+from __future__ import annotations
+
+import collections
+import threading
+
+
+class FaultInjection:
+    """Test API of a pty emulator: what it received, and faults for its next replies or requests."""
+
+    _lock: threading.RLock
+    _received: collections.deque[bytes]
+    _faults: dict[str, int]
+    _prefixes: collections.deque[bytes]
+
+    def received(self) -> list[bytes]:
+        """The last ``record`` packets received, oldest first (including rejected ones)."""
+        with self._lock:
+            return list(self._received)
+
+    def clear_received(self) -> None:
+        """Forget the received packets."""
+        with self._lock:
+            self._received.clear()
+
+    def drop_next_reply(self, n: int = 1) -> None:
+        """Send nothing for the next ``n`` replies (a missing ack / read timeout)."""
+        self._add_fault("drop", n)
+
+    def corrupt_next_reply(self, n: int = 1) -> None:
+        """Break the checksum of the next ``n`` replies."""
+        self._add_fault("corrupt", n)
+
+    def truncate_next_reply(self, n: int = 1) -> None:
+        """Send only the first half of the next ``n`` replies (a partial packet)."""
+        self._add_fault("truncate", n)
+
+    def prefix_next_reply(self, data: bytes) -> None:
+        """Send ``data`` immediately before the next reply (a stale or unsolicited line, garbage)."""
+        with self._lock:
+            self._prefixes.append(bytes(data))
+
+    def corrupt_next_request(self, n: int = 1) -> None:
+        """Flip one bit in the middle of the next ``n`` chunks received (noise on the driver's TX line)."""
+        self._add_fault("noise", n)
+
+    def _add_fault(self, kind: str, n: int) -> None:
+        if n < 0:
+            raise ValueError(f"fault count must be >= 0, got {n}")
+        with self._lock:
+            self._faults[kind] += n
+
