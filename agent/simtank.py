@@ -93,7 +93,8 @@ class SimTank:
         with self._lock:
             if self._bus is None:
                 from drivers.emulators.i2c import FakeSMBus
-                self._bus = FakeSMBus()
+                from drivers.emulators.wire import I2C_DEFAULT_HZ
+                self._bus = FakeSMBus(clock_hz=I2C_DEFAULT_HZ)   # the Pi's default 100 kHz
                 for dcfg in self._i2c_devices():
                     if str(dcfg.bus) == URL:
                         chip = emulator_class(dcfg).from_config(dcfg, self.physics)

@@ -28,6 +28,12 @@ from drivers.emulators.i2c import RegisterChip
 from drivers.emulators.mpu6050 import BodyMotion
 from drivers.emulators.tank import GRAVITY_MPS2, TankPhysics
 
+#: The simulated tank's BNO055 noise: BMI055 datasheet densities (inside the BNO055), gyro
+#: 0.014 deg/s/sqrt(Hz), accel 150 ug/sqrt(Hz), over the ~32 Hz fusion-mode filter bandwidth;
+#: plus a small fixed gyro offset.
+SIM_NOISE = {"gyro_noise_radps": math.radians(0.014) * math.sqrt(32.0),
+             "accel_noise_mps2": 150e-6 * GRAVITY_MPS2 * math.sqrt(32.0),
+             "gyro_bias_radps": (math.radians(0.1), math.radians(-0.1), math.radians(0.15))}
 REG_CALIB_STAT = 0x35
 REG_SYS_STATUS = 0x39
 REG_SYS_TRIGGER = 0x3F
@@ -73,8 +79,9 @@ class Bno055Chip(RegisterChip):
 
     @classmethod
     def from_config(cls, cfg: Bno055Config, physics: TankPhysics | None = None, **options) -> "Bno055Chip":
-        """The chip a ``sim://`` BNO055 config stands for (options as the constructor's)."""
-        return cls(physics, **options)
+        """The chip a ``sim://`` BNO055 config stands for, with datasheet noise and a small gyro
+        bias (:data:`SIM_NOISE`; options as the constructor's override them)."""
+        return cls(physics, **{**SIM_NOISE, **options})
 
     def reset(self) -> None:
         super().reset()

@@ -28,10 +28,12 @@ import ctypes
 import errno as errno_mod
 import os
 import threading
+import time
 from collections import deque
 from dataclasses import dataclass
 from typing import Iterable, Protocol
 
+from drivers.emulators.wire import i2c_transfer_s
 from drivers.errors import DriverConfigError
 from drivers.i2c import SMBUS_BLOCK_MAX
 
@@ -150,11 +152,14 @@ class FakeSMBus:
         history: most transactions kept in :attr:`log` (oldest dropped).
         read_last_only: ``i2c_rdwr`` fails with EOPNOTSUPP (95) when a read
             message is not the last one, like the Pi's ``i2c-bcm2835`` (§7.1).
+        clock_hz: bus clock; each transaction then holds the bus for its wire time
+            (drivers/emulators/wire.py, ``i2c_transfer_s``). None: no pacing.
     """
 
     def __init__(self, chips: dict[int, Chip] | None = None, *, label: str = "sim://",
-                 history: int = 512, read_last_only: bool = True) -> None:
+                 history: int = 512, read_last_only: bool = True, clock_hz: float | None = None) -> None:
         self.label = label
+        self.clock_hz = clock_hz
         self.read_last_only = read_last_only
         self._chips: dict[int, Chip] = {}
         self._removed: set[int] = set()
@@ -244,6 +249,7 @@ class FakeSMBus:
                 return
             self._target(address).write(payload)
             self.log.append(Transaction(address, "write", payload))
+            self._hold(len(payload) - 1, read=False)
 
     def _write_read(self, address: int, register: int, length: int) -> bytes:
         with self._lock:
@@ -252,7 +258,13 @@ class FakeSMBus:
             data = chip.read(length)
             self.log.append(Transaction(address, "write", bytes([register & 0xFF])))
             self.log.append(Transaction(address, "read", data))
+            self._hold(length, read=True)
             return data
+
+    def _hold(self, data_bytes: int, *, read: bool) -> None:
+        """Lock held: keep the bus for the transaction's wire time at :attr:`clock_hz` (if set)."""
+        if self.clock_hz:
+            time.sleep(i2c_transfer_s(max(0, data_bytes), self.clock_hz, read=read))
 
     def _general_call(self, payload: bytes) -> None:
         """Lock held. General call: software reset (0x06) of every chip that supports it."""

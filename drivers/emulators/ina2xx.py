@@ -22,6 +22,7 @@ by writing Configuration. RST (Configuration bit 15) restores power-on values.
 from __future__ import annotations
 
 import math
+import random
 import time
 from abc import ABC, abstractmethod
 from typing import Callable, TYPE_CHECKING
@@ -40,6 +41,12 @@ if TYPE_CHECKING:
 INA226_CT_S = (140e-6, 204e-6, 332e-6, 588e-6, 1.1e-3, 2.116e-3, 4.156e-3, 8.244e-3)
 
 
+#: The simulated tank's INA2xx noise: a few LSB of the shunt ADC (10 uV INA219, 2.5 uV INA226)
+#: and of the bus ADC (4 mV / 1.25 mV), with a 10 uV shunt offset (INA219 datasheet: offset
+#: +-10..100 uV; INA226: +-2.5..10 uV).
+SIM_NOISE = {"shunt_noise_v": 10e-6, "shunt_bias_v": 10e-6, "bus_noise_v": 0.004}
+
+
 class _InaChip(ABC):
     """Shared register file and conversion timing of the INA2xx emulators.
 
@@ -47,6 +54,8 @@ class _InaChip(ABC):
         physics: tank physics to sense, or None for :attr:`current_a` / :attr:`bus_voltage_v`.
         shunt_ohm: the shunt resistor on the board, ohm.
         clock: monotonic clock for conversion timing, s.
+        shunt_noise_v, bus_noise_v: standard deviation of seeded Gaussian noise on the shunt and
+            bus voltages, V; shunt_bias_v: the shunt's offset voltage, V. seed: noise seed.
     """
 
     CONFIG_POR = 0
@@ -56,9 +65,12 @@ class _InaChip(ABC):
     WRITABLE = {REG_CONFIG, REG_CAL}
 
     def __init__(self, physics: TankPhysics | None = None, *, shunt_ohm: float = 0.1,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic, shunt_noise_v: float = 0.0,
+                 shunt_bias_v: float = 0.0, bus_noise_v: float = 0.0, seed: int = 0) -> None:
         self.physics = physics
         self.shunt_ohm = shunt_ohm
+        self.shunt_noise_v, self.shunt_bias_v, self.bus_noise_v = shunt_noise_v, shunt_bias_v, bus_noise_v
+        self._rng = random.Random(seed)
         self.current_a = 0.5
         self.bus_voltage_v = 12.0
         self._clock = clock
@@ -68,7 +80,7 @@ class _InaChip(ABC):
     def from_config(cls, cfg: Ina219Config | Ina226Config, physics: TankPhysics | None = None,
                     **options) -> "_InaChip":
         """The chip a ``sim://`` INA2xx config stands for, with the config's shunt (options as the constructor's)."""
-        return cls(physics, shunt_ohm=cfg.shunt_ohm, **options)
+        return cls(physics, shunt_ohm=cfg.shunt_ohm, **{**SIM_NOISE, **options})
 
     def reset(self) -> None:
         """Power-on values."""
@@ -134,8 +146,12 @@ class _InaChip(ABC):
 
     def _sense(self) -> tuple[float, float]:
         if self.physics is not None:
-            return self.physics.battery_current_a() * self.shunt_ohm, self.physics.battery_voltage_v()
-        return self.current_a * self.shunt_ohm, self.bus_voltage_v
+            shunt, bus = self.physics.battery_current_a() * self.shunt_ohm, self.physics.battery_voltage_v()
+        else:
+            shunt, bus = self.current_a * self.shunt_ohm, self.bus_voltage_v
+        g = self._rng.gauss
+        return (shunt + (g(self.shunt_bias_v, self.shunt_noise_v) if self.shunt_noise_v else 0.0),
+                bus + (g(0.0, self.bus_noise_v) if self.bus_noise_v else 0.0))
 
     def _arith(self, shunt_raw: int, bus_raw: int) -> None:
         cal = self.regs[REG_CAL]

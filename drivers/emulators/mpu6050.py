@@ -24,6 +24,12 @@ from drivers.mpu6050 import (ACCEL_LSB_PER_G, GYRO_LSB_PER_DPS, REG_ACCEL_CONFIG
 if TYPE_CHECKING:
     from drivers.config import Mpu6050Config
 
+#: The simulated tank's MPU-6050 noise: datasheet (PS-MPU-6000A §6.1-6.2) densities, gyro
+#: 0.005 deg/s/sqrt(Hz), accel 400 ug/sqrt(Hz), over a ~44 Hz DLPF bandwidth; plus a small
+#: fixed gyro zero-rate offset (the datasheet allows +-20 deg/s; a good part is well under 1).
+SIM_NOISE = {"gyro_noise_radps": math.radians(0.005) * math.sqrt(44.0),
+             "accel_noise_mps2": 400e-6 * GRAVITY_MPS2 * math.sqrt(44.0),
+             "gyro_bias_radps": (math.radians(0.3), math.radians(-0.2), math.radians(0.4))}
 PWR_SLEEP = 0x40
 PWR_DEVICE_RESET = 0x80
 DATA_FIRST, DATA_LAST = REG_ACCEL_XOUT_H, 0x48
@@ -92,8 +98,9 @@ class Mpu6050Chip(RegisterChip):
 
     @classmethod
     def from_config(cls, cfg: Mpu6050Config, physics: TankPhysics | None = None, **options) -> "Mpu6050Chip":
-        """The chip a ``sim://`` MPU-6050 config stands for (options as the constructor's)."""
-        return cls(physics, **options)
+        """The chip a ``sim://`` MPU-6050 config stands for, with datasheet noise and a small gyro
+        bias (:data:`SIM_NOISE`; options as the constructor's override them)."""
+        return cls(physics, **{**SIM_NOISE, **options})
 
     @property
     def asleep(self) -> bool:
