@@ -10,9 +10,11 @@ its timeouts and retries run here, and when the supervisor declares it lost the
 driver is closed here too (agent/supervisor.py drops it inside the failed call).
 
 Bounds (docs/architecture.md, "Hardware"): a posted duty waits at most for the
-transaction in progress (one duty write, or one feedback set: 7 RoboClaw
-transactions, ~15 ms of wire time at 38400 baud; with a silent controller the
-driver's reply timeout times its retries) before it is written.
+transaction in progress: a serial controller's feedback set is read with the
+duty slipped in between its transactions (drivers/serialport.py,
+``read_feedback(between)``), so not for a whole set (7 RoboClaw transactions,
+~15 ms of wire time at 38400 baud) but for one (~2.6 ms); with a silent
+controller, for the driver's reply timeout times its retries.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from collections.abc import Callable
 from agent.health import LOST
 from agent.supervisor import Supervised
 from drivers.base import MotorController, MotorFeedback
+from drivers.serialport import SerialMotorController
 
 log = logging.getLogger(__name__)
 
@@ -114,7 +117,23 @@ class MotorWorker:
             self._cond.notify_all()
 
     def _read(self) -> None:
-        fb = self.motor.call(lambda d: d.read_feedback())
+        taken: list[int] = []
+
+        def between() -> Duty | None:     # a duty posted meanwhile goes out before the next transaction
+            with self._cond:
+                duty, self._pending = self._pending, None
+                if duty is not None:
+                    taken.append(self._posted)
+            return duty
+
+        fb = self.motor.call(lambda d: d.read_feedback(between) if isinstance(d, SerialMotorController)
+                             else d.read_feedback())
+        if taken:       # written inside the set: acknowledged when the whole read succeeded
+            with self._cond:
+                self.acked = fb is not None
+                self.writes += len(taken)
+                self._done = max(self._done, taken[-1])
+                self._cond.notify_all()
         self.feedback = fb      # None while lost or failing: never a stale value
         if fb is not None and self._on_feedback is not None:
             self._on_feedback(fb)

@@ -112,12 +112,17 @@ class SerialLink:
         timeout_s: longest wait of one read call, s; set on ``ser`` so a factory's
             blocking (``timeout=None``) port cannot hang the control thread.
         write_timeout_s: longest wait of one blocked write, s.
+
+    Attributes:
+        before_write: run before each write (see :meth:`write`); the motor drivers' feedback
+            read sets it to slip a new duty in between its transactions.
     """
 
     def __init__(self, ser: Any, device: str, *, timeout_s: float,
                  write_timeout_s: float = WRITE_TIMEOUT_S) -> None:
         self.ser = ser
         self.device = device
+        self.before_write: Callable[[], None] | None = None
         self._call("configure", self._configure, timeout_s, write_timeout_s)
 
     def _configure(self, timeout_s: float, write_timeout_s: float) -> None:
@@ -137,7 +142,17 @@ class SerialLink:
                               device=self.device, errno=os_errno(err)) from err
 
     def write(self, data: bytes) -> None:
-        """Write all of ``data``. Raises DeviceTimeout (blocked write) or DriverError."""
+        """Write all of ``data``. Raises DeviceTimeout (blocked write) or DriverError.
+
+        ``before_write`` (if set) runs first, once per write and not for its own writes: a
+        transaction it starts completes before this one begins.
+        """
+        hook, self.before_write = self.before_write, None
+        if hook is not None:
+            try:
+                hook()
+            finally:
+                self.before_write = hook
         n = self._call("write", self.ser.write, data)
         if n is not None and n != len(data):
             raise DeviceTimeout(f"{self.device}: serial write sent {n} of {len(data)} bytes", device=self.device)
@@ -288,10 +303,29 @@ class SerialMotorController(MotorController):
         with self._lock:
             self._write_stop(self._require_link())
 
-    def read_feedback(self) -> MotorFeedback:
-        """Read whatever feedback the device offers (see the subclass). Raises DriverError."""
+    def read_feedback(self, between: Callable[[], tuple[float, float] | None] | None = None) -> MotorFeedback:
+        """Read whatever feedback the device offers (see the subclass). Raises DriverError.
+
+        Args:
+            between: asked before each transaction of the feedback set; a (left, right) duty it
+                returns is written first, so a new duty never waits for a whole set (a RoboClaw
+                set is 7 transactions, ~15 ms at 38400 baud). Its failure fails this read.
+        """
         with self._lock:
-            return self._read_feedback(self._require_link())
+            link = self._require_link()
+            if between is None:
+                return self._read_feedback(link)
+
+            def interleave() -> None:
+                duty = between()
+                if duty is not None:
+                    self._write_duty(link, *self.track_duty(*duty))
+
+            link.before_write = interleave
+            try:
+                return self._read_feedback(link)
+            finally:
+                link.before_write = None
 
     # ------------------------------------------------------------------ helpers
     def track_duty(self, left: float, right: float) -> tuple[float, float]:

@@ -23,6 +23,7 @@ confirms it.
 from __future__ import annotations
 
 import logging
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -35,6 +36,10 @@ from agent.control.tick import ControlState, command, motor_answered, observe
 from agent.model import Command, Snapshot
 
 log = logging.getLogger(__name__)
+
+#: The interpreter's thread switch interval the loop asks for, s (CPython's default is 5 ms: a
+#: woken control or motor thread could wait that long for the GIL behind a busy thread).
+SWITCH_INTERVAL_S = 0.001
 
 
 class ControlLoop:
@@ -120,7 +125,9 @@ class ControlLoop:
 
     # ================================================================== thread
     def start(self) -> None:
-        """Start the control thread (once)."""
+        """Start the control thread (once); lowers the interpreter's switch interval to ``SWITCH_INTERVAL_S``."""
+        if sys.getswitchinterval() > SWITCH_INTERVAL_S:
+            sys.setswitchinterval(SWITCH_INTERVAL_S)
         self._scheduler.start()
 
     def close(self, timeout_s: float = 2.0) -> bool:

@@ -92,3 +92,25 @@ def test_the_simulated_power_monitor_is_noisy():
         s = dev.read()
         readings.append((s.current_a, s.voltage_v))
     assert len(set(readings)) > 1                        # fixed 0.5 A / 12 V in, never the same reading out
+
+
+def test_a_duty_offered_during_a_feedback_read_goes_out_between_its_transactions():
+    cfg = RoboclawConfig(kind="roboclaw", port="unused")
+    offers = [None, None, (0.5, -0.25)]                  # the duty turns up before the third transaction
+
+    def between():
+        return offers.pop(0) if offers else None
+
+    with RoboclawEmulator.from_config(cfg, TankPhysics()) as emu:
+        drv = Roboclaw(cfg.model_copy(update={"port": emu.port}))
+        drv.open()
+        try:
+            emu.clear_received()
+            fb = drv.read_feedback(between)
+            applied = list(emu.motor_duty)                 # before close() commands zero
+        finally:
+            drv.close()
+        commands = [packet[1] for packet in emu.received()]
+    assert fb.left_counts is not None
+    assert commands[:4] == [16, 17, 34, 18]              # enc M1, enc M2, the duty (cmd 34), speed M1...
+    assert applied == pytest.approx([0.5, -0.25], abs=1e-3)   # M1 = left by default
