@@ -1,0 +1,159 @@
+#!/usr/bin/env python3
+"""Pi-class budget: the agent under a CPU quota of 25 % of one core, everything on at once.
+
+The agent runs in a child process (this script with ``--child``) on the shipped
+simulated tank (paced RoboClaw on a pty, paced 100 kHz I2C with MPU-6050,
+INA219 and PCA9685, test-pattern cameras) with all three adapters on: ARTEX
+(video and telemetry to :class:`scripts.artex_hub.ArtexHub`), Sim2Bot (the
+real ``sim2bot bridge`` subprocess, a ``sim2bot.Robot`` taking telemetry) and
+robot_msg (RobotState published to a ZeroMQ subscriber). The peers run in this
+parent process, outside the quota: they stand for other machines.
+
+Quota: a cgroup CPU controller limits the child to 25 % of one core. cgroup v2
+``cpu.max`` when /sys/fs/cgroup is a writable v2 tree; else the v1
+``cpu.cfs_quota_us`` / ``cpu.cfs_period_us``; else ``systemd-run --scope -p
+CPUQuota=25%``; else none (said so). The period is ``--period-ms`` (default
+10 ms, quota 2.5 ms): a Pi core is slow all the time, not a fast core frozen
+for 75 ms of every 100 ms (systemd's default period), so the shorter period is
+the closer stand-in. Which one was used is printed.
+
+Printed: ticks on schedule per second (20 ms slots holding a tick start), the
+worst gap between ticks, command -> motor-emulator receipt p50/p99 per protocol
+next to each transport's bare relay measured in the same run and the duty
+packet's wire time, CPU % of the child, its peak RSS.
+
+Usage: ``scripts/bench_pi.py [--seconds 60] [--trials 40] [--quota 0.25] [--period-ms 10]``
+(``--quota 0``: no quota, the latency comparison alone).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "scripts"))
+
+CGROUP_V1 = Path("/sys/fs/cgroup/cpu")
+CGROUP_V2 = Path("/sys/fs/cgroup")
+
+
+# ---------------------------------------------------------------------- quota
+def make_cgroup(quota: float, period_ms: float) -> tuple[Path | None, str]:
+    """A fresh cgroup limited to ``quota`` of one core; (its cgroup.procs, how) or (None, why not)."""
+    name = f"bench_pi_{os.getpid()}"
+    period_us = int(period_ms * 1000)
+    quota_us = max(1000, int(quota * period_us))
+    if (CGROUP_V2 / "cgroup.controllers").exists():
+        try:
+            group = CGROUP_V2 / name
+            group.mkdir()
+            (group / "cpu.max").write_text(f"{quota_us} {period_us}\n")
+            return group / "cgroup.procs", f"cgroup v2 cpu.max {quota_us} {period_us}"
+        except OSError as err:
+            return None, f"cgroup v2 not writable ({err})"
+    try:
+        group = CGROUP_V1 / name
+        group.mkdir()
+        (group / "cpu.cfs_period_us").write_text(str(period_us))
+        (group / "cpu.cfs_quota_us").write_text(str(quota_us))
+        return group / "cgroup.procs", f"cgroup v1 cpu.cfs_quota_us {quota_us} / cpu.cfs_period_us {period_us}"
+    except OSError as err:
+        return None, f"cgroup v1 cpu controller not writable ({err})"
+
+
+def spawn_child(args: argparse.Namespace, ports: dict, out: str) -> tuple[subprocess.Popen, str, Path | None]:
+    cmd = [sys.executable, __file__, "--child", "--out", out, "--seconds", str(args.seconds),
+           "--ports", json.dumps(ports)]
+    if args.switch_interval is not None:
+        cmd += ["--switch-interval", str(args.switch_interval)]
+    if args.quota <= 0:
+        return subprocess.Popen(cmd), "none (--quota 0)", None
+    procs, how = make_cgroup(args.quota, args.period_ms)
+    if procs is not None:
+        def join() -> None:             # in the child before exec: every thread it starts is limited
+            procs.write_text(str(os.getpid()))
+        return subprocess.Popen(cmd, preexec_fn=join), how, procs.parent
+    probe = subprocess.run(["systemd-run", "--scope", "-p", "CPUQuota=1%", "true"], capture_output=True)
+    if probe.returncode == 0:
+        pct_quota = f"CPUQuota={args.quota * 100:g}%"
+        return subprocess.Popen(["systemd-run", "--scope", "-p", pct_quota, *cmd]), f"systemd-run {pct_quota}", None
+    return subprocess.Popen(cmd), f"NONE available ({how}; systemd-run failed): unlimited", None
+
+
+# ---------------------------------------------------------------------- parent
+async def parent(args: argparse.Namespace) -> None:
+    from bench_pi_peers import Peers, relay_figures   # the peers' libraries stay out of the child
+
+    peers = Peers()
+    await peers.start()
+    try:
+        relays = await relay_figures(peers, args.trials)
+        with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as f:
+            out = f.name
+        child, how, group = spawn_child(args, peers.ports(), out)
+        try:
+            sends = await peers.drive(args.trials, args.seconds)
+        finally:
+            code = await asyncio.to_thread(child.wait)
+            if group is not None:
+                group.rmdir()
+        result = json.loads(Path(out).read_text())
+        os.unlink(out)
+    finally:
+        await peers.stop()
+    report(args, how, code, relays, sends, result)
+
+
+def report(args, how: str, code: int, relays: dict, sends: dict, result: dict) -> None:
+    from bench_pi_peers import latencies, pct
+
+    wire = result["duty_wire_s"]
+    print(f"bench_pi: agent under CPU quota {args.quota * 100:g} % of one core ({how}); child exit {code}")
+    print(f"  window {result['window_s']:.0f} s: ticks on schedule {result['on_schedule_hz']:.1f} /s "
+          f"(of {result['rate_hz']:.0f}), ticks run {result['ticks_hz']:.1f} /s, worst gap {result['worst_gap_ms']:.1f} ms, "
+          f"gaps > 30 ms: {result['gaps_over_30']}")
+    print(f"  CPU {result['cpu_pct']:.1f} % of one core   RSS peak {result['rss_peak_mib']:.1f} MiB "
+          f"(now {result['rss_mib']:.1f} MiB)   switch interval {result['switch_interval_ms']:.2f} ms")
+    print(f"  command -> motor emulator receipt; wire floor of the duty packet {wire * 1e3:.2f} ms "
+          f"(RoboClaw 8 bytes at {result['baud']} baud), figures net of it:")
+    for proto, lat in latencies(sends, result["duty_events"]).items():
+        net = [x - wire for x in lat]
+        relay = relays[proto]
+        if not net:
+            print(f"    {proto:<9} no samples")
+            continue
+        print(f"    {proto:<9} p50 {pct(net, 50) * 1e3:6.2f} ms  p99 {pct(net, 99) * 1e3:6.2f} ms (n={len(net)})   "
+              f"relay p50 {pct(relay, 50) * 1e3:5.2f} ms  p99 {pct(relay, 99) * 1e3:5.2f} ms   "
+              f"p99 ratio {pct(net, 99) / pct(relay, 99):4.2f}x")
+
+
+# ---------------------------------------------------------------------- child (the agent)
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--seconds", type=float, default=60.0)
+    ap.add_argument("--trials", type=int, default=40, help="latency trials per protocol")
+    ap.add_argument("--quota", type=float, default=0.25, help="share of one core (0: no quota)")
+    ap.add_argument("--period-ms", type=float, default=10.0, help="quota period, ms")
+    ap.add_argument("--switch-interval", type=float, default=None, help="sys.setswitchinterval in the agent, s")
+    ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--out", help=argparse.SUPPRESS)
+    ap.add_argument("--ports", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.child:
+        from bench_pi_agent import run_agent
+        asyncio.run(run_agent(json.loads(args.ports), args.seconds, args.out, args.switch_interval))
+    else:
+        asyncio.run(parent(args))
+
+
+if __name__ == "__main__":
+    main()

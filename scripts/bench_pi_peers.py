@@ -1,0 +1,186 @@
+"""The peers of scripts/bench_pi.py (run in the parent, outside the quota): an ARTEX hub, the real
+``sim2bot bridge`` with a ``sim2bot.Robot``, a robot_msg action publisher and state subscriber;
+their bare relays; the command trials; matching sends to the emulator's duty events.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import random
+import time
+import warnings
+from pathlib import Path
+
+import socketio
+import zmq
+import zmq.asyncio
+import robot_msg as rm
+from sim2bot import Robot
+
+from bench_sim2bot import relay_latency
+from tests.adapters.test_sim2bot import Bridge
+from tests.conftest import free_ports
+
+ROOT = Path(__file__).resolve().parent.parent
+_spec = importlib.util.spec_from_file_location("artex_hub", ROOT / "scripts" / "artex_hub.py")
+artex_hub = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(artex_hub)
+
+PROTOCOLS = ("artex", "sim2bot", "robot_msg")
+#: Pause after a trial's stop before the next command: the source's 0.5 s timeout passes.
+SETTLE_S = 0.6
+
+
+def pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q / 100 * (len(ordered) - 1)))]
+
+
+def u_rt(vx: float) -> bytes:
+    return rm.encode(rm.RobotAction(frame_id="base_link", real_time_action=rm.RobotActionRealTimeAction(u_rt=[vx, 0.0])))
+
+
+class Peers:
+    """Hub, bridge, Sim2Bot controller, ZeroMQ action publisher and state subscriber."""
+
+    async def start(self) -> None:
+        warnings.filterwarnings("ignore", message=r"connect\(\) must be used as a context manager")
+        self.hub = artex_hub.ArtexHub(ready_delay_s=0.05)
+        self.artex_port = await self.hub.start()
+        self.bridge = Bridge()
+        await asyncio.to_thread(self.bridge.start)
+        self.state_port, self.command_port, self.action_port = free_ports(3)
+        self.ctx = zmq.asyncio.Context()
+        self.states = 0
+
+    def ports(self) -> dict:
+        return {"artex": self.artex_port, "sim2bot": self.bridge.url, "state": self.state_port,
+                "command": self.command_port, "action": self.action_port}
+
+    async def stop(self) -> None:
+        self.ctx.destroy(linger=0)
+        await asyncio.to_thread(self.bridge.stop)
+        await self.hub.stop()
+
+    async def _connected(self) -> tuple[Robot, zmq.asyncio.Socket]:
+        deadline = time.monotonic() + 30
+        while not self.hub.heartbeats and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        robot = Robot(url=self.bridge.url)
+        await asyncio.to_thread(robot.connect)
+        await asyncio.to_thread(robot.wait_for_sim, 30.0, 0.1)
+        robot.on_telemetry(lambda _state: None)
+        act = self.ctx.socket(zmq.XPUB)
+        act.setsockopt(zmq.LINGER, 0)
+        act.connect(f"tcp://127.0.0.1:{self.action_port}")
+        await asyncio.wait_for(act.recv(), 30)          # the agent's subscription is live
+        sub = self.ctx.socket(zmq.SUB)
+        sub.setsockopt(zmq.SUBSCRIBE, b"")
+        sub.connect(f"tcp://127.0.0.1:{self.state_port}")
+        self._sub_task = asyncio.ensure_future(self._count_states(sub))
+        return robot, act
+
+    async def _count_states(self, sub) -> None:
+        while True:
+            await sub.recv()
+            self.states += 1
+
+    async def drive(self, trials: int, seconds: float) -> dict[str, list[float]]:
+        """Round-robin trials per protocol until ``seconds`` after connecting; send times (monotonic)."""
+        robot, act = await self._connected()
+        sends: dict[str, list[float]] = {p: [] for p in PROTOCOLS}
+        motion = {"artex": lambda: self.hub.command({"drive": {"vx": 0.3, "omega": 0.0}}),
+                  "sim2bot": lambda: asyncio.to_thread(robot.base_velocity, vx=0.3),
+                  "robot_msg": lambda: act.send(u_rt(0.3))}
+        halt = {"artex": lambda: self.hub.command({"com": "stop"}),
+                "sim2bot": lambda: asyncio.to_thread(robot.stop),
+                "robot_msg": lambda: act.send(u_rt(0.0))}
+        end = time.monotonic() + seconds
+        for _ in range(trials):
+            for proto in PROTOCOLS:
+                if time.monotonic() > end - 1.0:
+                    break
+                await asyncio.sleep(random.uniform(0.0, 0.02))       # any tick phase
+                sends[proto].append(time.monotonic())
+                await motion[proto]()
+                await asyncio.sleep(0.15)
+                await halt[proto]()
+                await asyncio.sleep(SETTLE_S)
+        while time.monotonic() < end:
+            await asyncio.sleep(0.2)
+        self._sub_task.cancel()
+        await asyncio.to_thread(robot.close)
+        return sends
+
+
+def latencies(sends: dict[str, list[float]], events: list) -> dict[str, list[float]]:
+    """Per protocol: send -> first nonzero duty the emulator applied after it, s."""
+    out: dict[str, list[float]] = {}
+    for proto, times in sends.items():
+        out[proto] = []
+        for t0 in times:
+            first = next((t for t, left, right in events if t > t0 and (left or right)), None)
+            if first is not None and first - t0 < 1.0:
+                out[proto].append(first - t0)
+    return out
+
+
+# ---------------------------------------------------------------------- bare relays
+async def artex_relay(hub, port: int, trials: int) -> list[float]:
+    """Hub ``command`` -> a bare python-socketio client on /robot, s."""
+    got: dict[float, float] = {}
+    client = socketio.AsyncClient()
+
+    @client.on("command", namespace="/robot")
+    async def _command(data) -> None:
+        got[data["payload"]["drive"]["vx"]] = time.monotonic()
+
+    @client.on("heartbeat", namespace="/robot")
+    async def _heartbeat(*_args):
+        return {}
+
+    await client.connect(f"http://127.0.0.1:{port}", namespaces=["/robot"])
+    await asyncio.sleep(0.3)
+    out = []
+    for i in range(trials):
+        key = 0.001 * (i + 1)
+        t0 = time.monotonic()
+        await hub.command({"drive": {"vx": key, "omega": 0.0}})
+        while key not in got and time.monotonic() - t0 < 2.0:
+            await asyncio.sleep(0.0002)
+        if key in got:
+            out.append(got[key] - t0)
+        await asyncio.sleep(0.01)
+    await client.disconnect()
+    return out
+
+
+def zmq_relay(trials: int) -> list[float]:
+    """PUB -> SUB of one u_rt message on loopback TCP, s."""
+    ctx = zmq.Context()
+    pub, sub = ctx.socket(zmq.PUB), ctx.socket(zmq.SUB)
+    port = pub.bind_to_random_port("tcp://127.0.0.1")
+    sub.setsockopt(zmq.SUBSCRIBE, b"")
+    sub.connect(f"tcp://127.0.0.1:{port}")
+    time.sleep(0.3)
+    out = []
+    try:
+        for _ in range(trials):
+            t0 = time.monotonic()
+            pub.send(u_rt(0.3))
+            if sub.poll(2000):
+                sub.recv()
+                out.append(time.monotonic() - t0)
+            time.sleep(0.01)
+    finally:
+        ctx.destroy(linger=0)
+    return out
+
+
+async def relay_figures(peers: Peers, trials: int) -> dict[str, list[float]]:
+    """The bare relay of each transport, measured before the agent starts."""
+    return {"artex": await artex_relay(peers.hub, peers.artex_port, trials),
+            "sim2bot": await asyncio.to_thread(relay_latency, peers.bridge, trials),
+            "robot_msg": await asyncio.to_thread(zmq_relay, trials)}
+
