@@ -12,9 +12,10 @@ flat, components up, X arrow to the front), so chip axes are the body axes
 (0, 0, +9.81) m/s^2 (specific force: gravity seen as an upward push). Mount
 it that way or remap the axes in a wrapper.
 
-Orientation comes from the ``ahrs`` library's Madgwick filter (IMU
-architecture, no magnetometer: yaw is integrated gyro, relative to the heading
-at ``open()``); its quaternion is w, x, y, z body->world and is reported as
+Orientation comes from Madgwick's IMU filter (drivers/madgwick.py: the
+``ahrs`` library's update in plain floats; the first sample from ahrs' ``acc2q``;
+no magnetometer: yaw is integrated gyro, relative to the heading at
+``open()``); its quaternion is w, x, y, z body->world and is reported as
 x, y, z, w.
 """
 
@@ -28,11 +29,11 @@ from typing import Callable, TYPE_CHECKING
 
 import numpy as np
 from ahrs.common.orientation import acc2q
-from ahrs.filters import Madgwick
 
 from drivers.types import ImuSample, Quat, Vec3
 from drivers.base import Imu
 from drivers.i2c import I2cDevice, SMBusLike
+from drivers.madgwick import update_imu
 
 if TYPE_CHECKING:
     from drivers.config import Mpu6050Config
@@ -107,8 +108,7 @@ class Mpu6050(Imu):
             sorted(ACCEL_LSB_PER_G).index(cfg.accel_range_g) << 3,
         ])
         self.gyro_bias_radps: Vec3 = (0.0, 0.0, 0.0)
-        self._filter = Madgwick(frequency=sample_rate_hz(cfg))
-        self._q: np.ndarray | None = None
+        self._q: tuple[float, float, float, float] | None = None     # w, x, y, z
         self._t_last: float | None = None
 
     # ------------------------------------------------------------------ lifecycle
@@ -173,16 +173,15 @@ class Mpu6050(Imu):
         return ImuSample(t_mono_s=t, accel_mps2=accel, gyro_radps=gyro, orientation_xyzw=q, temperature_c=temp)
 
     def _update_orientation(self, t: float, accel: Vec3, gyro: Vec3) -> Quat:
-        acc = np.asarray(accel, dtype=float)
         if self._q is None:
-            self._q = np.asarray(acc2q(acc.copy()), dtype=float)
+            w, x, y, z = (float(v) for v in acc2q(np.asarray(accel, dtype=float)))
+            self._q = (w, x, y, z)
         else:
             dt = t - (self._t_last if self._t_last is not None else t)
             if 0.0 < dt <= MAX_FILTER_DT_S:
-                self._q = np.asarray(self._filter.updateIMU(self._q, gyr=np.asarray(gyro, dtype=float),
-                                                            acc=acc, dt=dt), dtype=float)
+                self._q = update_imu(self._q, gyro, accel, dt)
         self._t_last = t
-        w, x, y, z = (float(v) for v in self._q)
+        w, x, y, z = self._q
         return (x, y, z, w)
 
     def calibrate_gyro(self, samples: int = 200) -> Vec3:

@@ -178,3 +178,21 @@ def test_lifecycle_read_before_open_and_after_close():
         imu.read()
     with pytest.raises(DeviceClosed):
         imu.open()
+
+
+def test_the_plain_float_madgwick_step_matches_ahrs():
+    import numpy as np
+    from ahrs.filters import Madgwick
+
+    from drivers.madgwick import update_imu
+
+    ref = Madgwick(frequency=100.0)
+    q_ref = np.array([0.9, 0.1, -0.2, 0.3]) / np.linalg.norm([0.9, 0.1, -0.2, 0.3])
+    q = tuple(float(v) for v in q_ref)
+    for i in range(200):
+        gyr = (0.01 * math.sin(i), -0.02, 0.3 * math.cos(0.1 * i))
+        acc = (0.2 * math.cos(i), 0.1, 9.7)
+        q_ref = ref.updateIMU(q_ref, gyr=np.array(gyr), acc=np.array(acc), dt=0.01)
+        q = update_imu(q, gyr, acc, 0.01)
+    assert q == pytest.approx(tuple(q_ref), abs=1e-12)
+    assert update_imu(q, (0.0, 0.0, 0.0), (0.0, 0.0, 9.8), 0.01) == q      # no rotation: unchanged, as ahrs
