@@ -10,6 +10,8 @@ thread. Three cases, ``--trials`` each:
   requirement (design.md, safety path 1) is ``timeout + one control tick``.
 - stop: while driving (a source with a 5 s timeout), ``submit(Stop())``.
 - release: while driving, ``release(source)`` (the adapter saw a disconnect).
+- silent controller (once, at the end): the emulator stops answering; the
+  worst tick and the worst gap between ticks until it is declared lost.
 
 Prints min / median / max per case and the loop's tick statistics.
 
@@ -35,6 +37,7 @@ from agent.control import ControlLoop
 from agent.hardware import Hardware
 from agent.model import BaseVelocity, Reset, Stop
 from agent.simtank import SimTank
+from drivers.serialport import transfer_s
 
 
 class DutyLog:
@@ -92,6 +95,31 @@ def measure(loop: ControlLoop, duty: DutyLog, source: str, action) -> float:
     return zero_at - t0
 
 
+def silent_controller(loop: ControlLoop, hw: Hardware, sim: SimTank) -> dict:
+    """Drive, then the controller stops answering (alive on the wire, never replies) until it is lost.
+
+    Returns the worst tick duration and the worst gap between ticks from the silence until
+    0.5 s after the controller was declared lost, and how long declaring it took, s.
+    """
+    loop.submit("artex", Reset())
+    worst0 = loop.tick_stats().max_tick_s
+    for _ in range(5):
+        loop.submit("artex", BaseVelocity(0.3, 0.0))
+        time.sleep(0.05)
+    seq = loop.snapshot().seq
+    silent_at = time.monotonic()
+    sim.motor_emulator.drop_next_reply(10**6)
+    while hw.motor.state != "lost" and time.monotonic() - silent_at < 10.0:
+        loop.submit("artex", BaseVelocity(0.3, 0.0))
+        time.sleep(0.02)
+    lost_s = time.monotonic() - silent_at
+    time.sleep(0.5)
+    times = [s.t_mono_s for s in loop.samples_since(seq, limit=512)]
+    gaps = [b - a for a, b in zip(times, times[1:])]
+    return {"lost_s": lost_s, "max_tick_s": loop.tick_stats().max_tick_s, "before_s": worst0,
+            "worst_gap_s": max(gaps), "ticks": len(times)}
+
+
 def report(name: str, secs: list[float], bound_ms: float | None = None) -> None:
     ms = [x * 1000.0 for x in secs]
     line = f"  {name:9s} min {min(ms):7.1f} ms  median {statistics.median(ms):7.1f} ms  max {max(ms):7.1f} ms"
@@ -136,6 +164,7 @@ def main() -> int:
             results["release"].append(measure(loop, duty, "robot_msg",
                                               lambda: loop.release("robot_msg", "benchmark")))
         stats = loop.tick_stats()
+        silent = silent_controller(loop, hw, sim)
     finally:
         confirmed = loop.close()
         hw.close()
@@ -147,8 +176,14 @@ def main() -> int:
     report("watchdog", results["watchdog"], (timeout_s + tick_s) * 1000.0)
     report("stop", results["stop"], tick_s * 1000.0)
     report("release", results["release"], tick_s * 1000.0)
+    print(f"  wire floor: the zero duty packet is {transfer_s(8, motor.baud) * 1000:.2f} ms of the figures above "
+          f"(RoboClaw, 8 bytes at {motor.baud} baud, paced emulator)")
     print(f"  loop: {stats.ticks} ticks, {stats.late_ticks} late, max tick {stats.max_tick_s * 1000:.2f} ms, "
-          f"{stats.achieved_hz:.1f} Hz now; close() zero confirmed: {confirmed}")
+          f"{stats.achieved_hz:.1f} Hz; close() with the controller lost: zero confirmed {confirmed}")
+    print(f"  silent controller: declared lost after {silent['lost_s'] * 1000:.0f} ms; while it was being declared "
+          f"lost and 0.5 s after: worst tick {silent['max_tick_s'] * 1000:.2f} ms (before: "
+          f"{silent['before_s'] * 1000:.2f} ms), worst gap between ticks {silent['worst_gap_s'] * 1000:.1f} ms "
+          f"over {silent['ticks']} ticks")
     return 0
 
 
