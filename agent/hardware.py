@@ -20,13 +20,13 @@ from __future__ import annotations
 import concurrent.futures
 import logging
 import threading
-import time
 from typing import Any, Callable
 
 from agent.config import AgentConfig
 from agent.errors import DriverError
 from agent.health import LOST, OK
 from agent.model import DeviceHealth, ImuSample, PowerSample
+from agent.i2cworker import I2cWorker
 from agent.motorworker import MotorWorker
 from agent.supervisor import Reopener, Supervised
 from drivers.base import Imu, MotorController, MotorFeedback, PowerMonitor, ServoController
@@ -83,115 +83,6 @@ def _supervised(kind: str, dcfg: Any, openers: Openers, buses: Buses) -> Supervi
                           on_open=(lambda drv: drv.stop()) if kind == "motor" else None)
     get_bus = buses.getter(dcfg.bus)
     return Supervised(kind, lambda: klass(dcfg, get_bus(), name=kind))
-
-
-class I2cWorker:
-    """One thread per I2C bus: servo writes (latest wins), IMU and power reads at their rates."""
-
-    def __init__(self, bus_name: str, *, imu: Supervised[Imu] | None, imu_rate_hz: float,
-                 power: Supervised[PowerMonitor] | None, power_rate_hz: float,
-                 servo: Supervised[ServoController] | None) -> None:
-        self.bus_name = bus_name
-        self.imu, self.power, self.servo = imu, power, servo
-        self._imu_period = 1.0 / imu_rate_hz
-        self._power_period = 1.0 / power_rate_hz
-        self._wake = threading.Event()
-        self._stop = threading.Event()
-        self._lock = threading.Lock()
-        self._pending: dict[int, float | None] = {}
-        self._written: dict[int, float | None] = {}
-        self._calibrations: list[tuple[concurrent.futures.Future, int]] = []
-        self.latest_imu: ImuSample | None = None
-        self.latest_power: PowerSample | None = None
-        self.reads = 0
-        self._thread = threading.Thread(target=self._run, name=f"i2c-{bus_name}", daemon=True)
-
-    def start(self) -> None:
-        self._thread.start()
-
-    def set_servo_pulses(self, pulses: dict[int, float | None]) -> None:
-        with self._lock:
-            self._pending.update(pulses)
-        self._wake.set()
-
-    def calibrate_imu(self, samples: int) -> concurrent.futures.Future:
-        fut: concurrent.futures.Future = concurrent.futures.Future()
-        with self._lock:
-            self._calibrations.append((fut, samples))
-        self._wake.set()
-        return fut
-
-    def _run(self) -> None:
-        # [device, attribute holding its latest sample, period, next due time]
-        sensors = [[dev, attr, period, time.monotonic()]
-                   for dev, attr, period in ((self.imu, "latest_imu", self._imu_period),
-                                             (self.power, "latest_power", self._power_period))
-                   if dev is not None]
-        while not self._stop.is_set():
-            self._write_servos()
-            self._run_calibrations()
-            now = time.monotonic()
-            for entry in sensors:
-                dev, attr, period, due = entry
-                if now < due:
-                    continue
-                sample = dev.call(lambda d: d.read())
-                if sample is not None:
-                    setattr(self, attr, sample)
-                    self.reads += 1
-                elif dev.state == LOST:
-                    setattr(self, attr, None)  # publish "unavailable", never a stale value
-                entry[3] = max(due + period, now)
-            timeout = max(0.0, min(e[3] for e in sensors) - time.monotonic()) if sensors else 0.5
-            self._wake.wait(timeout)
-            self._wake.clear()
-
-    def _write_servos(self) -> None:
-        if self.servo is None:
-            return
-        with self._lock:
-            pending, self._pending = self._pending, {}
-        if self.servo.state == LOST:
-            self._written.clear()  # rewrite everything once the chip is back
-            with self._lock:
-                for ch, us in pending.items():
-                    self._pending.setdefault(ch, us)
-            return
-        for ch, us in pending.items():
-            if self._written.get(ch, -1.0) == us:
-                continue
-            ok = self.servo.call(
-                (lambda d, ch=ch: d.release(ch)) if us is None else (lambda d, ch=ch, us=us: d.set_pulse_us(ch, us)),
-                default=False,
-            )
-            if ok is not False:
-                self._written[ch] = us
-            else:
-                with self._lock:
-                    self._pending.setdefault(ch, us)
-
-    def _run_calibrations(self) -> None:
-        with self._lock:
-            jobs, self._calibrations = self._calibrations, []
-        for fut, samples in jobs:
-            if self.imu is None or self.imu.driver is None:
-                fut.set_exception(DriverError("IMU is not available", device="imu"))
-                continue
-            try:
-                bias = self.imu.driver.calibrate_gyro(samples)
-            except DriverError as err:
-                fut.set_exception(err)
-            except Exception as err:  # noqa: BLE001 - a driver bug must not end this bus's thread
-                log.exception("imu: calibrate_gyro raised %s instead of DriverError", type(err).__name__)
-                fut.set_exception(DriverError(f"unexpected {type(err).__name__}: {err}", device="imu"))
-            else:
-                fut.set_result(bias)
-
-    def close(self) -> None:
-        self._stop.set()
-        self._wake.set()
-        if self._thread.is_alive():
-            self._thread.join(timeout=3.0)
 
 
 class Hardware:

@@ -201,20 +201,57 @@ class Mpu6050(Imu):
         Raises:
             DriverError: bad ``samples``, bus error, or the robot was moving.
         """
+        cal = self.gyro_calibration(samples)
+        while not cal.done:
+            cal.step()
+            self._sleep(cal.period_s)
+        return cal.finish()
+
+    def gyro_calibration(self, samples: int = 200) -> "GyroCalibration":
+        """The same calibration one read at a time (a bus worker interleaves it with other devices).
+
+        Raises:
+            DriverError: bad ``samples``.
+        """
+        return GyroCalibration(self, samples)
+
+
+class GyroCalibration:
+    """Gyro bias at rest from ``samples`` reads, taken one :meth:`step` at a time; see ``calibrate_gyro``.
+
+    Attributes:
+        period_s: the chip's sample period: the pause to keep between steps, s.
+    """
+
+    def __init__(self, imu: Mpu6050, samples: int) -> None:
         if isinstance(samples, bool) or not isinstance(samples, int) or not 10 <= samples <= 10_000:
-            log.error("%r: calibrate_gyro(samples=%r): samples must be an integer 10..10000", self._dev, samples)
-            raise self._dev.error(f"calibrate_gyro: samples must be an integer 10..10000, got {samples!r}")
-        period = 1.0 / sample_rate_hz(self.cfg)
-        rates = np.empty((samples, 3))
-        for i in range(samples):
-            rates[i] = self._read_raw()[3]
-            self._sleep(period)
+            log.error("%r: calibrate_gyro(samples=%r): samples must be an integer 10..10000", imu._dev, samples)
+            raise imu._dev.error(f"calibrate_gyro: samples must be an integer 10..10000, got {samples!r}")
+        self._imu = imu
+        self._samples = samples
+        self._rates: list[Vec3] = []
+        self.period_s = 1.0 / sample_rate_hz(imu.cfg)
+
+    @property
+    def done(self) -> bool:
+        """True once every sample was read."""
+        return len(self._rates) >= self._samples
+
+    def step(self) -> None:
+        """Read one gyro sample. Raises DriverError (bus error)."""
+        self._rates.append(self._imu._read_raw()[3])
+
+    def finish(self) -> Vec3:
+        """Check the robot was still and keep the new bias; returns it, rad/s. Raises DriverError."""
+        imu, samples = self._imu, len(self._rates)
+        rates = np.asarray(self._rates, dtype=float)
         bias, std = rates.mean(axis=0), rates.std(axis=0)
         if std.max() > REST_STD_RADPS or np.abs(bias).max() > MAX_BIAS_RADPS:
             log.error("%r: gyro calibration refused, robot not at rest: mean %s rad/s, std %s rad/s",
-                      self._dev, np.round(bias, 4).tolist(), np.round(std, 4).tolist())
-            raise self._dev.error(f"gyro calibration refused: not at rest (std {std.max():.4f} rad/s, "
-                                  f"mean {np.abs(bias).max():.4f} rad/s); bias unchanged")
-        self.gyro_bias_radps = (float(bias[0]), float(bias[1]), float(bias[2]))
-        log.info("%r: gyro bias %.5f %.5f %.5f rad/s from %d samples", self._dev, *self.gyro_bias_radps, samples)
-        return self.gyro_bias_radps
+                      imu._dev, np.round(bias, 4).tolist(), np.round(std, 4).tolist())
+            raise imu._dev.error(f"gyro calibration refused: not at rest (std {std.max():.4f} rad/s, "
+                                 f"mean {np.abs(bias).max():.4f} rad/s); bias unchanged")
+        imu.gyro_bias_radps = (float(bias[0]), float(bias[1]), float(bias[2]))
+        log.info("%r: gyro bias %.5f %.5f %.5f rad/s from %d samples", imu._dev, *imu.gyro_bias_radps, samples)
+        return imu.gyro_bias_radps
+

@@ -113,3 +113,17 @@ def test_a_silent_controller_never_blocks_a_tick_and_is_declared_lost(tank, capl
         assert loop.close(timeout_s=2.0) is False
         assert time.monotonic() - started < 1.5          # no wait for a confirmation that cannot come
     assert "no motor controller to stop" in caplog.text and "NOT confirmed" not in caplog.text
+
+
+def test_imu_calibration_does_not_starve_the_other_devices_on_its_bus(tank):
+    _, hw, _ = tank()
+    assert _wait(lambda: hw.latest_power() is not None and hw.latest_imu() is not None)
+    fut = hw.calibrate_imu(100)                          # ~1 s of gyro reads at the chip's rate
+    power = []
+    while not fut.done():
+        sample = hw.latest_power()
+        if sample is not None and (not power or sample is not power[-1]):
+            power.append(sample)
+        time.sleep(0.005)
+    assert fut.result(timeout=0) is not None            # a bias, rad/s
+    assert len(power) >= 3                              # the power monitor kept its 10 Hz meanwhile

@@ -123,7 +123,7 @@ async def test_a_calibration_bug_fails_its_future_and_the_i2c_worker_keeps_readi
     async with running_agent(_no_cameras()) as agent:
         hw = agent.hardware
         assert await wait_for(lambda: hw.imu.driver is not None and hw.latest_imu() is not None, 5)
-        hw.imu.driver.calibrate_gyro = lambda samples: 1 / 0   # a driver bug, not a DriverError
+        hw.imu.driver.gyro_calibration = lambda samples: 1 / 0   # a driver bug, not a DriverError
         fut = hw.calibrate_imu()
         assert await wait_for(fut.done, 5), "the calibration future was never resolved"
         assert "ZeroDivisionError" in str(fut.exception())
