@@ -128,6 +128,26 @@ def report(name: str, secs: list[float], bound_ms: float | None = None) -> None:
     print(line)
 
 
+def print_results(trials: int, cfg, results: dict, stats, confirmed: bool, silent: dict) -> None:
+    timeout_s = cfg.source_timeout_s("sim2bot")
+    tick_s = 1.0 / cfg.control.rate_hz
+    motor = cfg.drivers.motor
+    print(f"safety path on the simulated tank (RoboClaw emulator on a pty), {trials} trials each")
+    print(f"  control {cfg.control.rate_hz:.0f} Hz (tick {tick_s * 1000:.0f} ms), velocity timeout "
+          f"{timeout_s * 1000:.0f} ms")
+    report("watchdog", results["watchdog"], (timeout_s + tick_s) * 1000.0)
+    report("stop", results["stop"], tick_s * 1000.0)
+    report("release", results["release"], tick_s * 1000.0)
+    print(f"  wire floor: the zero duty packet is {transfer_s(8, motor.baud) * 1000:.2f} ms of the figures above "
+          f"(RoboClaw, 8 bytes at {motor.baud} baud, paced emulator)")
+    print(f"  loop: {stats.ticks} ticks, {stats.late_ticks} late, max tick {stats.max_tick_s * 1000:.2f} ms, "
+          f"{stats.achieved_hz:.1f} Hz; close() with the controller lost: zero confirmed {confirmed}")
+    print(f"  silent controller: declared lost after {silent['lost_s'] * 1000:.0f} ms; while it was being declared "
+          f"lost and 0.5 s after: worst tick {silent['max_tick_s'] * 1000:.2f} ms (before: "
+          f"{silent['before_s'] * 1000:.2f} ms), worst gap between ticks {silent['worst_gap_s'] * 1000:.1f} ms "
+          f"over {silent['ticks']} ticks")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--trials", type=int, default=20)
@@ -147,9 +167,6 @@ def main() -> int:
         "drivers": cfg.drivers.model_copy(update={"imu": None, "power": None, "servo": None, "cameras": []}),
         "control": cfg.control.model_copy(update={"sources": sources}),
     })
-    timeout_s = cfg.source_timeout_s("sim2bot")
-    tick_s = 1.0 / cfg.control.rate_hz
-
     sim = SimTank(cfg)
     hw = Hardware.from_config(cfg, sim)
     hw.start()
@@ -169,21 +186,7 @@ def main() -> int:
         confirmed = loop.close()
         hw.close()
         sim.close()
-
-    print(f"safety path on the simulated tank (RoboClaw emulator on a pty), {args.trials} trials each")
-    print(f"  control {cfg.control.rate_hz:.0f} Hz (tick {tick_s * 1000:.0f} ms), velocity timeout "
-          f"{timeout_s * 1000:.0f} ms")
-    report("watchdog", results["watchdog"], (timeout_s + tick_s) * 1000.0)
-    report("stop", results["stop"], tick_s * 1000.0)
-    report("release", results["release"], tick_s * 1000.0)
-    print(f"  wire floor: the zero duty packet is {transfer_s(8, motor.baud) * 1000:.2f} ms of the figures above "
-          f"(RoboClaw, 8 bytes at {motor.baud} baud, paced emulator)")
-    print(f"  loop: {stats.ticks} ticks, {stats.late_ticks} late, max tick {stats.max_tick_s * 1000:.2f} ms, "
-          f"{stats.achieved_hz:.1f} Hz; close() with the controller lost: zero confirmed {confirmed}")
-    print(f"  silent controller: declared lost after {silent['lost_s'] * 1000:.0f} ms; while it was being declared "
-          f"lost and 0.5 s after: worst tick {silent['max_tick_s'] * 1000:.2f} ms (before: "
-          f"{silent['before_s'] * 1000:.2f} ms), worst gap between ticks {silent['worst_gap_s'] * 1000:.1f} ms "
-          f"over {silent['ticks']} ticks")
+    print_results(args.trials, cfg, results, stats, confirmed, silent)
     return 0
 
 
