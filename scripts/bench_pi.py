@@ -17,7 +17,9 @@ CPUQuota=25%``; else none (said so). The period is ``--period-ms`` (default
 for 75 ms of every 100 ms (systemd's default period), so the shorter period is
 the closer stand-in. Which one was used is printed.
 
-Printed: ticks on schedule per second (20 ms slots holding a tick start), the
+Printed: ticks on schedule per second (``rate_hz`` less the slots a gap of over
+1.5 periods missed; a woken tick restarts the slot grid, so slots are counted
+from the gaps, not on a fixed grid), the
 worst gap between ticks, command -> motor-emulator receipt p50/p99 per protocol
 next to each transport's bare relay measured in the same run and the duty
 packet's wire time, CPU % of the child, its peak RSS.
@@ -121,7 +123,8 @@ def report(args, how: str, code: int, relays: dict, sends: dict, result: dict) -
     print(f"  window {result['window_s']:.0f} s: ticks on schedule {result['on_schedule_hz']:.1f} /s "
           f"(of {result['rate_hz']:.0f}), ticks run {result['ticks_hz']:.1f} /s, worst gap {result['worst_gap_ms']:.1f} ms, "
           f"gaps > 30 ms: {result['gaps_over_30']}")
-    print(f"  CPU {result['cpu_pct']:.1f} % of one core   RSS peak {result['rss_peak_mib']:.1f} MiB "
+    print(f"  CPU {result['cpu_pct']:.1f} % of one core (of which the motor emulator's thread "
+          f"{result['emulator_cpu_pct']:.1f} %: simulation, not agent)   RSS peak {result['rss_peak_mib']:.1f} MiB "
           f"(now {result['rss_mib']:.1f} MiB)   switch interval {result['switch_interval_ms']:.2f} ms")
     print(f"  command -> motor emulator receipt; wire floor of the duty packet {wire * 1e3:.2f} ms "
           f"(RoboClaw 8 bytes at {result['baud']} baud), figures net of it:")
@@ -131,7 +134,8 @@ def report(args, how: str, code: int, relays: dict, sends: dict, result: dict) -
         if not net:
             print(f"    {proto:<9} no samples")
             continue
-        print(f"    {proto:<9} p50 {pct(net, 50) * 1e3:6.2f} ms  p99 {pct(net, 99) * 1e3:6.2f} ms (n={len(net)})   "
+        print(f"    {proto:<9} p50 {pct(net, 50) * 1e3:6.2f} ms  p99 {pct(net, 99) * 1e3:6.2f} ms "
+              f"(n={len(net)}/{len(sends[proto])})   "
               f"relay p50 {pct(relay, 50) * 1e3:5.2f} ms  p99 {pct(relay, 99) * 1e3:5.2f} ms   "
               f"p99 ratio {pct(net, 99) / pct(relay, 99):4.2f}x")
 

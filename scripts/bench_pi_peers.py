@@ -30,6 +30,8 @@ _spec.loader.exec_module(artex_hub)
 PROTOCOLS = ("artex", "sim2bot", "robot_msg")
 #: Pause after a trial's stop before the next command: the source's 0.5 s timeout passes.
 SETTLE_S = 0.6
+#: How long a trial's motion command stands before its stop, s (a receipt later than that is a miss).
+MOTION_S = 0.15
 
 
 def pct(values: list[float], q: float) -> float:
@@ -104,7 +106,7 @@ class Peers:
                 await asyncio.sleep(random.uniform(0.0, 0.02))       # any tick phase
                 sends[proto].append(time.monotonic())
                 await motion[proto]()
-                await asyncio.sleep(0.15)
+                await asyncio.sleep(MOTION_S)
                 await halt[proto]()
                 await asyncio.sleep(SETTLE_S)
         while time.monotonic() < end:
@@ -115,13 +117,13 @@ class Peers:
 
 
 def latencies(sends: dict[str, list[float]], events: list) -> dict[str, list[float]]:
-    """Per protocol: send -> first nonzero duty the emulator applied after it, s."""
+    """Per protocol: send -> first nonzero duty the emulator applied after it, s (misses left out)."""
     out: dict[str, list[float]] = {}
     for proto, times in sends.items():
         out[proto] = []
         for t0 in times:
             first = next((t for t, left, right in events if t > t0 and (left or right)), None)
-            if first is not None and first - t0 < 1.0:
+            if first is not None and first - t0 < MOTION_S:
                 out[proto].append(first - t0)
     return out
 
