@@ -126,6 +126,7 @@ def report(args, how: str, code: int, relays: dict, sends: dict, result: dict) -
     print(f"  CPU {result['cpu_pct']:.1f} % of one core (of which the motor emulator's thread "
           f"{result['emulator_cpu_pct']:.1f} %: simulation, not agent)   RSS peak {result['rss_peak_mib']:.1f} MiB "
           f"(now {result['rss_mib']:.1f} MiB)   switch interval {result['switch_interval_ms']:.2f} ms")
+    print("  busiest threads: " + ", ".join(f"{name} {share:.1f} %" for share, name in result["threads_cpu_pct"]))
     print(f"  command -> motor emulator receipt; wire floor of the duty packet {wire * 1e3:.2f} ms "
           f"(RoboClaw 8 bytes at {result['baud']} baud), figures net of it:")
     for proto, lat in latencies(sends, result["duty_events"]).items():

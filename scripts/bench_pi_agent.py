@@ -120,5 +120,7 @@ async def run_agent(ports: dict, seconds: float, out: str, switch_interval: floa
             "duty_events": duty.events,
             "emulator_cpu_pct": 100 * sum(v - threads0.get(k, 0.0) for k, v in threads1.items()
                                           if k.endswith("-pty")) / window,
+            "threads_cpu_pct": sorted(((100 * (v - threads0.get(k, 0.0)) / window, k) for k, v in threads1.items()),
+                                      reverse=True)[:6],
         }
     Path(out).write_text(json.dumps(result))
