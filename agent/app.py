@@ -81,6 +81,11 @@ class Agent:
         if cfg.robot_msg.enabled:
             from agent.adapters.robotmsg import RobotMsgAdapter
             self.adapters["robot_msg"] = RobotMsgAdapter(cfg, self.control, self.video, config_path=self.config_path)
+        if cfg.console.enabled:
+            from agent.console import build_console
+            console = build_console(cfg, self.control, self.video)  # None (logged) without a needed token
+            if console is not None:
+                self.adapters["console"] = console
 
     async def start(self) -> None:
         """Open the devices (off the event loop), start the control loop, video and adapters."""

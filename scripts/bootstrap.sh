@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# Idempotent development setup: Debian packages systemd-python needs, a venv in .venv,
-# the agent installed editable with its test and systemd extras.
+# Idempotent development setup: Debian packages systemd-python needs (and the headless
+# Chromium + chromedriver the console tests drive), a venv in .venv, the agent installed
+# editable with its test and systemd extras.
 # Usage: scripts/bootstrap.sh            (prints the venv's python path last)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 need=()
-for pkg in libsystemd-dev pkg-config systemd; do
+for pkg in libsystemd-dev pkg-config systemd chromium chromium-driver; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || need+=("$pkg")
 done
 if [ ${#need[@]} -gt 0 ]; then
