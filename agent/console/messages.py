@@ -17,10 +17,10 @@ naming the field (``drive.vx 3.0 is outside -1.0..1.0 m/s``). A rejected message
 
 from __future__ import annotations
 
-import json
-import math
 from dataclasses import dataclass
 
+from agent.adapters.sim2bot_commands import _number as finite_number
+from agent.adapters.sim2bot_commands import decode as json_object
 from agent.errors import CommandError
 from agent.model import BaseVelocity, Stop
 
@@ -56,36 +56,25 @@ def _clip(value: object, limit: int = 40) -> str:
 
 
 def decode(raw: object, max_bytes: int) -> dict:
-    """One WebSocket message -> a JSON object.
+    """One WebSocket message -> a JSON object (the Sim2Bot adapter's checks, source ``console``).
 
     Raises:
         CommandError: binary or non-text message, longer than ``max_bytes`` (UTF-8), not JSON,
             nested too deeply, or not an object.
     """
-    if not isinstance(raw, str):
-        raise CommandError(f"expected a JSON text message, got {type(raw).__name__}", SOURCE)
-    if len(raw) > max_bytes or len(raw.encode("utf-8", "surrogatepass")) > max_bytes:
-        raise CommandError(f"message of {len(raw)} characters exceeds {max_bytes} bytes", SOURCE)
     try:
-        data = json.loads(raw)
-    except RecursionError as err:
-        raise CommandError("message nests too deeply", SOURCE) from err
-    except ValueError as err:
-        raise CommandError(f"message is not valid JSON: {err}", SOURCE) from err
-    if not isinstance(data, dict):
-        raise CommandError(f"message must be a JSON object, got {type(data).__name__}", SOURCE)
-    return data
+        return json_object(raw, max_bytes)
+    except CommandError as err:
+        err.source = SOURCE
+        raise
 
 
 def _bounded(where: str, value: object, limit: float, unit: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise CommandError(f"{where} must be a number, got {type(value).__name__} {_clip(value)}", SOURCE)
     try:
-        out = float(value)
-    except OverflowError as err:
-        raise CommandError(f"{where} is out of range", SOURCE) from err
-    if not math.isfinite(out):
-        raise CommandError(f"{where} must be finite, got {out!r}", SOURCE)
+        out = finite_number(where, value)
+    except CommandError as err:
+        err.source = SOURCE
+        raise
     if abs(out) > limit:
         raise CommandError(f"{where} {out:g} is outside -{limit:g}..{limit:g} {unit}", SOURCE)
     return out

@@ -77,6 +77,9 @@ async def _screenshot(path: str) -> None:
     from selenium.webdriver.common.action_chains import ActionChains
     from selenium.webdriver.common.keys import Keys
 
+    SCRIPT = [((Keys.ARROW_UP,), 4.0), ((), 2.0), ((Keys.ARROW_UP, Keys.ARROW_LEFT), 3.0), ((), 1.5),
+              ((Keys.ARROW_DOWN,), 3.0), ((), 2.0), ((Keys.ARROW_RIGHT,), 2.0), ((), 1.0)]
+
     from tests.conftest import free_port, running_agent, sim_config
 
     port = free_port()
@@ -86,12 +89,14 @@ async def _screenshot(path: str) -> None:
         def shoot() -> None:
             with chromium() as driver:
                 open_console(driver, f"http://127.0.0.1:{port}/")
+                for keys, seconds in SCRIPT:          # ~20 s of driving, so the plots have a shape
+                    for key in keys:
+                        ActionChains(driver).key_down(key).perform()
+                    time.sleep(seconds)
+                    for key in keys:
+                        ActionChains(driver).key_up(key).perform()
                 ActionChains(driver).key_down(Keys.ARROW_UP).perform()
                 time.sleep(2.0)
-                ActionChains(driver).key_down(Keys.ARROW_LEFT).perform()
-                time.sleep(1.5)
-                ActionChains(driver).key_up(Keys.ARROW_LEFT).perform()
-                time.sleep(1.0)
                 driver.save_screenshot(path)
                 ActionChains(driver).key_up(Keys.ARROW_UP).perform()
 

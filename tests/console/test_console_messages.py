@@ -23,14 +23,15 @@ def test_good_messages_translate() -> None:
 
 
 @pytest.mark.parametrize("raw, words", [
-    (b'{"type": "stop"}', "expected a JSON text message"),
-    ("x" * 2000, "exceeds 1024 bytes"),
+    (b'{"type": "stop"}', "binary message of 16 bytes"),
+    ("x" * 2000, "exceeds max_message_bytes=1024"),
     ("{nope", "not valid JSON"),
     ("[1, 2]", "must be a JSON object"),
 ])
 def test_decode_rejects(raw: object, words: str) -> None:
-    with pytest.raises(CommandError, match=words):
+    with pytest.raises(CommandError, match=words) as info:
         decode(raw, 1024)
+    assert info.value.source == "console"
 
 
 def test_decode_rejects_deep_nesting() -> None:
