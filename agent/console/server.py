@@ -29,7 +29,7 @@ STATIC = Path(__file__).resolve().parent / "static"
 WS_MAX_MSG = 64 * 1024
 #: Ping period of the tab's WebSocket, s: a silent dead peer is closed (and released) after ~2 of these.
 WS_HEARTBEAT_S = 2.0
-#: How long shutdown waits for open tabs to close, s.
+#: How long shutdown (and one close handshake) waits for open tabs to close, s.
 SHUTDOWN_S = 2.0
 
 
@@ -107,7 +107,9 @@ class Console:
     async def _socket(self, request: web.Request) -> web.StreamResponse:
         if len(self.sessions) >= self.settings.max_sessions:
             return web.Response(status=503, text=f"503: {len(self.sessions)} console tabs open already\n")
-        ws = web.WebSocketResponse(heartbeat=WS_HEARTBEAT_S, max_msg_size=WS_MAX_MSG)
+        # no permessage-deflate: frames are JPEG (incompressible), state messages are small
+        ws = web.WebSocketResponse(heartbeat=WS_HEARTBEAT_S, max_msg_size=WS_MAX_MSG, timeout=SHUTDOWN_S,
+                                   compress=False)
         await ws.prepare(request)
         session = Session(self, ws, str(request.remote))
         self.sessions.add(session)
@@ -144,8 +146,7 @@ class Console:
             self.ready.set()
             await asyncio.Event().wait()
         finally:
-            for session in list(self.sessions):
-                await session.ws.close()
+            await asyncio.gather(*(s.ws.close() for s in list(self.sessions)), return_exceptions=True)
             await runner.cleanup()
 
     def _announce(self) -> None:

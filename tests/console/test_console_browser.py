@@ -15,7 +15,7 @@ import time
 
 import pytest
 
-from tests.conftest import deep_merge, free_port, running_agent, sim_config
+from tests.conftest import deep_merge, free_port, running_agent, sim_config, wait_for
 from tests.console.browser import available, chromium, open_console, text, wait_until
 
 pytestmark = [
@@ -117,6 +117,6 @@ async def test_closing_the_page_releases_the_source(caplog: pytest.LogCaptureFix
 
         elapsed = await asyncio.to_thread(run)
         assert elapsed < 1.0 + SLACK_S
-        assert agent.control.snapshot().active_source == ""
+        assert await wait_for(lambda: agent.control.snapshot().active_source == "", 1.0)
     assert any("console released" in r.getMessage() and "while driving base" in r.getMessage()
                for r in caplog.records)

@@ -128,7 +128,10 @@ async def test_bad_messages_are_rejected_counted_and_move_nothing(caplog: pytest
             status = agent.adapters["console"].status()
             assert status["rejected"] == len(BAD) + 1 and status["executed"] == 0
             assert still(agent) and agent.control.snapshot().active_source == ""
-            state = await next_json(ws, "state")
+            for _ in range(3):                 # the page sees the count (a state built before may be in flight)
+                state = await next_json(ws, "state")
+                if state["console"]["rejected"] == len(BAD) + 1:
+                    break
             assert state["console"]["rejected"] == len(BAD) + 1
             await ws.send_json({"type": "drive", "vx": 0.3, "omega": 0.0})   # the socket still works
             assert await wait_for(lambda: agent.sim.motor_emulator.motor_duty[0] > 0.0, 5.0)
@@ -150,7 +153,52 @@ async def test_closing_the_driving_tab_releases_the_source(caplog: pytest.LogCap
                 await viewer.close()                  # a tab that never drove: no release
                 await asyncio.sleep(0.3)
                 assert agent.control.snapshot().active_source == "console"
-            assert await wait_for(lambda: agent.sim.motor_emulator.motor_duty == [0.0, 0.0], 2.0)
-            assert agent.control.snapshot().active_source == ""
+            # the duty write precedes the tick's snapshot: wait for both
+            assert await wait_for(lambda: agent.sim.motor_emulator.motor_duty == [0.0, 0.0]
+                                  and agent.control.snapshot().active_source == "", 2.0)
     assert any("console released (console tab from 127.0.0.1 closed) while driving base" in r.getMessage()
                for r in caplog.records)
+
+
+async def test_frames_wait_for_the_page() -> None:
+    """Latest frame only: a tab that does not acknowledge gets one frame, then the newest on ``frame``."""
+    port = free_port()
+    async with console_agent(port) as agent, aiohttp.ClientSession() as http:
+        async with http.ws_connect(f"http://127.0.0.1:{port}/ws") as ws:
+            await hello(ws)
+            while (msg := await ws.receive(timeout=10.0)).type != aiohttp.WSMsgType.BINARY:
+                pass                                        # the first frame needs no request
+            assert msg.data[:2] == b"\xff\xd8"
+            first_seq = agent.video.latest("front").seq
+            extra = []
+            end = asyncio.get_running_loop().time() + 1.5
+            while (left := end - asyncio.get_running_loop().time()) > 0:
+                with contextlib.suppress(asyncio.TimeoutError):
+                    msg = await ws.receive(timeout=left)
+                    if msg.type == aiohttp.WSMsgType.BINARY:
+                        extra.append(msg.data)
+            assert agent.video.latest("front").seq > first_seq + 5   # the camera went on meanwhile
+            assert extra == []                                      # no frame without a request: no backlog
+            await ws.send_json({"type": "frame"})
+            while (msg := await ws.receive(timeout=5.0)).type != aiohttp.WSMsgType.BINARY:
+                pass
+            assert msg.data[:2] == b"\xff\xd8"
+            assert await wait_for(lambda: agent.adapters["console"].status()["frames_sent"] == 2, 2.0)
+
+
+async def test_agent_shutdown_with_a_tab_driving_stops_and_closes_it() -> None:
+    port = free_port()
+    http = aiohttp.ClientSession()
+    try:
+        async with console_agent(port) as agent:
+            ws = await http.ws_connect(f"http://127.0.0.1:{port}/ws")
+            await hello(ws)
+            await ws.send_json({"type": "drive", "vx": 0.5, "omega": 0.0})
+            assert await wait_for(lambda: agent.sim.motor_emulator.motor_duty[0] > 0.0, 5.0)
+            emu = agent.sim.motor_emulator
+        assert emu.motor_duty == [0.0, 0.0]
+        while (await ws.receive(timeout=5.0)).type not in (aiohttp.WSMsgType.CLOSE, aiohttp.WSMsgType.CLOSED,
+                                                            aiohttp.WSMsgType.CLOSING):
+            pass
+    finally:
+        await http.close()
