@@ -82,9 +82,11 @@ class Console:
                 "camera": self.camera, "limits": {"vx_mps": self.limits.vx_mps, "omega_radps": self.limits.omega_radps},
                 "repeat_ms": self.settings.repeat_ms, "watchdog_s": self.watchdog_s}
 
-    def status(self) -> dict[str, int]:
-        """Counters plus ``open`` (tabs connected now) and ``auth_refused`` (401/403 answers)."""
-        return {**self.counters, "open": len(self.sessions), "auth_refused": self.gate.refused}
+    def status(self) -> dict[str, Any]:
+        """``connected`` (listening: the agent's health counts a console that could not bind as a
+        link down), the counters, ``open`` (tabs connected now) and ``auth_refused`` (401/403 answers)."""
+        return {"connected": self.ready.is_set(), **self.counters, "open": len(self.sessions),
+                "auth_refused": self.gate.refused}
 
     def url(self) -> str:
         """The address to open (with a ``?token=`` placeholder when a token is required)."""

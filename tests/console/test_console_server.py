@@ -202,3 +202,13 @@ async def test_agent_shutdown_with_a_tab_driving_stops_and_closes_it() -> None:
             pass
     finally:
         await http.close()
+
+
+async def test_health_shows_the_console_link() -> None:
+    from agent.status import gather
+
+    port = free_port()
+    async with console_agent(port) as agent:
+        assert await wait_for(lambda: gather(agent)["state"] == "ok", 10.0), gather(agent)
+        health = gather(agent)
+        assert health["links"]["console"] == {"connected": True} and "console=up" in health["summary"]
