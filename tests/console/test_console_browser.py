@@ -120,3 +120,31 @@ async def test_closing_the_page_releases_the_source(caplog: pytest.LogCaptureFix
         assert await wait_for(lambda: agent.control.snapshot().active_source == "", 1.0)
     assert any("console released" in r.getMessage() and "while driving base" in r.getMessage()
                for r in caplog.records)
+
+
+def drag_the_pad(driver, agent, port: int) -> None:
+    from selenium.webdriver.common.action_chains import ActionChains
+    from selenium.webdriver.common.by import By
+
+    open_console(driver, f"http://127.0.0.1:{port}/")
+    pad = driver.find_element(By.ID, "joystick")
+    start = agent.control.snapshot().odom.distance_m
+    # press at the centre, push the knob to the top edge (forward) and hold it there
+    ActionChains(driver).move_to_element(pad).click_and_hold().move_by_offset(0, -80).perform()
+    assert wait_until(lambda: agent.control.snapshot().odom.distance_m > start + 0.05, 10.0)
+    assert agent.control.snapshot().odom.vx_mps > 0.0 and duty(agent)[0] > 0.0
+    ActionChains(driver).release().perform()
+    bound = agent.cfg.watchdog.velocity_timeout_s + agent.control.period_s
+    assert wait_until(lambda: duty(agent) == [0.0, 0.0], bound + SLACK_S, 0.005)
+
+
+async def test_the_on_screen_pad_drives_with_pointer_events() -> None:
+    port = free_port()
+    async with running_agent(sim_config(console={"enabled": True, "port": port})) as agent:
+        await asyncio.wait_for(agent.adapters["console"].ready.wait(), 10.0)
+
+        def run() -> None:
+            with chromium() as driver:
+                drag_the_pad(driver, agent, port)
+
+        await asyncio.to_thread(run)
