@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import time
 
 import pytest
@@ -18,8 +19,12 @@ import pytest
 from tests.conftest import deep_merge, free_port, running_agent, sim_config, wait_for
 from tests.console.browser import available, chromium, open_console, text, wait_until
 
+#: CI sets this so a missing browser fails the run instead of skipping the page tests.
+REQUIRED = os.environ.get("ROBOT_AGENT_REQUIRE_BROWSER") == "1"
+
 pytestmark = [
-    pytest.mark.skipif(not available(), reason="needs Debian chromium + chromium-driver (scripts/bootstrap.sh installs them)"),
+    pytest.mark.skipif(not available() and not REQUIRED,
+                       reason="needs Debian chromium + chromium-driver (scripts/bootstrap.sh installs them)"),
     pytest.mark.timeout(180),
 ]
 
