@@ -28,7 +28,7 @@ from hypothesis import strategies as st
 from robot_msg import ControllerCommand, RobotAction, RobotActionRealTimeAction, RobotActionTrajectoryAction
 
 from agent.joints import angle_to_pulse_us
-from tests.conftest import deep_merge, running_agent, sim_config, wait_for
+from agent.testing.running_agent import deep_merge, running_agent, sim_config, wait_for
 
 pytestmark = pytest.mark.timeout(60)
 

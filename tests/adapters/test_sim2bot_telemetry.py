@@ -19,7 +19,7 @@ from agent.model import (
     Snapshot,
     TrackState,
 )
-from tests.conftest import sim_config
+from agent.testing.running_agent import sim_config
 
 FIXTURE = Path(__file__).resolve().parents[2] / "fixtures" / "sim2bot" / "v1" / "telemetry.json"
 CFG = AgentConfig.model_validate(sim_config(sim2bot={"room": "bench-a", "robot_id": "tank-7"}))

@@ -5,7 +5,8 @@ from __future__ import annotations
 import logging
 
 from agent.model import BaseVelocity
-from tests.conftest import free_port, running_agent, sim_config, wait_for
+from agent.testing.ports import free_port
+from agent.testing.running_agent import running_agent, sim_config, wait_for
 
 
 async def test_an_adapter_that_dies_is_logged_and_its_source_released(caplog):
