@@ -600,7 +600,7 @@ async def test_an_adapter_bug_releases_the_robot_and_the_sockets_reopen(caplog):
         adapter._translate = buggy
         await peer.send(act, u_rt(0.4))
         assert await wait_for(lambda: not moving(agent), 2.0)   # released at once, not the 5 s watchdog
-        assert "adapter failed unexpectedly" in caplog.text and "injected translation bug" in caplog.text
+        assert "sockets failed unexpectedly" in caplog.text and "injected translation bug" in caplog.text
         assert await wait_for(lambda: peer.status()["connected"], 5.0)
         act = await peer.publisher("action")     # the sockets were reopened (on new free ports)
         await drive(peer, act, 0.3, 0.3)
