@@ -18,7 +18,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Union
 
-from agent.errors import CommandError
+from agent.errors import CommandError, NonFiniteValue
 
 Vec3 = tuple[float, float, float]
 Quat = tuple[float, float, float, float]  # x, y, z, w
@@ -34,7 +34,7 @@ def _finite(name: str, value: object) -> float:
         raise CommandError(f"{name} must be a number, got {type(value).__name__}")
     value = float(value)
     if not math.isfinite(value):
-        raise CommandError(f"{name} must be finite, got {value!r}")
+        raise NonFiniteValue(f"{name} must be finite, got {value!r}")
     return value
 
 
