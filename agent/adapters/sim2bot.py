@@ -29,9 +29,7 @@ from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import WebSocketException
 
 from agent.adapters.sim2bot_commands import (
-    CameraRelease,
     CameraRequest,
-    Declined,
     ParseContext,
     Parsed,
     Submit,
@@ -42,7 +40,7 @@ from agent.adapters.sim2bot_commands import (
 from agent.adapters.sim2bot_telemetry import TelemetryBuilder, camera_ids, hello_message
 from agent.config import AgentConfig
 from agent.config.robotmsg import is_local_address
-from agent.errors import CommandError
+from agent.errors import CommandDeclined, CommandError
 from agent.ports import LinkStatus, RobotPort, VideoPort
 from agent.ratelimit import RateLimitedLog
 from agent.reconnect import Reconnector, backoff_s  # noqa: F401  (backoff_s: re-exported)
@@ -241,38 +239,39 @@ class Sim2botAdapter:
             if kind == "bridge_status":
                 self._bridge_status(outcome)
             return "status"
+        if isinstance(outcome, CommandDeclined):  # valid, does nothing on a tank
+            self._counters["declined"] += 1
+            self._note(f"declined:{kind}:{outcome}", logging.INFO, f"sim2bot: {kind} accepted but ignored: {outcome}")
+            return "declined"
         try:
             if isinstance(outcome, CommandError):
                 raise outcome
             if isinstance(outcome, Submit):
-                try:
-                    self._robot.submit(SOURCE, outcome.command)
-                except CommandError as err:  # the control loop logs its own rejections
-                    self._counters["rejected"] += 1
-                    log.debug("sim2bot: %s refused by the robot: %s", kind, err)
-                    return "rejected"
-                for name in outcome.ignored:
-                    self._note(f"ignored:{name}", logging.WARNING,
-                               f"sim2bot: base_velocity {name} ignored: a tracked base moves only along x and yaw")
-                self._counters["executed"] += 1
-                return "executed"
+                return self._submit(kind, outcome)
             if isinstance(outcome, CameraRequest):
                 if self._streams is not None:  # else ctx.cameras is empty and parse rejected it
                     self._streams.subscribe(outcome)
-            elif isinstance(outcome, CameraRelease):
-                if self._streams is not None:
-                    self._streams.unsubscribe(outcome.camera)
-            elif isinstance(outcome, Declined):
-                self._counters["declined"] += 1
-                self._note(f"declined:{kind}:{outcome.reason}", logging.INFO,
-                           f"sim2bot: {kind} accepted but ignored: {outcome.reason}")
-                return "declined"
+            elif self._streams is not None:  # CameraRelease
+                self._streams.unsubscribe(outcome.camera)
             self._counters["camera"] += 1
             return "camera"
-        except CommandError as err:
+        except CommandError as err:  # bad input, or a subscription the streams refuse
             self._counters["rejected"] += 1
             self._warn(logging.WARNING, f"sim2bot: rejected {kind}: {err}")
             return "rejected"
+
+    def _submit(self, kind: str, outcome: Submit) -> str:
+        try:
+            self._robot.submit(SOURCE, outcome.command)
+        except CommandError as err:  # the control loop logs its own rejections
+            self._counters["rejected"] += 1
+            log.debug("sim2bot: %s refused by the robot: %s", kind, err)
+            return "rejected"
+        for name in outcome.ignored:
+            self._note(f"ignored:{name}", logging.WARNING,
+                       f"sim2bot: base_velocity {name} ignored: a tracked base moves only along x and yaw")
+        self._counters["executed"] += 1
+        return "executed"
 
     def _note(self, key: str, level: int, text: str) -> None:
         if key not in self._noted:

@@ -123,8 +123,8 @@ async def test_describe_shows_the_tank_and_telemetry_flows(bridge):
         assert await wait_for(lambda: robot.state() is not None, 5)
         seen = []
         robot.on_telemetry(seen.append)
-        await asyncio.sleep(1.0)
-        assert 8 <= len(seen) <= 30                  # ~20 Hz
+        # flows (the 20 Hz pacing is checked on a virtual clock in test_sim2bot_telemetry.py)
+        assert await wait_for(lambda: len(seen) >= 3, 5)
         assert seen[-1].t > seen[0].t and seen[-1].capture_ts > time.time() - 5
         status = agent.adapters["sim2bot"].status()
         assert status["connected"] and status["video_connected"] and status["sent"] >= len(seen)
