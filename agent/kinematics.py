@@ -152,9 +152,6 @@ class TrackReading:
 
 
 class Odometer:
-    #: how long an encoder speed estimate is held while the counts do not change, s
-    SPEED_HOLD_S = 0.25
-
     """Dead reckoning from encoder counts, or from commanded track speeds without them.
 
     Encoders are used when ``counts_per_m > 0`` and the tick has counts. The first
@@ -167,6 +164,9 @@ class Odometer:
         counts_per_m: encoder counts per metre of track travel; 0 = no encoders.
         max_speed_mps: fastest possible track speed, m/s (bounds plausible jumps).
     """
+
+    #: how long an encoder speed estimate is held while the counts do not change, s
+    SPEED_HOLD_S = 0.25
 
     def __init__(self, track_width_m: float, counts_per_m: float, max_speed_mps: float) -> None:
         self.track_width_m = track_width_m

@@ -1,4 +1,4 @@
-"""The control loop (agent/control.py) on the simulated tank: real Hardware, real drivers, emulators.
+"""The control loop (agent/control/) on the simulated tank: real Hardware, real drivers, emulators.
 
 Most tests drive time with an injected clock and call ``tick`` themselves; the
 duty that reached the motor controller is read back from the tank physics the
@@ -100,7 +100,7 @@ def make_rig():
 
     yield make
     for rig in made:
-        rig.loop.close(timeout_s=0.5)
+        rig.loop.close(timeout_s=0.1)           # an unplugged motor never confirms: do not wait long
         rig.hw.close()
         rig.sim.close()
 

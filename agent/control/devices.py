@@ -1,0 +1,91 @@
+"""The control loop's device I/O: the only place it writes to or reads from the hardware.
+
+:class:`HardwarePort` is what the loop needs from agent.hardware.Hardware
+(docs/architecture.md, "Hardware"). :class:`DeviceIO` does one tick's exchange:
+the duty first, the servo pulses only when they changed, then the readings the
+pure tick (agent.control.tick) folds into the snapshot; and the zero writes of
+a failed tick and of closing.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import logging
+import threading
+import time
+from collections.abc import Callable, Mapping
+from typing import Protocol
+
+from agent.control.tick import Pair, Readings
+from agent.model import DeviceHealth, ImuSample, PowerSample
+from drivers.base import MotorFeedback
+
+log = logging.getLogger(__name__)
+
+#: Pause between two attempts of the closing zero write, s.
+ZERO_RETRY_S = 0.05
+
+
+class HardwarePort(Protocol):
+    """What the loop needs from agent.hardware.Hardware (docs/architecture.md, "Hardware")."""
+
+    def set_duty(self, left: float, right: float) -> bool: ...
+    def read_motor(self) -> MotorFeedback | None: ...
+    def set_servo_pulses(self, pulses: dict[int, float | None]) -> None: ...
+    def latest_imu(self) -> ImuSample | None: ...
+    def latest_power(self) -> PowerSample | None: ...
+    def calibrate_imu(self) -> concurrent.futures.Future: ...
+    def health(self) -> tuple[DeviceHealth, ...]: ...
+    def faults(self, health: tuple[DeviceHealth, ...] | None = None) -> tuple[str, ...]: ...
+
+
+class DeviceIO:
+    """One tick's writes and reads; control thread only (or the caller of ``ControlLoop.tick``).
+
+    Args:
+        hardware: the supervised devices; their methods never raise.
+        wall: Unix clock, s, for ``Snapshot.t_unix_s``.
+    """
+
+    def __init__(self, hardware: HardwarePort, wall: Callable[[], float]) -> None:
+        self._hw = hardware
+        self._wall = wall
+        self._last_pulses: Mapping[int, float] | None = None
+
+    def write_duty(self, duty: Pair) -> bool:
+        """Command (left, right) duty in [-1, 1]; True when the motor controller confirmed it."""
+        return self._hw.set_duty(duty[0], duty[1])
+
+    def write_pulses(self, pulses: Mapping[int, float]) -> None:
+        """Servo channel -> pulse, us; sent only when different from the last pulses sent."""
+        if pulses != self._last_pulses:
+            self._hw.set_servo_pulses(dict(pulses))
+            self._last_pulses = pulses
+
+    def read(self) -> Readings:
+        """Motor feedback (after the duty write, so it never delays the duty), sensors, health, wall time."""
+        feedback = self._hw.read_motor()
+        devices = self._hw.health()
+        return Readings(feedback=feedback, t_unix_s=self._wall(), imu=self._hw.latest_imu(),
+                        power=self._hw.latest_power(), devices=devices, faults=self._hw.faults(devices))
+
+    def zero_after_failure(self) -> None:
+        """Command zero after a tick failed; logs (never raises) when that fails too."""
+        try:
+            self._hw.set_duty(0.0, 0.0)
+        except Exception:  # Hardware never raises; guard anyway
+            log.exception("zero duty after a failed tick failed too")
+
+    def zero_confirmed(self, deadline: float) -> bool:
+        """Command zero until the motor controller confirms it or ``time.monotonic()`` passes ``deadline``.
+
+        At least one attempt. Returns True once confirmed.
+        """
+        pause = threading.Event()
+        while True:
+            if self._hw.set_duty(0.0, 0.0):
+                return True
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            pause.wait(min(ZERO_RETRY_S, left))

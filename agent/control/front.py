@@ -1,0 +1,329 @@
+"""The robot port's front: what adapters call, thread-safe (docs/architecture.md, "The robot port").
+
+:class:`Front` validates commands and writes them into the tick's
+:class:`~agent.control.tick.ControlState` under the loop's lock: velocity
+commands become arbitration claims (agent.arbitration), latched commands set
+joint targets, ``Stop`` drops every claim and latches out the sources that were
+streaming. It also holds the snapshot ring the tick publishes into
+(``snapshot``, ``samples_since``) and the runtime base limits. A ``Stop`` or the
+release of a driving source calls ``wake`` so the scheduler runs a tick at once.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import logging
+import math
+import threading
+from collections import deque
+from collections.abc import Callable
+
+from agent.arbitration import BASE, JOINTS
+from agent.config import AgentConfig
+from agent.config.control import SOURCES
+from agent.control.devices import HardwarePort
+from agent.control.tick import ControlState
+from agent.errors import CommandError
+from agent.model import (
+    BaseVelocity,
+    CalibrateImu,
+    Command,
+    Gripper,
+    JointPosition,
+    JointTrajectory,
+    JointTrajectoryStop,
+    JointVelocity,
+    Reset,
+    RobotDescription,
+    Snapshot,
+    Stop,
+    TrackDuty,
+)
+from agent.ratelimit import RateLimitedLog
+
+log = logging.getLogger(__name__)
+
+#: Snapshots kept for :meth:`Front.samples_since` (about 10 s at 50 Hz).
+RING_SIZE = 512
+#: Measured track speed below which the base counts as still, m/s.
+STILL_MPS = 0.01
+#: Repeated rejections of the same kind from one source are logged at most this often, s.
+REJECT_LOG_INTERVAL_S = 5.0
+
+
+def describe(cfg: AgentConfig) -> RobotDescription:
+    """The robot's static description from its config (what adapters announce)."""
+    servo = cfg.drivers.servo
+    joints = servo.joints if servo is not None else []
+    return RobotDescription(
+        name=cfg.name,
+        kind=cfg.type,
+        joint_names=tuple(j.name for j in joints),
+        joint_limits=tuple((j.min_rad, j.max_rad) for j in joints),
+        home=tuple(j.home_rad for j in joints),
+        has_gripper=servo is not None and servo.gripper is not None,
+        track_width_m=cfg.base.track_width_m,
+        max_speed_mps=cfg.base.max_speed_mps,
+        max_omega_radps=2.0 * cfg.base.max_speed_mps / cfg.base.track_width_m,
+        cameras=tuple(c.id for c in cfg.drivers.cameras),
+    )
+
+
+class Front:
+    """What adapters call; see the module docstring.
+
+    Args:
+        state: the tick's state; read and written only under ``lock``.
+        lock: the loop's lock (shared with the tick).
+        hardware: used for ``calibrate_imu`` only.
+        clock: monotonic clock, s (the same one the tick runs on).
+        wake: asks the scheduler for a tick now (a stop, a release of a driving source).
+    """
+
+    def __init__(self, state: ControlState, lock: threading.Lock, hardware: HardwarePort, *,
+                 clock: Callable[[], float], wake: Callable[[], None]) -> None:
+        self._state = state
+        self._lock = lock
+        self._hw = hardware
+        self._clock = clock
+        self._wake = wake
+        self._closed = False
+        self._muted: dict[str, float] = {}  # source -> its last velocity command refused by the stop latch, s
+        self._calibration: concurrent.futures.Future | None = None
+        self._rejects = RateLimitedLog(log, REJECT_LOG_INTERVAL_S)
+        self._snap = Snapshot(joints=state.joints.state(), gripper=state.joints.gripper)
+        self._ring: deque[Snapshot] = deque(maxlen=RING_SIZE)
+        self._ring_lock = threading.Lock()
+
+    # ================================================================== commands
+    def submit(self, source: str, command: Command) -> None:
+        """Validate ``command`` against the robot and queue it; latest value wins per source.
+
+        Raises:
+            CommandError: with the reason (unknown source or command, wrong joint
+                count, no gripper, refused by a higher-priority source, base not
+                still for calibration, loop closed); nothing changes then.
+        """
+        try:
+            self._submit(source, command)
+        except CommandError as err:
+            if not err.source:
+                err.source = source
+            self._rejects.log(logging.WARNING, (source, str(err)), "rejected %s from %s: %s",
+                              type(command).__name__, source, err)
+            raise
+
+    def _submit(self, source: str, command: Command) -> None:
+        if source not in SOURCES:
+            raise CommandError(f"unknown command source {source!r}; known: {', '.join(SOURCES)}")
+        if self._closed:
+            raise CommandError("the control loop is closed")
+        if isinstance(command, Stop):
+            self._stop(source)
+        elif isinstance(command, CalibrateImu):
+            self._calibrate_imu(source)
+        elif isinstance(command, (BaseVelocity, TrackDuty, JointVelocity)):
+            self._velocity(source, command)
+        elif isinstance(command, JointTrajectoryStop):
+            with self._lock:
+                self._state.joints.hold()
+            log.info("joint trajectory stop from %s: joints hold", source)
+        elif isinstance(command, (JointPosition, JointTrajectory, Gripper, Reset)):
+            self._latched(source, command)
+        else:
+            raise CommandError(f"unknown command {type(command).__name__}")
+
+    def _velocity(self, source: str, command: BaseVelocity | TrackDuty | JointVelocity) -> None:
+        channel = BASE
+        if isinstance(command, JointVelocity):
+            self._state.joints.check_length("joint_velocity", len(command.qd))
+            channel = JOINTS
+        with self._lock:
+            now = self._clock()
+            self._check_stop_latch(source, now)
+            self._state.arbiter.offer(source, channel, command, now)
+            self._state.stopped = False
+
+    def _latched(self, source: str, command: Command) -> None:
+        state, joints = self._state, self._state.joints
+        if isinstance(command, JointPosition):
+            joints.check_length("joint_position", len(command.q))
+        elif isinstance(command, JointTrajectory):
+            joints.check_trajectory(command)
+        elif isinstance(command, Gripper):
+            joints.check_gripper()
+        with self._lock:
+            now = self._clock()
+            if not isinstance(command, Reset) or joints.dof or joints.gripper_cfg is not None:
+                above = state.arbiter.latch(source, JOINTS, now)
+                if above is not None:
+                    raise CommandError(
+                        f"{type(command).__name__} refused: joints are held by {above.source} "
+                        f"(priority {state.arbiter.priority(above.source)} > "
+                        f"{state.arbiter.priority(source)})")
+            if isinstance(command, JointPosition):
+                joints.set_position(source, command.q)
+            elif isinstance(command, JointTrajectory):
+                joints.start_trajectory(source, command, now)
+            elif isinstance(command, Gripper):
+                joints.set_gripper(command.fraction)
+            else:
+                state.arbiter.drop([source], (BASE,))
+                self._muted.pop(source, None)  # an explicit reset re-arms a source latched out by a stop
+                joints.go_home(source)
+            state.stopped = False
+        if isinstance(command, Reset):
+            log.info("reset from %s: its base command dropped, joints going home", source)
+
+    def _check_stop_latch(self, source: str, now: float) -> None:
+        """Refuse a velocity command from a source that was streaming when another source said stop.
+
+        ``stop`` always wins: a source whose velocity commands were fresh when a different source
+        stopped the robot does not simply drive on with its next command. Its velocity commands are
+        refused until it has sent none for its own timeout (the stream stopped), or it sends a
+        ``Reset``. Caller holds the lock.
+        """
+        last = self._muted.get(source)
+        if last is None:
+            return
+        timeout = self._state.arbiter.timeout_s(source)
+        if now - last < timeout:
+            self._muted[source] = now
+            raise CommandError(f"{source} was driving when a stop came from another source; its velocity "
+                               f"commands are refused until it pauses for {timeout:.2f} s or sends reset")
+        del self._muted[source]
+        log.info("%s: velocity commands accepted again after the stop (its stream paused)", source)
+
+    def _stop(self, source: str) -> None:
+        state = self._state
+        with self._lock:
+            now = self._clock()
+            dropped = state.arbiter.drop()
+            for claim in dropped:  # sources streaming velocity commands: latched out (see _check_stop_latch)
+                if claim.command is not None and claim.source != source and claim.deadline_s > now:
+                    self._muted[claim.source] = now
+            moving = state.cmd != (0.0, 0.0) or state.joints.moving
+            state.joints.hold()
+            state.watchdog.reset()
+            repeated = state.stopped and not dropped and not moving
+            state.stopped = True
+        if not repeated:
+            self._wake()
+        log.log(logging.DEBUG if repeated else logging.INFO,
+                "stop from %s: tracks to zero, joints hold, %d pending claim(s) dropped", source, len(dropped))
+
+    def _calibrate_imu(self, source: str) -> None:
+        tracks = self._snap.tracks
+        measured = max(abs(tracks.left_mps), abs(tracks.right_mps))
+        with self._lock:
+            holder = self._state.arbiter.holder(BASE, self._clock())
+            target = self._state.base_target(holder.command) if holder is not None else (0.0, 0.0)
+            commanded = self._state.cmd
+            if commanded != (0.0, 0.0) or target != (0.0, 0.0) or measured > STILL_MPS:
+                raise CommandError(
+                    f"calibrate_imu needs the base still: commanded ({commanded[0]:.3f}, {commanded[1]:.3f}) "
+                    f"m/s, target ({target[0]:.3f}, {target[1]:.3f}) m/s, measured {measured:.3f} m/s")
+            if self._calibration is not None and not self._calibration.done():
+                raise CommandError("calibrate_imu: a calibration is already running")
+            fut = self._hw.calibrate_imu()  # non-blocking: runs on the IMU's bus thread
+            self._calibration = fut
+        log.info("IMU gyro calibration requested by %s", source)
+        fut.add_done_callback(_log_calibration)
+
+    def release(self, source: str, reason: str) -> None:
+        """``source`` disconnected: if it was driving base or joints, stop that at once; drop its claims.
+
+        Another source with a fresh command keeps (or takes) control; with none
+        the tracks get zero on the next tick and the joints hold where they are.
+        """
+        if source not in SOURCES:
+            log.error("release of unknown command source %r (%s) ignored", source, reason)
+            return
+        state = self._state
+        with self._lock:
+            now = self._clock()
+            driving = []
+            base = state.arbiter.holder(BASE, now)
+            if base is not None and base.source == source:
+                driving.append("base")
+            jh = state.arbiter.holder(JOINTS, now)
+            if (jh is not None and jh.source == source and jh.command is not None) or \
+                    (state.joints.owner == source and state.joints.moving):
+                driving.append("joints")
+                state.joints.hold()
+            dropped = state.arbiter.drop([source])
+        if driving:
+            self._wake()
+            log.warning("%s released (%s) while driving %s: stopped at once", source, reason, " and ".join(driving))
+        else:
+            log.info("%s released (%s); %d pending claim(s) dropped", source, reason, len(dropped))
+
+    def close(self) -> None:
+        """Refuse every command from now on (the loop is closing)."""
+        self._closed = True
+
+    # ================================================================== snapshots
+    def publish(self, snap: Snapshot) -> None:
+        """Make ``snap`` the newest snapshot and keep it in the ring (the tick calls this)."""
+        self._snap = snap
+        with self._ring_lock:
+            self._ring.append(snap)
+
+    def snapshot(self) -> Snapshot:
+        """The newest tick's state (an immutable object; reading it takes no lock)."""
+        return self._snap
+
+    def samples_since(self, seq: int, limit: int = 256) -> list[Snapshot]:
+        """Snapshots with ``seq`` greater than the given one still in the ring, oldest first, at most ``limit``."""
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+            raise ValueError(f"samples_since limit must be a positive integer, got {limit!r}")
+        with self._ring_lock:
+            ring = list(self._ring)
+        return [s for s in ring if s.seq > seq][:limit]
+
+    # ================================================================== settings
+    def set_limits(self, max_speed_mps: float | None = None, max_accel_mps2: float | None = None) -> None:
+        """Runtime base limits (ARTEX ``web_settings``), applied from the next tick.
+
+        Args:
+            max_speed_mps: track speed limit, m/s, in (0, base.max_speed_mps]: the
+                configured value is the speed at full duty, so it cannot be raised.
+            max_accel_mps2: track acceleration limit, m/s^2, any positive finite value.
+
+        Raises:
+            CommandError: a value is not a positive finite number or above the configured
+                speed; nothing changes then.
+        """
+        state = self._state
+        speed = None if max_speed_mps is None else _positive("max_speed_mps", max_speed_mps, state.full_duty_mps)
+        accel = None if max_accel_mps2 is None else _positive("max_accel_mps2", max_accel_mps2, None)
+        with self._lock:
+            if speed is not None:
+                state.max_speed_mps = speed
+            if accel is not None:
+                state.max_accel_mps2 = accel
+        log.info("base limits now max_speed %.3f m/s, max_accel %.3f m/s^2",
+                 state.max_speed_mps, state.max_accel_mps2)
+
+    def limits(self) -> tuple[float, float]:
+        """Current (max_speed_mps, max_accel_mps2)."""
+        return self._state.max_speed_mps, self._state.max_accel_mps2
+
+
+def _positive(name: str, value: object, top: float | None) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise CommandError(f"{name} must be a number, got {type(value).__name__}")
+    v = float(value)
+    if not math.isfinite(v) or v <= 0:
+        raise CommandError(f"{name} must be a positive finite number, got {value!r}")
+    if top is not None and v > top:
+        raise CommandError(f"{name} {v} is above the configured {top}")
+    return v
+
+
+def _log_calibration(fut: concurrent.futures.Future) -> None:
+    err = fut.exception()
+    if err is not None:
+        log.error("IMU gyro calibration failed: %s", err)
+    else:
+        log.info("IMU gyro calibration done: bias %s rad/s", fut.result())

@@ -1,0 +1,149 @@
+"""The control loop: the robot port the adapters talk to, and the only writer to the motors and servos.
+
+:class:`ControlLoop` implements ``RobotPort`` (docs/architecture.md, "The robot
+port") and puts together the four parts of agent.control:
+
+- agent.control.front: what adapters call (``submit``, ``release``, the stop
+  latch, ``snapshot``, ``samples_since``, ``set_limits``), thread-safe;
+- agent.control.tick: the pure tick (state + commands + time -> duty, servo
+  pulses; device readings -> snapshot);
+- agent.control.devices: the tick's device I/O (duty first, then pulses, then
+  feedback and sensors) and the zero writes;
+- agent.control.scheduler: the control thread (fixed-rate slots, wake at a
+  command deadline and on stop or release, late ticks skipped, tick figures).
+
+The safety path (design.md): a velocity command older than its source's timeout
+stops the tracks at its deadline, never later than one tick after it; ``Stop`` from any
+source wins; a released source that was driving stops at once; a failed duty
+write drops every base command so the tracks stay at zero until a command
+arrives after the motor answers again; :meth:`ControlLoop.close` writes zero and
+confirms it.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+
+from agent.config import AgentConfig
+from agent.control.devices import DeviceIO, HardwarePort
+from agent.control.front import Front, describe
+from agent.control.scheduler import Scheduler, TickStats
+from agent.control.tick import ControlState, command, motor_answered, observe
+from agent.model import Command, Snapshot
+
+log = logging.getLogger(__name__)
+
+
+class ControlLoop:
+    """The robot port and control thread; see the module docstring.
+
+    Args:
+        cfg: validated configuration (base geometry, sources, joints, rate).
+        hardware: the supervised devices (agent.hardware.Hardware or the same interface).
+        clock: monotonic clock, s; injected in tests to drive :meth:`tick` deterministically.
+        wall: Unix clock, s, for ``Snapshot.t_unix_s``.
+
+    Attributes:
+        description: the robot (joints, limits, home, gripper, geometry, cameras).
+        period_s: control period, s (1 / rate_hz).
+    """
+
+    def __init__(self, cfg: AgentConfig, hardware: HardwarePort, *,
+                 clock: Callable[[], float] = time.monotonic,
+                 wall: Callable[[], float] = time.time) -> None:
+        self.cfg = cfg
+        self.description = describe(cfg)
+        self.period_s = 1.0 / cfg.control.rate_hz
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._state = ControlState(cfg)
+        self._io = DeviceIO(hardware, wall)
+        self._scheduler = Scheduler(self._step, self._recover, self._deadline,
+                                    rate_hz=cfg.control.rate_hz, clock=clock)
+        self._front = Front(self._state, self._lock, hardware, clock=clock, wake=self._scheduler.wake)
+
+    # ================================================================== robot port (the front)
+    def submit(self, source: str, command: Command) -> None:
+        """Validate ``command`` and queue it; raises CommandError with the reason (see Front.submit)."""
+        self._front.submit(source, command)
+
+    def release(self, source: str, reason: str) -> None:
+        """``source`` disconnected: stop what it was driving at once, drop its claims (see Front.release)."""
+        self._front.release(source, reason)
+
+    def snapshot(self) -> Snapshot:
+        """The newest tick's state (an immutable object; reading it takes no lock)."""
+        return self._front.snapshot()
+
+    def samples_since(self, seq: int, limit: int = 256) -> list[Snapshot]:
+        """Snapshots with ``seq`` above the given one still in the ring, oldest first, at most ``limit``."""
+        return self._front.samples_since(seq, limit)
+
+    def set_limits(self, max_speed_mps: float | None = None, max_accel_mps2: float | None = None) -> None:
+        """Runtime base limits, applied from the next tick; raises CommandError (see Front.set_limits)."""
+        self._front.set_limits(max_speed_mps, max_accel_mps2)
+
+    def limits(self) -> tuple[float, float]:
+        """Current (max_speed_mps, max_accel_mps2)."""
+        return self._front.limits()
+
+    # ================================================================== one tick
+    def tick(self, now: float | None = None) -> Snapshot:
+        """Run exactly one iteration at ``now`` (default: the clock) and return its snapshot.
+
+        For tests and tools that drive time themselves; do not mix with :meth:`start`.
+        """
+        return self._scheduler.tick(self._clock() if now is None else now)
+
+    def _step(self, now: float) -> Snapshot:
+        with self._lock:
+            plan = command(self._state, now)
+        ok = self._io.write_duty(plan.duty)
+        with self._lock:
+            motor_answered(self._state, ok)
+        self._io.write_pulses(plan.pulses)
+        snap = observe(self._state, plan, self._io.read())
+        self._front.publish(snap)
+        return snap
+
+    def _recover(self) -> None:
+        with self._lock:
+            self._state.cmd = (0.0, 0.0)
+        self._io.zero_after_failure()
+
+    def _deadline(self, now: float) -> float | None:
+        with self._lock:    # deadlines of what drove at the last tick, even if past by now
+            return self._state.next_deadline(now)
+
+    # ================================================================== thread
+    def start(self) -> None:
+        """Start the control thread (once)."""
+        self._scheduler.start()
+
+    def close(self, timeout_s: float = 2.0) -> bool:
+        """Stop the thread, command zero to the motors and confirm the write (SIGTERM path).
+
+        Retries the zero write until it is acknowledged or ``timeout_s`` has passed.
+        Idempotent. Returns True when the zero was confirmed.
+        """
+        self._front.close()
+        deadline = time.monotonic() + timeout_s
+        self._scheduler.stop(timeout_s)
+        with self._lock:
+            self._state.halt()
+        if self._io.zero_confirmed(deadline):
+            log.info("control loop closed: zero duty confirmed")
+            return True
+        log.error("control loop closed: zero duty NOT confirmed within %.1f s", timeout_s)
+        return False
+
+    def tick_stats(self) -> TickStats:
+        """(ticks, late_ticks, max_tick_s, achieved_hz); achieved over the last ~1 s."""
+        return self._scheduler.stats()
+
+    def keeps_rate(self) -> bool:
+        """True while the thread runs and the last ~1 s achieved >= 80 % of ``rate_hz`` (systemd WATCHDOG=1 gate)."""
+        return self._scheduler.keeps_rate()

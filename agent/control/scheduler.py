@@ -1,0 +1,185 @@
+"""When the control loop ticks: the control thread, its wake-ups and its timing figures.
+
+:class:`Scheduler` runs a tick function on its own thread at fixed-rate slots
+(``1 / rate_hz``), timed with the injected monotonic clock and waiting on an
+abortable ``threading.Event``. A late tick skips the missed slots instead of
+bursting to catch up. Besides the slots it wakes
+
+- at the deadline of the velocity command driving a channel when that falls
+  between two slots, and runs one extra tick then, so the watchdog's zero
+  reaches the motor right after the timeout rather than up to a tick later;
+- at once when :meth:`Scheduler.wake` is called (a ``Stop``, the release of a
+  driving source).
+
+A tick that raises is logged (rate-limited) and followed by the ``recover``
+call (zero the tracks); the thread carries on. The same timing path serves
+:meth:`Scheduler.tick` for tests that drive time themselves.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from typing import NamedTuple
+
+from agent.ratelimit import RateLimitedLog
+
+log = logging.getLogger(__name__)
+
+#: Window of :meth:`Scheduler.keeps_rate`, s, and the share of ``rate_hz`` it must reach.
+RATE_WINDOW_S = 1.0
+RATE_SHARE = 0.8
+#: A tick that keeps failing is logged at most this often, s.
+TICK_ERROR_LOG_INTERVAL_S = 5.0
+
+
+class TickStats(NamedTuple):
+    """Loop timing: ticks run; late ticks (started over half a period after their slot, or overran
+    into the next slot); longest tick, s; rate over the last ~1 s, Hz."""
+
+    ticks: int
+    late_ticks: int
+    max_tick_s: float
+    achieved_hz: float
+
+
+class Scheduler:
+    """The control thread; see the module docstring.
+
+    Args:
+        tick: runs one iteration at the given time, s.
+        recover: called after a tick raised (commands zero); must not raise.
+        deadline: earliest deadline, s, of the velocity commands driving at the given time, or None.
+        rate_hz: slot rate, Hz.
+        clock: monotonic clock, s.
+    """
+
+    def __init__(self, tick: Callable[[float], object], recover: Callable[[], None],
+                 deadline: Callable[[float], float | None], *, rate_hz: float,
+                 clock: Callable[[], float]) -> None:
+        self._tick = tick
+        self._recover = recover
+        self._deadline = deadline
+        self._rate_hz = rate_hz
+        self._period = 1.0 / rate_hz
+        self._clock = clock
+        self._halt = threading.Event()
+        self._wake = threading.Event()    # set by wake() and stop(): tick now
+        self._thread: threading.Thread | None = None
+        self._errors = RateLimitedLog(log, TICK_ERROR_LOG_INTERVAL_S)
+        self._ticks = 0
+        self._late = 0
+        self._max_tick_s = 0.0
+        self._tick_times: deque[float] = deque(maxlen=int(rate_hz * RATE_WINDOW_S * 2) + 8)
+        self._first_tick: float | None = None
+
+    # ================================================================== control
+    def start(self) -> None:
+        """Start the control thread (once)."""
+        if self._thread is not None:
+            raise RuntimeError("control loop already started")
+        self._thread = threading.Thread(target=self._run, name="control", daemon=True)
+        self._thread.start()
+        log.info("control loop running at %.0f Hz", self._rate_hz)
+
+    def running(self) -> bool:
+        """True while the control thread is alive."""
+        return self._thread is not None and self._thread.is_alive()
+
+    def wake(self) -> None:
+        """Run a tick now instead of at the next slot (thread-safe)."""
+        self._wake.set()
+
+    def tick(self, now: float) -> object:
+        """Run exactly one timed iteration at ``now`` on the caller's thread; returns the tick's result.
+
+        Raises:
+            RuntimeError: the control thread runs.
+        """
+        if self.running():
+            raise RuntimeError("tick() called while the control thread runs")
+        return self._timed(now)
+
+    def stop(self, timeout_s: float) -> None:
+        """Stop the thread and wait up to ``timeout_s`` for it (idempotent)."""
+        self._halt.set()
+        self._wake.set()
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join(timeout_s)
+            if self._thread.is_alive():
+                log.error("control thread did not stop within %.1f s", timeout_s)
+
+    # ================================================================== the thread
+    def _run(self) -> None:
+        period = self._period
+        slot = self._clock()
+        served = None           # the deadline the last extra tick was run for (never twice)
+        while not self._halt.is_set():
+            now = self._clock()
+            expiry = self._deadline(now)
+            wake = slot if expiry is None or expiry == served else min(slot, expiry)
+            if now < wake:
+                self._wake.wait(wake - now)
+                if self._halt.is_set():
+                    break
+                now = self._clock()
+                if self._wake.is_set():     # a stop or release: apply it without waiting for the slot
+                    self._wake.clear()
+                    self._safe_tick(now)
+                    continue
+                if now < wake:
+                    continue
+            if now < slot:      # a driving command's deadline fell between slots: zero it now
+                served = expiry
+                self._safe_tick(now)
+                continue
+            late = now - slot > period / 2
+            self._safe_tick(now)
+            slot += period
+            after = self._clock()
+            if after >= slot:  # overran: skip the missed slots rather than burst
+                slot += (math.floor((after - slot) / period) + 1) * period
+                late = True
+            self._late += late
+
+    def _safe_tick(self, now: float) -> None:
+        try:
+            self._timed(now)
+        except Exception:  # the loop must outlive any bug in one tick
+            # rate-limited: a bug that fails every tick would otherwise log 50 tracebacks a second
+            self._errors.log(logging.ERROR, "tick", "control tick failed; commanding zero and carrying on",
+                             exc_info=True)
+            self._recover()
+
+    def _timed(self, now: float) -> object:
+        started = time.monotonic()
+        result = self._tick(now)
+        self._ticks += 1
+        self._tick_times.append(now)
+        if self._first_tick is None:
+            self._first_tick = now
+        self._max_tick_s = max(self._max_tick_s, time.monotonic() - started)
+        return result
+
+    # ================================================================== timing
+    def stats(self) -> TickStats:
+        """(ticks, late_ticks, max_tick_s, achieved_hz); achieved over the last ~1 s."""
+        return TickStats(self._ticks, self._late, self._max_tick_s, self._achieved_hz())
+
+    def _achieved_hz(self) -> float:
+        if self._first_tick is None:
+            return 0.0
+        now = self._clock()
+        window = min(RATE_WINDOW_S, now - self._first_tick + self._period)
+        if window <= 0:
+            return 0.0
+        times = list(self._tick_times)
+        return sum(1 for t in times if t > now - window) / window
+
+    def keeps_rate(self) -> bool:
+        """True while the thread runs and the last ~1 s achieved >= 80 % of ``rate_hz``."""
+        return self.running() and self._achieved_hz() >= RATE_SHARE * self._rate_hz

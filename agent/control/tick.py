@@ -1,0 +1,236 @@
+"""The pure control tick: state, commands and time in; duty, servo pulses and a snapshot out.
+
+No device I/O, no threads, no clock reads: every input is an argument, so a test
+can drive it with made-up times and readings (tests/agent/test_control_tick.py).
+One tick is two calls with the device I/O between them (agent.control.loop does
+that I/O: the duty goes out before the feedback is read, so feedback never
+delays the duty):
+
+1. :func:`command` at ``now``: arbitrates each channel (agent.arbitration),
+   updates the watchdog, turns the winning base command into track speeds
+   (agent.kinematics: skid-steer, speed limit preserving curvature, acceleration
+   ramp; no fresh base command gives zero at once, no ramp) and duty, steps the
+   joints (agent.joints). Returns the :class:`Plan`: duty and servo pulses to write.
+2. :func:`motor_answered` with the duty write's result: a failed write drops every
+   base command, so the tracks stay at zero until a command arrives after the
+   motor answers again.
+3. :func:`observe` with the device :class:`Readings`: integrates odometry and
+   builds the :class:`~agent.model.Snapshot` (``tracks.left_mps`` is the encoder
+   speed, or the commanded speed without encoders or feedback).
+
+:class:`ControlState` is shared with the robot port (agent.control.front), which
+offers commands to its arbiter and sets joint targets; callers hold the loop's
+lock around :func:`command` and :func:`motor_answered`. :func:`observe` touches
+only tick-private state (odometer, counts, seq).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import NamedTuple
+
+from agent.arbitration import BASE, JOINTS, Arbiter, Selection, Watchdog
+from agent.config import AgentConfig
+from agent.joints import JointController
+from agent.kinematics import Odometer, limited_tracks, ramp, scale_to_limit, tracks_to_duty
+from agent.model import (
+    BaseVelocity,
+    Command,
+    DeviceHealth,
+    ImuSample,
+    JointState,
+    JointVelocity,
+    PowerSample,
+    Snapshot,
+    TrackDuty,
+    TrackState,
+)
+from drivers.base import MotorFeedback
+
+log = logging.getLogger(__name__)
+
+Pair = tuple[float, float]
+
+
+class ControlState:
+    """What the tick carries from one iteration to the next, and the commands it executes.
+
+    Args:
+        cfg: validated configuration (base geometry, sources, joints, rate).
+
+    Attributes:
+        arbiter, watchdog, joints: claims per channel, velocity freshness, servo joints
+            (the front writes commands into the first and the last).
+        cmd: track speeds commanded at the last tick, after the ramp, m/s.
+        stopped: a ``Stop`` is latched (cleared by the next motion command).
+        motor_ok: the last duty write was confirmed.
+        max_speed_mps, max_accel_mps2: runtime base limits (``set_limits``).
+        full_duty_mps: track speed at duty 1.0, m/s (``base.max_speed_mps``).
+        period_s: control period, s; the ``dt`` of the first tick.
+        last_t: time of the last tick, s, or None before the first.
+        counts: last encoder counts (left, right). seq: ``seq`` of the last snapshot.
+    """
+
+    def __init__(self, cfg: AgentConfig) -> None:
+        servo = cfg.drivers.servo
+        self.joints = JointController(servo.joints if servo else (), servo.gripper if servo else None)
+        self.arbiter = Arbiter.from_config(cfg)
+        self.watchdog = Watchdog()
+        self.odometer = Odometer(cfg.base.track_width_m, cfg.base.counts_per_m, cfg.base.max_speed_mps)
+        self.track_width_m = cfg.base.track_width_m
+        self.full_duty_mps = cfg.base.max_speed_mps
+        self.max_speed_mps = cfg.base.max_speed_mps
+        self.max_accel_mps2 = cfg.base.max_accel_mps2
+        self.period_s = 1.0 / cfg.control.rate_hz
+        self.cmd: Pair = (0.0, 0.0)
+        self.stopped = False
+        self.motor_ok = True
+        self.base_source = ""
+        self.last_t: float | None = None
+        self.counts = (0, 0)
+        self.seq = 0
+
+    def base_target(self, command: Command | None) -> Pair:
+        """Track speeds, m/s, that ``command`` asks for under the current limits ((0, 0) for None)."""
+        if isinstance(command, BaseVelocity):
+            return limited_tracks(command.vx, command.omega, self.track_width_m, self.max_speed_mps)
+        if isinstance(command, TrackDuty):
+            return scale_to_limit(command.left * self.full_duty_mps, command.right * self.full_duty_mps,
+                                  self.max_speed_mps)
+        return 0.0, 0.0
+
+    def next_deadline(self, now: float) -> float | None:
+        """Earliest deadline of the velocity commands that drove at the last tick (at ``now`` before any), s."""
+        return self.arbiter.next_expiry(now if self.last_t is None else self.last_t)
+
+    def halt(self) -> None:
+        """Drop every claim, hold the joints, command zero (closing)."""
+        self.arbiter.drop()
+        self.joints.hold()
+        self.cmd = (0.0, 0.0)
+
+
+class Plan(NamedTuple):
+    """What one tick commands (output of :func:`command`).
+
+    Attributes:
+        now: tick time, s. dt: time since the previous tick, s.
+        applied: track speeds commanded over the last interval, m/s (odometry without encoders).
+        cmd: track speeds commanded from now on, m/s. duty: the same as duty in [-1, 1].
+        pulses: servo channel -> pulse, us, for every joint and the gripper.
+        joints: joint state after this step. gripper: gripper fraction, or None.
+        base: the base channel's selection (its winner is ``active_source``).
+        watchdog: ``idle`` / ``ok`` / ``expired``. stopped: a stop is latched.
+        overridden: source -> commands overridden so far.
+    """
+
+    now: float
+    dt: float
+    applied: Pair
+    cmd: Pair
+    duty: Pair
+    pulses: Mapping[int, float]
+    joints: JointState
+    gripper: float | None
+    base: Selection
+    watchdog: str
+    stopped: bool
+    overridden: tuple[tuple[str, int], ...]
+
+
+class Readings(NamedTuple):
+    """What the devices said after the duty write (input of :func:`observe`).
+
+    Attributes:
+        feedback: motor controller feedback, or None (not read this tick, or failed).
+        imu, power: latest sensor samples, or None.
+        devices: health of every device. faults: active faults as short strings.
+        t_unix_s: Unix time of the tick, s.
+    """
+
+    feedback: MotorFeedback | None = None
+    imu: ImuSample | None = None
+    power: PowerSample | None = None
+    devices: tuple[DeviceHealth, ...] = ()
+    faults: tuple[str, ...] = ()
+    t_unix_s: float = 0.0
+
+
+def command(state: ControlState, now: float) -> Plan:
+    """Arbitrate, ramp and step the joints at ``now``, s; returns what to write. Caller holds the loop's lock."""
+    dt = state.period_s if state.last_t is None else now - state.last_t
+    state.last_t = now
+    if not state.motor_ok:
+        state.arbiter.drop(channels=(BASE,))
+    base = state.arbiter.select(BASE, now)
+    joints = state.arbiter.select(JOINTS, now)
+    watchdog = state.watchdog.update((base, joints))
+    applied = state.cmd
+    if base.velocity is None:
+        state.cmd = (0.0, 0.0)
+    else:
+        state.cmd = ramp(state.cmd, state.base_target(base.velocity), state.max_accel_mps2 * max(dt, 0.0))
+    jv = joints.velocity
+    state.joints.step(now, dt, jv.qd if isinstance(jv, JointVelocity) else None,
+                      joints.winner.source if joints.winner else "")
+    _note_base_source(state, base)
+    return Plan(now=now, dt=dt, applied=applied, cmd=state.cmd,
+                duty=tracks_to_duty(state.cmd[0], state.cmd[1], state.full_duty_mps),
+                pulses=state.joints.pulses(), joints=state.joints.state(), gripper=state.joints.gripper,
+                base=base, watchdog=watchdog, stopped=state.stopped, overridden=state.arbiter.overridden())
+
+
+def motor_answered(state: ControlState, ok: bool) -> None:
+    """Fold in the duty write's result: a failure zeroes the tracks and (next tick) drops base commands."""
+    if ok == state.motor_ok:
+        return
+    state.motor_ok = ok
+    if ok:
+        log.info("motor: duty write confirmed again; tracks at zero until a new command arrives")
+    else:
+        log.error("motor: duty write failed; base commands dropped, tracks held at zero")
+        state.cmd = (0.0, 0.0)
+
+
+def observe(state: ControlState, plan: Plan, readings: Readings) -> Snapshot:
+    """Odometry from the readings and the tick's snapshot (``seq`` one above the last)."""
+    fb = readings.feedback
+    counts = cps = None
+    if fb is not None and fb.left_counts is not None and fb.right_counts is not None:
+        counts = (fb.left_counts, fb.right_counts)
+        state.counts = counts
+    if fb is not None and fb.left_cps is not None and fb.right_cps is not None:
+        cps = (fb.left_cps, fb.right_cps)
+    reading = state.odometer.measure(plan.dt, counts, cps, plan.applied)
+    odom = state.odometer.update(plan.dt, reading)
+    cmd, duty = plan.cmd, plan.duty
+    state.seq += 1
+    return Snapshot(
+        seq=state.seq,
+        t_mono_s=plan.now,
+        t_unix_s=readings.t_unix_s,
+        odom=odom,
+        tracks=TrackState(cmd[0], cmd[1], duty[0], duty[1], reading.left_mps, reading.right_mps,
+                          state.counts[0], state.counts[1]),
+        joints=plan.joints,
+        gripper=plan.gripper,
+        imu=readings.imu,
+        power=readings.power,
+        active_source=plan.base.winner.source if plan.base.winner else "",
+        overridden=plan.overridden,
+        watchdog=plan.watchdog,
+        stopped=plan.stopped,
+        faults=readings.faults,
+        devices=readings.devices,
+    )
+
+
+def _note_base_source(state: ControlState, sel: Selection) -> None:
+    src = sel.winner.source if sel.winner else ""
+    if src != state.base_source:
+        if src and state.base_source:
+            log.info("base: %s takes over from %s", src, state.base_source)
+        else:
+            log.debug("base: driven by %s", src or "nobody")
+        state.base_source = src
