@@ -231,9 +231,9 @@ async def test_telem_rate_limit_and_only_on_change(hub):
         await drive(hub, {"drive": {"vx": 0.2, "omega": 0.5}}, 1.2)
         times = [t for t, _ in hub.telem]
         assert len(times) >= 4
-        # at most one per max_send_freq; the mean gap, because receipt times jitter with the load
-        # (a late packet followed by an on-time one arrives closer together than they were sent)
-        assert (times[-1] - times[0]) / (len(times) - 1) >= 0.1 * 0.8, np.diff(times)
+        # at most one per max_send_freq (exact pacing: test_artex_telem.py, on a virtual clock);
+        # counted over the whole drive, since receipt times jitter with the load
+        assert len(times) <= 1.2 / 0.1 + 3, np.diff(times)
         # still robot: once the tracks have settled the dict stops changing and nothing is sent
         assert await wait_for(lambda: agent.control.snapshot().watchdog == "expired", 3)
         await asyncio.sleep(2.5)  # tracks coast to rest (~1.2 s) and the settled values go out (10 polls)
