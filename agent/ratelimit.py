@@ -4,19 +4,18 @@ Every part that meets untrusted input or a failing peer repeats itself: the same
 rejected message a hundred times a second, the same unreachable server every
 few seconds. :class:`RateLimitedLog` logs the first of a kind and then at most
 one per interval, saying how many it held back; :func:`backoff_s` spaces
-retries (doubled per failure, capped, jittered so a fleet does not retry in step); it lives
-in :mod:`agent.reconnect` with the one reconnect loop and is re-exported here.
+retries (doubled per failure, capped, jittered so a fleet does not retry in step), for the
+one reconnect loop (:mod:`agent.reconnect`) and device and camera supervision.
 """
 
 from __future__ import annotations
 
 import logging
+import random
 import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
-
-from agent.reconnect import backoff_s  # re-exported: device and camera supervision use it
 
 __all__ = ["RateLimitedLog", "backoff_s"]
 
@@ -71,3 +70,10 @@ class RateLimitedLog:
     def __call__(self, level: int, text: str) -> bool:
         """Log the finished ``text``, keyed by itself (identical texts are rate-limited)."""
         return self.log(level, text, "%s", text)
+
+
+def backoff_s(attempt: int, first_s: float, max_s: float, rng: random.Random | None = None) -> float:
+    """Delay before retry number ``attempt`` (0-based), s: ``first_s`` doubled per attempt,
+    capped at ``max_s``, jittered down to 50..100 % of that."""
+    ceiling = min(max_s, first_s * (2.0 ** min(max(attempt, 0), 30)))
+    return (rng or random).uniform(0.5 * ceiling, ceiling)

@@ -9,11 +9,11 @@ sockets, the robot_msg ZeroMQ sockets) runs its session under a
 
 ``session()`` connects, calls ``link.up()`` once the link is established and
 serves until the link drops (returns or raises). Between attempts the loop
-sleeps :func:`backoff_s` (doubled per failed attempt, capped, jittered down to
+sleeps :func:`agent.ratelimit.backoff_s` (doubled per failed attempt, capped, jittered down to
 50..100 % so a fleet does not retry in step); a session that got ``up()``
 starts the count again. The first failure of a streak is logged at ``level``,
 the rest at DEBUG, and the recovery once at INFO. An exception outside
-``errors`` is a bug: logged with its traceback (once per streak) and retried,
+``errors`` is a bug: logged with its traceback (at most every 10 s) and retried,
 unless ``retry_bugs=False`` (then it propagates to the caller's supervisor).
 
 A peer that refuses the robot on purpose (auth rejected, kicked) is told apart
@@ -34,18 +34,14 @@ from collections.abc import Awaitable, Callable
 from typing import Any, NoReturn
 
 from agent.ports import LinkState, LinkStatus
+from agent.ratelimit import RateLimitedLog, backoff_s
 
-__all__ = ["Reconnector", "backoff_s"]
+__all__ = ["Reconnector", "backoff_s"]  # backoff_s: from agent.ratelimit
 
 #: default pause after a deliberate refusal by the peer, s
 REFUSED_S = 60.0
-
-
-def backoff_s(attempt: int, first_s: float, max_s: float, rng: random.Random | None = None) -> float:
-    """Delay before retry number ``attempt`` (0-based), s: ``first_s`` doubled per attempt,
-    capped at ``max_s``, jittered down to 50..100 % of that."""
-    ceiling = min(max_s, first_s * (2.0 ** min(max(attempt, 0), 30)))
-    return (rng or random).uniform(0.5 * ceiling, ceiling)
+#: an unexpected exception (a bug) is logged with its traceback at most once per this many s
+BUG_LOG_S = 10.0
 
 
 class Reconnector:
@@ -83,6 +79,7 @@ class Reconnector:
         self._refused = refused
         self._refused_s = refused_s
         self._clock, self._sleep, self._rng = clock, sleep, rng
+        self._bugs = RateLimitedLog(logger, BUG_LOG_S, clock=clock)
         self._was_up = False
         self._refusing = False
         self._down_since: float | None = None
@@ -117,8 +114,7 @@ class Reconnector:
             except Exception as exc:
                 if not self._retry_bugs:
                     raise
-                if self._was_up or not self.failures:
-                    self._log.error("%s failed unexpectedly; retrying", self.what, exc_info=True)
+                self._bugs.log(logging.ERROR, "bug", "%s failed unexpectedly; retrying", self.what, exc_info=True)
                 pause = self._pause(exc, logged=True)
             else:
                 pause = self._pause(None)
