@@ -5,11 +5,18 @@
   JSON path and exits 2 when there is any, 0 when the file is valid.
 - ``robot-agent probe``: list serial ports, scan I2C buses for supported chips, list cameras,
   print a suggested ``drivers`` section.
+- ``robot-agent status``: the health of the running agent as a table (agent.status); exit 0
+  healthy, 1 degraded, 2 no agent, 3 stale status.
 
-``--log-level`` overrides params.json ``logger_level``. Logs go to stderr (journald
-under systemd); handlers are configured here and nowhere else. Records are written by
-one logging thread (``QueueHandler`` -> ``QueueListener``), so no caller, the event
-loop least of all, ever waits for stderr or a log file.
+``--log-level`` overrides params.json ``logger_level``. Logs go to stderr with a timestamp;
+under systemd (stderr is the journal stream named by ``JOURNAL_STREAM``) they go to the
+journal instead, without a timestamp of their own, with the record's priority and the
+structured fields ``DEVICE=``, ``SOURCE=``, ``FAULT=`` taken from the record's ``device``,
+``source`` and ``fault`` extras (``log.error(..., extra={"device": "motor"})``), through
+systemd-python's ``JournalHandler`` (or ``<N>`` priority prefixes when it is not installed).
+Handlers are configured here and nowhere else. Records are written by one logging thread
+(``QueueHandler`` -> ``QueueListener``), so no caller, the event loop least of all, ever
+waits for stderr, the journal or a log file.
 """
 
 from __future__ import annotations
@@ -20,6 +27,7 @@ import atexit
 import json
 import logging
 import logging.handlers
+import os
 import queue
 import sys
 from pathlib import Path
@@ -77,6 +85,67 @@ def _stop_listener(handler: LogQueueHandler) -> None:
 QUIET_LIBRARIES = ("websockets", "engineio", "socketio", "aiohttp.access", "asyncio")
 
 
+#: record extras copied to journal fields of the same name in capitals
+JOURNAL_FIELDS = ("device", "source", "fault")
+SYSLOG_IDENTIFIER = "robot-agent"
+
+
+def under_journald() -> bool:
+    """True when stderr is the journal stream systemd connected (``JOURNAL_STREAM`` = its device:inode)."""
+    want = os.environ.get("JOURNAL_STREAM", "")
+    try:
+        st = os.fstat(sys.stderr.fileno())
+    except (OSError, ValueError, AttributeError):
+        return False
+    return bool(want) and want == f"{st.st_dev}:{st.st_ino}"
+
+
+class JournalFields(logging.Filter):
+    """Copies the record's ``device`` / ``source`` / ``fault`` extras to ``DEVICE`` / ``SOURCE`` / ``FAULT``
+    (the names journal fields must have); the record is always passed on."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        for name in JOURNAL_FIELDS:
+            value = getattr(record, name, None)
+            if value is not None:
+                setattr(record, name.upper(), str(value))
+        return True
+
+
+class PriorityPrefix(logging.Formatter):
+    """``<N>logger: message`` with the syslog priority N, which journald reads from a stream."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        level = record.levelno
+        pri = 2 if level >= logging.CRITICAL else 3 if level >= logging.ERROR else \
+            4 if level >= logging.WARNING else 6 if level >= logging.INFO else 7
+        return f"<{pri}>" + super().format(record)
+
+
+def console_handler(journal: bool | None = None, sender=None) -> logging.Handler:
+    """The handler for the console: the journal under systemd (see the module docstring), else stderr.
+
+    Args:
+        journal: force the choice (default: :func:`under_journald`).
+        sender: ``systemd.journal.send`` or a stand-in with its signature (tests).
+    """
+    if not (under_journald() if journal is None else journal):
+        handler: logging.Handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+        return handler
+    try:
+        from systemd import journal as sd_journal  # type: ignore[import-not-found]
+    except ImportError:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(PriorityPrefix("%(name)s: %(message)s"))
+        return handler
+    handler = sd_journal.JournalHandler(sender_function=sender or sd_journal.send,
+                                        SYSLOG_IDENTIFIER=SYSLOG_IDENTIFIER)
+    handler.addFilter(JournalFields())
+    handler.setFormatter(logging.Formatter("%(name)s: %(message)s"))
+    return handler
+
+
 def setup_logging(cfg: AgentConfig | None, override: str | None):
     """Configure the root logger once: stderr, the ARTEX log tail, optionally a file. Returns the tail.
 
@@ -89,11 +158,9 @@ def setup_logging(cfg: AgentConfig | None, override: str | None):
     root = logging.getLogger()
     root.setLevel(level)
     fmt = logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s")
-    stderr = logging.StreamHandler(sys.stderr)
-    stderr.setFormatter(fmt)
     tail = LogTail(max_bytes=(cfg.artex.log_tail_kib if cfg else 64) * 1024)
     tail.setFormatter(fmt)
-    handlers: list[logging.Handler] = [stderr, tail]
+    handlers: list[logging.Handler] = [console_handler(), tail]
     if cfg is not None and cfg.logger_type == "file" and cfg.log_dir:
         Path(cfg.log_dir).mkdir(parents=True, exist_ok=True)
         fh = logging.handlers.RotatingFileHandler(Path(cfg.log_dir) / "robot-agent.log",
@@ -120,7 +187,13 @@ def cmd_run(args: argparse.Namespace) -> int:
         return EXIT_CONFIG
     tail = setup_logging(cfg, args.log_level)
     from agent.service import run
-    return asyncio.run(run(cfg, config_path=args.config, logs=tail))
+    from agent.status import status_path
+    return asyncio.run(run(cfg, config_path=args.config, logs=tail, status_file=status_path(args.status_file)))
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    from agent.status import report, status_path
+    return report(status_path(args.status_file), print)
 
 
 def cmd_check_config(args: argparse.Namespace) -> int:
@@ -156,6 +229,9 @@ def build_parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True)
     r = sub.add_parser("run", help="run the agent")
     r.add_argument("--config", default=DEFAULT_CONFIG, help=f"params.json (default {DEFAULT_CONFIG})")
+    r.add_argument("--status-file", default=None,
+                   help="health file for `robot-agent status` (default $ROBOT_AGENT_STATUS_FILE, "
+                        "$RUNTIME_DIRECTORY/status.json, /run/robot-agent/status.json)")
     r.set_defaults(func=cmd_run)
     for sp in (r,):
         sp.add_argument("--log-level", default=argparse.SUPPRESS, help="as above, after the command")
@@ -167,6 +243,9 @@ def build_parser() -> argparse.ArgumentParser:
     pr.add_argument("--json", action="store_true", help="machine-readable output")
     pr.set_defaults(func=cmd_probe)
     pr.add_argument("--log-level", default=argparse.SUPPRESS, help="as above, after the command")
+    st = sub.add_parser("status", help="health of the running agent; exit 1 degraded, 2 no agent, 3 stale")
+    st.add_argument("--status-file", default=None, help="as for run")
+    st.set_defaults(func=cmd_status)
     return p
 
 

@@ -23,20 +23,13 @@ from typing import Any
 
 from agent.config import AgentConfig
 from agent.control import ControlLoop
-from agent.hardware import SIM, Hardware
+from agent.hardware import Hardware
+from agent.simtank import SimTank, serves
 
 log = logging.getLogger(__name__)
 
 #: how long close() waits for cancelled adapters before it stops the motors without them, s
 ADAPTER_STOP_S = 5.0
-
-
-def uses_sim(cfg: AgentConfig) -> bool:
-    """True when any device is served by the simulated tank (``sim://``)."""
-    d = cfg.drivers
-    values = [getattr(x, "port", None) for x in (d.motor,) if x is not None]
-    values += [x.bus for x in (d.imu, d.power, d.servo) if x is not None]
-    return any(str(v) == SIM for v in values)
 
 
 class Agent:
@@ -53,10 +46,7 @@ class Agent:
         self.cfg = cfg
         self.config_path = config_path
         self.logs = logs
-        self.sim = None
-        if uses_sim(cfg):
-            from agent.simtank import SimTank
-            self.sim = SimTank(cfg)
+        self.sim = SimTank(cfg) if serves(cfg) else None
         self.physics = self.sim.physics if self.sim is not None else None
         self.hardware = Hardware.from_config(cfg, self.sim)
         self.video = None

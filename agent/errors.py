@@ -1,12 +1,20 @@
 """One exception tree for the agent and its drivers.
 
-Every error the agent raises derives from :class:`RobotError`; the subclasses
-also inherit the matching builtin so callers catching ``OSError`` or
-``ValueError`` keep working. Boundaries translate foreign errors with
+Every error the agent raises derives from :class:`RobotError`, every error a
+driver raises from :class:`drivers.errors.DriverError`; the subclasses also
+inherit the matching builtin so callers catching ``OSError`` or ``ValueError``
+keep working. Boundaries translate foreign errors with
 ``raise ... from err`` (pyserial, smbus2 ``OSError``, zmq, socket.io).
 """
 
 from __future__ import annotations
+
+# The drivers' own tree (drivers/errors.py), re-exported: ``except agent.errors.DriverError``
+# catches every driver failure. Driver errors are OSErrors, not RobotErrors: catch both
+# where any robot-agent failure is meant.
+from drivers.errors import (  # noqa: F401
+    ChecksumError, DeviceClosed, DeviceTimeout, DriverConfigError, DriverError,
+)
 
 
 class RobotError(Exception):
@@ -60,31 +68,3 @@ class CommandDeclined(CommandError):
 
     default_reason = "declined"
 
-
-class DriverError(RobotError, IOError):
-    """A device driver failed.
-
-    Attributes:
-        device: configured device name (``motor``, ``imu``...).
-        errno: OS errno when the cause was an ``OSError`` (121 NACK, 110 timeout, 5 EIO...).
-        status: device status word when the device itself reported the fault.
-    """
-
-    def __init__(self, message: str, device: str = "", errno: int | None = None,
-                 status: int | None = None) -> None:
-        super().__init__(message)
-        self.device = device
-        self.errno = errno
-        self.status = status
-
-
-class DeviceClosed(DriverError):
-    """The driver was used after ``close()``."""
-
-
-class DeviceTimeout(DriverError, TimeoutError):
-    """The device did not answer in time (missing ack, short read)."""
-
-
-class ChecksumError(DriverError):
-    """A reply failed its CRC / checksum."""

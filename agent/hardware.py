@@ -8,15 +8,15 @@ I2C devices (IMU, power monitor, servo chip) are served by one worker thread
 per bus so transactions on a bus never interleave and a hung bus never
 stalls the control loop.
 
-Driver classes are found by the config ``kind`` through :data:`DRIVERS`, a
-registry of import paths; transports by value (``sim://`` -> the simulated
-tank's emulators, agent/simtank.py).
+Driver classes are found by the config ``kind`` in the drivers' registry
+(drivers/registry.py); transports by value through an opener table
+(drivers/transport.py: ``sim://`` -> the simulated tank's emulators,
+agent/simtank.py). Hardware owns the I2C buses it opens and closes them.
 """
 
 from __future__ import annotations
 
 import concurrent.futures
-import importlib
 import logging
 import threading
 import time
@@ -24,35 +24,63 @@ from typing import Any, Callable
 
 from agent.config import AgentConfig
 from agent.errors import DriverError
+from agent.health import LOST, OK
 from agent.model import DeviceHealth, ImuSample, PowerSample
-from agent.supervisor import LOST, OK, Reopener, Supervised
-from drivers.i2c import open_bus
+from agent.supervisor import Reopener, Supervised
 from drivers.base import Imu, MotorController, MotorFeedback, PowerMonitor, ServoController
+from drivers.i2c import bus_key, open_bus
+from drivers.registry import driver_class
+from drivers.transport import Openers
 
 log = logging.getLogger(__name__)
 
-#: config ``kind`` -> "module:Class" of the driver.
-DRIVERS: dict[str, str] = {
-    "roboclaw": "drivers.roboclaw:Roboclaw",
-    "sabertooth": "drivers.sabertooth:Sabertooth",
-    "line": "drivers.linemotor:LineMotor",
-    "mpu6050": "drivers.mpu6050:Mpu6050",
-    "bno055": "drivers.bno055:Bno055",
-    "ina219": "drivers.ina2xx:Ina219",
-    "ina226": "drivers.ina2xx:Ina226",
-    "pca9685": "drivers.pca9685:Pca9685",
-}
-
-SIM = "sim://"
+__all__ = ["Buses", "Hardware", "I2cWorker", "driver_class"]
 
 
-def driver_class(kind: str) -> type:
-    """The driver class registered for ``kind``. Raises DriverError for an unknown kind."""
-    try:
-        module, cls = DRIVERS[kind].split(":")
-    except KeyError:
-        raise DriverError(f"no driver for kind {kind!r}; known: {', '.join(sorted(DRIVERS))}") from None
-    return getattr(importlib.import_module(module), cls)
+class Buses:
+    """The I2C buses Hardware opens: one handle per bus (``1`` and ``/dev/i2c-1`` are one), opened
+    on first use by a device, closed by :meth:`close`. Thread-safe."""
+
+    def __init__(self, openers: Openers) -> None:
+        self._openers = openers
+        self._lock = threading.Lock()
+        self._open: dict[str, Any] = {}
+
+    def getter(self, value: int | str) -> Callable[[], Any]:
+        """A function returning the open bus ``value`` names (opening it on first call)."""
+        key = bus_key(value)
+
+        def get() -> Any:
+            with self._lock:
+                if key not in self._open:
+                    self._open[key] = open_bus(value, openers=self._openers)
+                return self._open[key]
+        return get
+
+    def close(self) -> None:
+        """Close every bus opened here. Idempotent; a failing close is logged."""
+        with self._lock:
+            opened, self._open = self._open, {}
+        for key, bus in opened.items():
+            try:
+                bus.close()
+            except OSError as err:
+                log.warning("I2C bus %s: close failed: %s", key, err)
+
+
+def _transport(dcfg: Any) -> tuple[str, int | str]:
+    """``("serial", port)`` or ``("i2c", bus)`` of a device's config section."""
+    return ("serial", dcfg.port) if hasattr(dcfg, "port") else ("i2c", dcfg.bus)
+
+
+def _supervised(kind: str, dcfg: Any, openers: Openers, buses: Buses) -> Supervised:
+    """One supervised device of ``kind`` from its config section: serial (``port``) or I2C (``bus``)."""
+    klass = driver_class(dcfg)
+    if hasattr(dcfg, "port"):
+        return Supervised(kind, lambda: klass(dcfg, name=kind, openers=openers),
+                          on_open=(lambda drv: drv.stop()) if kind == "motor" else None)
+    get_bus = buses.getter(dcfg.bus)
+    return Supervised(kind, lambda: klass(dcfg, get_bus(), name=kind))
 
 
 class I2cWorker:
@@ -173,8 +201,10 @@ class Hardware:
                  power: Supervised[PowerMonitor] | None = None, power_rate_hz: float = 10.0,
                  servo: Supervised[ServoController] | None = None,
                  i2c_groups: list[tuple[str, list[str]]] | None = None,
-                 motor_feedback_hz: float = 20.0, clock: Callable[[], float] = time.monotonic) -> None:
+                 motor_feedback_hz: float = 20.0, clock: Callable[[], float] = time.monotonic,
+                 buses: Buses | None = None) -> None:
         self.motor = motor
+        self._buses = buses
         self._feedback_period = 1.0 / motor_feedback_hz
         self._next_feedback = 0.0
         self._feedback: MotorFeedback | None = None
@@ -200,59 +230,21 @@ class Hardware:
     # ------------------------------------------------------------------ building
     @classmethod
     def from_config(cls, cfg: AgentConfig, sim: Any = None) -> "Hardware":
-        """Build every configured device. ``sim`` is the :class:`agent.simtank.SimTank` serving
-        ``sim://`` ports and buses (required when any is used)."""
+        """Build every configured device from the drivers' registry. ``sim`` is the
+        :class:`agent.simtank.SimTank` whose openers serve ``sim://`` ports and buses."""
         d = cfg.drivers
-        buses: dict[str, Any] = {}
-        bus_lock = threading.Lock()
-
-        def i2c_bus(value: int | str) -> Callable[[], Any]:
-            key = str(value)
-
-            def get() -> Any:
-                with bus_lock:
-                    if key not in buses:
-                        buses[key] = open_bus(value, sim=sim.i2c_bus if sim is not None else None)
-                    return buses[key]
-            return get
-
-        def needs_sim(value: Any) -> None:
-            if str(value) == SIM and sim is None:
-                raise DriverError("a sim:// transport needs the simulated tank")
-
-        motor = imu = power = servo = None
+        openers = sim.openers() if sim is not None else Openers()
+        for kind, dcfg in d.devices():  # an unknown scheme fails here, not at every reopen
+            openers.check(*_transport(dcfg), kind)
+        buses = Buses(openers)
+        devices = {kind: _supervised(kind, dcfg, openers, buses) for kind, dcfg in d.devices()}
         groups: dict[str, list[str]] = {}
-        if d.motor is not None:
-            mcfg = d.motor
-            needs_sim(mcfg.port)
-            klass = driver_class(mcfg.kind)
-
-            def motor_factory(mcfg=mcfg, klass=klass):
-                if mcfg.port == SIM:
-                    path = sim.serial_port(mcfg)
-                    mc = mcfg.model_copy(update={"port": path})
-                    return klass(mc, name="motor")
-                return klass(mcfg, name="motor")
-            motor = Supervised("motor", motor_factory, on_open=lambda drv: drv.stop())
-        for name, dcfg in (("imu", d.imu), ("power", d.power), ("servo", d.servo)):
-            if dcfg is None:
-                continue
-            needs_sim(dcfg.bus)
-            klass = driver_class(dcfg.kind)
-            get_bus = i2c_bus(dcfg.bus)
-            sup = Supervised(name, lambda klass=klass, dcfg=dcfg, get_bus=get_bus, name=name:
-                             klass(dcfg, get_bus(), name=name))
-            groups.setdefault(str(dcfg.bus), []).append(name)
-            if name == "imu":
-                imu = sup
-            elif name == "power":
-                power = sup
-            else:
-                servo = sup
-        return cls(motor=motor, imu=imu, imu_rate_hz=d.imu.rate_hz if d.imu else 100.0,
-                   power=power, power_rate_hz=d.power.rate_hz if d.power else 10.0,
-                   servo=servo, i2c_groups=list(groups.items()),
-                   motor_feedback_hz=getattr(d.motor, "feedback_hz", 20.0))
+        for kind, dcfg in d.devices():
+            if hasattr(dcfg, "bus"):
+                groups.setdefault(bus_key(dcfg.bus), []).append(kind)
+        return cls(**devices, imu_rate_hz=d.imu.rate_hz if d.imu else 100.0,
+                   power_rate_hz=d.power.rate_hz if d.power else 10.0, i2c_groups=list(groups.items()),
+                   motor_feedback_hz=getattr(d.motor, "feedback_hz", 20.0), buses=buses)
 
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> None:
@@ -272,6 +264,8 @@ class Hardware:
             self.motor.call(lambda d: d.stop())
         for dev in reversed(self._devices):
             dev.close()
+        if self._buses is not None:
+            self._buses.close()
 
     def add_health_source(self, source: Callable[[], tuple[DeviceHealth, ...]]) -> None:
         """Include another component's device health (e.g. the cameras of the video hub)."""

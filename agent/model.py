@@ -19,9 +19,8 @@ from dataclasses import dataclass, field
 from typing import Union
 
 from agent.errors import CommandError, CommandRejected, NonFiniteValue
-
-Vec3 = tuple[float, float, float]
-Quat = tuple[float, float, float, float]  # x, y, z, w
+# The drivers' sample types, re-exported for the agent side.
+from drivers.types import CameraFrame, ImuSample, MotorFeedback, PowerSample, Quat, Vec3  # noqa: F401
 
 #: Most joint values one command may carry (the Sim2Bot runtime ceiling).
 MAX_JOINTS = 32
@@ -236,36 +235,6 @@ class TrackState:
     right_mps: float = 0.0
     left_counts: int = 0
     right_counts: int = 0
-
-
-@dataclass(frozen=True, slots=True)
-class ImuSample:
-    """One IMU reading in the body frame (x forward, y left, z up).
-
-    Attributes:
-        t_mono_s: capture time, s, agent monotonic clock.
-        accel_mps2: specific force incl. gravity, m/s^2 (at rest about (0, 0, 9.81)).
-        gyro_radps: angular rate, rad/s, gyro bias removed.
-        orientation_xyzw: unit quaternion body->world, or None when unknown.
-        temperature_c: die temperature, degC, or None.
-    """
-
-    t_mono_s: float
-    accel_mps2: Vec3
-    gyro_radps: Vec3
-    orientation_xyzw: Quat | None = None
-    temperature_c: float | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class PowerSample:
-    """Battery as seen by the power monitor: bus voltage V, current A (+ discharging), power W, 0..100 %."""
-
-    t_mono_s: float
-    voltage_v: float
-    current_a: float
-    power_w: float
-    percent: float | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -42,7 +42,7 @@ from typing import Any, Callable
 
 from serial.tools import list_ports, list_ports_linux
 
-from agent.errors import RobotError
+from agent.errors import DriverError, RobotError
 from drivers.i2c import open_bus, swap16
 
 log = logging.getLogger(__name__)
@@ -176,7 +176,7 @@ def scan_bus(bus: Any) -> dict[str, Any]:
     result: dict[str, Any] = {"bus": label, "devices": [], "errors": [], "error": None, "errno": None}
     try:
         handle = open_bus(bus) if owned else bus
-    except RobotError as err:
+    except (RobotError, DriverError) as err:
         result["error"], result["errno"] = str(err), getattr(err, "errno", None)
         return result
     try:

@@ -7,6 +7,9 @@ systemd (``Type=notify``, ``WatchdogSec=``) is told, through the well-kept
 - ``WATCHDOG=1`` every ``WatchdogSec/3``, sent from the event loop and only while
   the control loop keeps its rate (``ControlLoop.keeps_rate()``), so a stalled
   event loop *or* a stalled control loop lets systemd restart the service;
+- ``STATUS=<one-line health>`` whenever the health changes, at most once a second
+  (agent.status.StatusReporter, which also keeps the status file that
+  ``robot-agent status`` reads);
 - ``STOPPING=1`` when shutdown starts.
 
 SIGTERM / SIGINT stop the agent; the motors are commanded to zero and the write
@@ -19,10 +22,12 @@ import asyncio
 import logging
 import os
 import signal
+from pathlib import Path
 from typing import Callable
 
 from agent.app import Agent
 from agent.config import AgentConfig
+from agent.status import StatusReporter
 
 log = logging.getLogger(__name__)
 
@@ -64,39 +69,52 @@ async def _watchdog_pings(agent: Agent, notify: Callable[[str], bool], period_s:
             if keeps:
                 log.info("control loop keeps its rate again; systemd watchdog fed")
             else:
-                log.error("control loop is missing its rate; systemd watchdog not fed")
+                log.error("control loop is missing its rate; systemd watchdog not fed",
+                          extra={"fault": "control loop rate"})
+
+
+def _handle_signals(loop: asyncio.AbstractEventLoop, stop: asyncio.Event | None) -> None:
+    """SIGTERM/SIGINT set ``stop``; with ``stop`` None, the handlers are removed."""
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        try:
+            if stop is None:
+                loop.remove_signal_handler(sig)
+            else:
+                loop.add_signal_handler(sig, stop.set)
+        except (NotImplementedError, RuntimeError):
+            log.debug("cannot change the handler of %s here", sig)
 
 
 async def run(cfg: AgentConfig, *, config_path: str | None = None, logs=None,
-              stop: asyncio.Event | None = None) -> int:
-    """Run the agent until SIGTERM/SIGINT (or ``stop`` is set). Returns the exit status."""
+              stop: asyncio.Event | None = None, status_file: Path | None = None) -> int:
+    """Run the agent until SIGTERM/SIGINT (or ``stop`` is set). Returns the exit status.
+
+    Args:
+        status_file: where the health is written for ``robot-agent status`` (None: none).
+    """
     stop = stop or asyncio.Event()
     loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        try:
-            loop.add_signal_handler(sig, stop.set)
-        except (NotImplementedError, RuntimeError):
-            log.debug("cannot install a handler for %s here", sig)
+    _handle_signals(loop, stop)
     notify = _systemd_notify()
     agent = Agent(cfg, config_path=config_path, logs=logs)
-    pinger: asyncio.Task | None = None
+    reporter = StatusReporter(agent, notify, status_file)
+    tasks: list[asyncio.Task] = []
     try:
         await agent.start()
         notify("READY=1")
+        tasks.append(asyncio.create_task(reporter.run(), name="status"))
         period = watchdog_period_s()
         if period is not None:
-            pinger = asyncio.create_task(_watchdog_pings(agent, notify, period))
+            tasks.append(asyncio.create_task(_watchdog_pings(agent, notify, period), name="watchdog-pings"))
         await stop.wait()
         log.info("stopping")
     finally:
         notify("STOPPING=1")
-        if pinger is not None:
-            pinger.cancel()
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        reporter.remove()
         await agent.close()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            try:
-                loop.remove_signal_handler(sig)
-            except (NotImplementedError, RuntimeError):
-                pass
+        _handle_signals(loop, None)
     log.info("stopped; motors commanded to zero")
     return 0

@@ -11,41 +11,32 @@ voltage and current, the servo chip reports its pulse widths to it.
 
 from __future__ import annotations
 
-import importlib
 import logging
 import threading
 from typing import Any
 
 from agent.config import AgentConfig
-from agent.errors import DriverError
+from agent.config.drivers import SINGLE_KINDS
+from agent.errors import DriverConfigError, DriverError
 from drivers.emulators.tank import TankParams, TankPhysics
+from drivers.registry import emulator_class
+from drivers.transport import Openers, url_scheme
 
 log = logging.getLogger(__name__)
 
-#: motor config ``kind`` -> "module:Class" of its pty emulator (each has ``from_config(cfg, physics)``).
-MOTOR_EMULATORS = {
-    "roboclaw": "drivers.emulators.roboclaw:RoboclawEmulator",
-    "sabertooth": "drivers.emulators.sabertooth:SabertoothEmulator",
-    "line": "drivers.emulators.linemotor:LineMotorEmulator",
-}
-
-#: I2C config ``kind`` -> "module:Class" of its chip emulator (each has ``from_config(cfg, physics)``).
-CHIP_EMULATORS = {
-    "mpu6050": "drivers.emulators.mpu6050:Mpu6050Chip",
-    "bno055": "drivers.emulators.bno055:Bno055Chip",
-    "ina219": "drivers.emulators.ina2xx:Ina219Chip",
-    "ina226": "drivers.emulators.ina2xx:Ina226Chip",
-    "pca9685": "drivers.emulators.pca9685:Pca9685Chip",
-}
+#: The URL scheme the simulated tank serves, for serial ports and I2C buses.
+SCHEME = "sim"
+URL = "sim://"
 
 
-def _load(path: str) -> Any:
-    module, name = path.split(":")
-    return getattr(importlib.import_module(module), name)
+def serves(cfg: AgentConfig) -> bool:
+    """True when any device's port or bus is ``sim://`` (cameras' ``sim://pattern`` needs no tank)."""
+    return any(url_scheme(url) == SCHEME for _, url in cfg.drivers.transport_urls())
 
 
 class SimTank:
-    """Physics plus emulators for the devices configured as ``sim://``.
+    """Physics plus emulators for the devices configured as ``sim://``; :meth:`openers` is how
+    the drivers reach them (drivers/transport.py).
 
     Attributes:
         physics: the shared TankPhysics (ground truth for tests).
@@ -68,12 +59,29 @@ class SimTank:
         self._bus: Any = None
         self.chips: dict[int, Any] = {}
 
+    def openers(self) -> Openers:
+        """A transport table serving ``sim://`` serial ports and I2C buses from this tank."""
+        table = Openers()
+        table.register("serial", SCHEME, self._open_serial)
+        table.register("i2c", SCHEME, self._open_i2c)
+        return table
+
+    def _open_serial(self, url: str) -> str:
+        motor = self._cfg.drivers.motor
+        if url != URL or motor is None or getattr(motor, "port", None) != URL:
+            raise DriverConfigError(f"simulated tank: no serial device at {url!r} (serves {URL} for the motor)")
+        return self.serial_port(motor)
+
+    def _open_i2c(self, url: str) -> Any:
+        if url != URL:
+            raise DriverConfigError(f"I2C bus {url!r}: {URL} takes no options")
+        return self.i2c_bus()
+
     def serial_port(self, motor_cfg: Any) -> str:
         """The pty slave path of the motor-controller emulator, started on first use."""
         with self._lock:
             if self.motor_emulator is None:
-                klass = _load(MOTOR_EMULATORS[motor_cfg.kind])
-                self.motor_emulator = klass.from_config(motor_cfg, self.physics)
+                self.motor_emulator = emulator_class(motor_cfg).from_config(motor_cfg, self.physics)
                 self.motor_emulator.start()
                 log.info("simulated %s on %s", motor_cfg.kind, self.motor_emulator.port)
             elif not self.motor_emulator.plugged:  # fault injection: fail like a missing port
@@ -86,22 +94,24 @@ class SimTank:
             if self._bus is None:
                 from drivers.emulators.i2c import FakeSMBus
                 self._bus = FakeSMBus()
-                d = self._cfg.drivers
-                for dcfg in (d.imu, d.power, d.servo):
-                    if dcfg is not None and str(dcfg.bus) == "sim://":
-                        chip = _load(CHIP_EMULATORS[dcfg.kind]).from_config(dcfg, self.physics)
+                for dcfg in self._i2c_devices():
+                    if str(dcfg.bus) == URL:
+                        chip = emulator_class(dcfg).from_config(dcfg, self.physics)
                         self._bus.attach(dcfg.address, chip)
                         self.chips[dcfg.address] = chip
             return self._bus
 
     def chip(self, kind: str) -> Any:
         """The chip emulator of the configured device of ``kind`` (e.g. ``pca9685``), or None."""
-        d = self._cfg.drivers
-        for dcfg in (d.imu, d.power, d.servo):
-            if dcfg is not None and dcfg.kind == kind:
+        for dcfg in self._i2c_devices():
+            if dcfg.kind == kind:
                 self.i2c_bus()
                 return self.chips.get(dcfg.address)
         return None
+
+    def _i2c_devices(self) -> list[Any]:
+        d = self._cfg.drivers
+        return [c for c in (getattr(d, k) for k in SINGLE_KINDS) if c is not None and hasattr(c, "bus")]
 
     def close(self) -> None:
         """Stop the emulators. Idempotent."""

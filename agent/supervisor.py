@@ -1,31 +1,34 @@
-"""Supervision of one device: health state, error accounting, reopen with backoff.
+"""Supervision of one device: health, error accounting, reopen with backoff.
 
 A :class:`Supervised` wraps one driver. Calls go through :meth:`Supervised.call`,
-which never raises: a :class:`~agent.errors.DriverError` marks the device
+which never raises: a :class:`~drivers.errors.DriverError` marks the device
 ``degraded`` (the first errors) or ``lost`` (``lost_after`` consecutive errors,
-or a closed/unplugged transport), each transition logged once (ERROR going
-down, INFO on recovery, the Home Assistant coordinator pattern). A lost device
-is closed and reopened by :class:`Reopener` with jittered, capped backoff while
-the agent runs without it.
+or a closed/unplugged transport); the state lives in an
+:class:`agent.health.HealthTracker`, which logs each transition once (ERROR
+going down, INFO on recovery, the Home Assistant coordinator pattern). A lost
+device is closed and reopened by :class:`Reopener` after
+:func:`agent.ratelimit.backoff_s` (jittered, capped, doubled per failed open)
+while the agent runs without it.
 """
 
 from __future__ import annotations
 
 import logging
-import random
 import threading
 import time
 from typing import Any, Callable, Generic, TypeVar
 
 from agent.errors import DeviceClosed, DriverError
+from agent.health import DEGRADED, LOST, OK, Health, HealthTracker
 from agent.model import DeviceHealth
+from agent.ratelimit import backoff_s
 from drivers.base import Device
 
 log = logging.getLogger(__name__)
 
 D = TypeVar("D", bound=Device)
 
-OK, DEGRADED, LOST = "ok", "degraded", "lost"
+__all__ = ["DEGRADED", "LOST", "OK", "Reopener", "Supervised"]
 
 
 class Supervised(Generic[D]):
@@ -36,7 +39,7 @@ class Supervised(Generic[D]):
         factory: builds a new, not yet opened driver (transport included).
         lost_after: consecutive errors that turn ``degraded`` into ``lost``.
         on_open: called with the freshly opened driver (e.g. command zero), may raise DriverError.
-        backoff_s / backoff_max_s: first and largest reopen delay, s (jittered +-25 %).
+        backoff_s / backoff_max_s: first and largest reopen delay, s (:func:`agent.ratelimit.backoff_s`).
     """
 
     def __init__(self, name: str, factory: Callable[[], D], *, lost_after: int = 3,
@@ -52,18 +55,16 @@ class Supervised(Generic[D]):
         self._clock = clock
         self._lock = threading.Lock()
         self._driver: D | None = None
-        self._state = LOST
-        self._last_error = "not opened yet"
-        self._errors = 0
+        self._health = HealthTracker(name, log, last_error="not opened yet")
         self._consecutive = 0
-        self._backoff = backoff_s
+        self._failed_opens = 0
         self.next_attempt = 0.0
 
     # ------------------------------------------------------------------ state
     @property
-    def state(self) -> str:
-        """``ok`` | ``degraded`` | ``lost``."""
-        return self._state
+    def state(self) -> Health:
+        """``ok`` | ``degraded`` | ``lost`` (a :class:`agent.health.Health`, equal to its string)."""
+        return self._health.state
 
     @property
     def driver(self) -> D | None:
@@ -72,7 +73,7 @@ class Supervised(Generic[D]):
 
     def health(self) -> DeviceHealth:
         """Name, state, last error (empty while ``ok``) and the error count since start."""
-        return DeviceHealth(self.name, self._state, "" if self._state == OK else self._last_error, self._errors)
+        return self._health.report()
 
     # ------------------------------------------------------------------ calls
     def call(self, fn: Callable[[D], Any], default: Any = None) -> Any:
@@ -90,35 +91,29 @@ class Supervised(Generic[D]):
                 log.exception("%s: driver raised %s instead of DriverError", self.name, type(err).__name__)
                 self._fail(DriverError(f"unexpected {type(err).__name__}: {err}", device=self.name))
                 return default
-            if self._consecutive or self._state != OK:
-                self._consecutive = 0
-                if self._state != OK:
-                    log.info("%s: recovered", self.name)
-                    self._state = OK
+            self._consecutive = 0
+            if self._health.state != OK:
+                self._health.recover()
             return result
 
     def _fail(self, err: DriverError) -> None:
-        self._errors += 1
         self._consecutive += 1
-        self._last_error = str(err) or type(err).__name__
-        fatal = isinstance(err, DeviceClosed) or self._consecutive >= self._lost_after
-        if fatal:
-            log.error("%s: lost (%s); reopening in the background", self.name, self._last_error)
+        error = str(err) or type(err).__name__
+        if isinstance(err, DeviceClosed) or self._consecutive >= self._lost_after:
+            self._health.fail(LOST, error)
             self._drop()
-        elif self._state == OK:
-            log.warning("%s: degraded (%s)", self.name, self._last_error)
-            self._state = DEGRADED
+        else:
+            self._health.fail(DEGRADED if self._health.state == OK else self._health.state, error)
 
     def _drop(self) -> None:
         drv, self._driver = self._driver, None
-        self._state = LOST
-        self._backoff = self._backoff0
-        self.next_attempt = self._clock() + self._jitter(self._backoff)
+        self._failed_opens = 0
+        self.next_attempt = self._clock() + self._delay(0)
         if drv is not None:
             _close_quietly(drv, self.name)
 
-    def _jitter(self, delay: float) -> float:
-        return delay * random.uniform(0.75, 1.25)
+    def _delay(self, attempt: int) -> float:
+        return backoff_s(attempt, self._backoff0, self._backoff_max)
 
     # ------------------------------------------------------------------ open
     def try_open(self) -> bool:
@@ -132,32 +127,26 @@ class Supervised(Generic[D]):
         except Exception as err:  # noqa: BLE001 - DriverError expected; anything else is a driver bug
             if not isinstance(err, DriverError):
                 log.exception("%s: open raised %s instead of DriverError", self.name, type(err).__name__)
-            self._last_error = str(err) or type(err).__name__
-            self._errors += 1
-            self.next_attempt = self._clock() + self._jitter(self._backoff)
-            self._backoff = min(self._backoff * 2, self._backoff_max)
-            log.debug("%s: open failed (%s); next try in %.1f s", self.name, self._last_error, self._backoff)
+            self._health.fail(LOST, str(err) or type(err).__name__)
+            delay = self._delay(self._failed_opens)
+            self._failed_opens += 1
+            self.next_attempt = self._clock() + delay
+            log.debug("%s: open failed (%s); next try in %.1f s", self.name, self._health.last_error, delay)
             if drv is not None:
                 _close_quietly(drv, self.name)
             return False
         with self._lock:
-            was_lost_once = self._errors > 0
             self._driver = drv
-            self._state = OK
             self._consecutive = 0
-            self._backoff = self._backoff0
-        if was_lost_once:
-            log.info("%s: open again", self.name)
-        else:
-            log.info("%s: open", self.name)
+            self._failed_opens = 0
+            self._health.recover()
         return True
 
     def close(self) -> None:
         """Close the driver (it puts outputs in a safe state). Idempotent."""
         with self._lock:
             drv, self._driver = self._driver, None
-            self._state = LOST
-            self._last_error = "closed"
+            self._health.retire("closed")
         if drv is not None:
             _close_quietly(drv, self.name)
 

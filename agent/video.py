@@ -10,8 +10,8 @@ has, then awaits its encoding, shared by every consumer asking for the same
 frame and :class:`FrameFormat`. A slow consumer simply gets the newest frame
 on its next call: there is no queue.
 
-Supervision, per camera, with health ``ok`` / ``degraded`` / ``lost`` logged
-once per transition:
+Supervision, per camera, with health ``ok`` / ``degraded`` / ``lost`` kept by
+an :class:`agent.health.HealthTracker` (each transition logged once):
 
 - a failed read -> ``degraded``; no frame for ``stale_s`` -> ``lost``, reopen;
 - identical frame content (CRC of a subsample) for ``stale_s`` -> ``lost``, reopen;
@@ -43,6 +43,7 @@ import numpy as np
 
 from agent.config.drivers import CameraConfig
 from agent.errors import CommandError, ConfigError, DriverError
+from agent.health import DEGRADED, LOST, OK, HealthTracker
 from agent.model import DeviceHealth
 from agent.ratelimit import backoff_s
 from drivers.camera import Camera
@@ -216,14 +217,9 @@ class _Feed:
         self.seq = 0
         self.run: _Run | None = None
         self.left_behind: list[threading.Thread] = []
-        self.state = "lost"  # until the first frame
-        self.last_error = ""
-        self.errors = 0
+        self.health = HealthTracker(self.name, log, error_when_ok=True)  # lost until the first frame
         self.waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Future]] = []
         self.encodes: OrderedDict[tuple[int, FrameFormat], concurrent.futures.Future] = OrderedDict()
-
-
-_TRANSITION_LEVEL = {"ok": logging.INFO, "degraded": logging.WARNING, "lost": logging.ERROR}
 
 
 # --------------------------------------------------------------------------- hub
@@ -292,11 +288,7 @@ class VideoHub:
 
     def health(self) -> tuple[DeviceHealth, ...]:
         """One :class:`DeviceHealth` per camera, named ``camera.<id>``, in config order."""
-        out = []
-        for feed in self._feeds.values():
-            with feed.lock:
-                out.append(DeviceHealth(feed.name, feed.state, feed.last_error, feed.errors))
-        return tuple(out)
+        return tuple(feed.health.report() for feed in self._feeds.values())
 
     async def next_frame(self, camera_id: str, after_seq: int, timeout_s: float) -> Frame | None:
         """Wait for a frame of ``camera_id`` with ``seq > after_seq``; the newest such frame.
@@ -470,15 +462,15 @@ class VideoHub:
             except DriverError as err:
                 run.busy = None
                 if self._current(feed, run):
-                    self._mark(feed, "lost", str(err))
+                    feed.health.fail(LOST, str(err))
             except Exception as err:  # noqa: BLE001 - a driver bug: keep this thread, reopen with backoff
                 run.busy = None
                 if self._current(feed, run):
                     error = f"unexpected {type(err).__name__}: {err}"
-                    if error != feed.last_error:  # the traceback once per distinct failure
+                    if error != feed.health.last_error:  # the traceback once per distinct failure
                         log.error("capture of %s raised %s instead of DriverError", feed.name,
                                   type(err).__name__, exc_info=True)
-                    self._mark(feed, "lost", error)
+                    feed.health.fail(LOST, error)
             finally:
                 if camera is not None:
                     camera.close()
@@ -507,7 +499,7 @@ class VideoHub:
                     raise DriverError(f"{feed.name}: no frame for {now - failing_since:.1f} s: {err}",
                                       device=feed.name) from err
                 if self._current(feed, run):
-                    self._mark(feed, "degraded", str(err))
+                    feed.health.fail(DEGRADED, str(err))
                 self._stop.wait(min(0.05, stale_s / 10))
                 continue
             run.busy = None
@@ -532,8 +524,8 @@ class VideoHub:
             waiters, feed.waiters = feed.waiters, []
             for key in [k for k in feed.encodes if k[0] < frame.seq - KEEP_FRAMES]:
                 del feed.encodes[key]
-        if feed.state != "ok":
-            self._mark(feed, "ok")
+        if feed.health.state != OK:
+            feed.health.recover()
         self._wake(waiters, frame)
 
     @staticmethod
@@ -543,18 +535,6 @@ class VideoHub:
                 loop.call_soon_threadsafe(_resolve, fut, frame)
             except RuntimeError:  # that consumer's loop is closed
                 log.debug("video: dropped a waiter of a closed event loop")
-
-    def _mark(self, feed: _Feed, state: str, error: str = "") -> None:
-        """Set health; log once per transition (ERROR to lost, WARNING to degraded, INFO to ok)."""
-        with feed.lock:
-            old = feed.state
-            if error:
-                feed.errors += 1
-                feed.last_error = error
-            feed.state = state
-        if old != state:
-            log.log(_TRANSITION_LEVEL[state], "%s: %s -> %s%s", feed.name, old, state,
-                    f": {error}" if error else "")
 
     # ------------------------------------------------------------------ supervision
 
@@ -583,4 +563,4 @@ class VideoHub:
             if feed.run is None and len(feed.left_behind) < self._max_stuck and not self._stop.is_set():
                 self._spawn(feed)
         if error:
-            self._mark(feed, "lost", error)
+            feed.health.fail(LOST, error)

@@ -6,7 +6,7 @@ never from the asyncio event loop. Every driver:
 
 - receives its transport (a ``serial.Serial``, an smbus2-compatible bus object,
   a ``cv2.VideoCapture`` factory) or a factory for it, never opens a global;
-- raises only :class:`agent.errors.DriverError` (or a subclass), wrapping the
+- raises only :class:`drivers.errors.DriverError` (or a subclass), wrapping the
   cause with ``raise ... from err`` and keeping ``errno`` / device ``status``;
 - converts to SI at its edge (m/s^2, rad/s, V, A, W, s, rad);
 - has an idempotent ``close()``; using a closed driver raises ``DeviceClosed``;
@@ -16,10 +16,9 @@ never from the asyncio event loop. Every driver:
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
 
-from agent.errors import DriverError
-from agent.model import ImuSample, PowerSample
+from drivers.errors import DriverError
+from drivers.types import ImuSample, MotorFeedback, PowerSample
 
 
 class Device(ABC):
@@ -42,30 +41,6 @@ class Device(ABC):
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-@dataclass(frozen=True, slots=True)
-class MotorFeedback:
-    """What a motor controller reports; a field is None when the device cannot tell.
-
-    Attributes:
-        left_counts, right_counts: encoder counts, running totals (signed).
-        left_cps, right_cps: encoder speed, counts/s (+ forward).
-        battery_v: main battery voltage, V.
-        left_a, right_a: motor current, A.
-        status: raw device error/status word (0 = normal).
-        status_text: decoded status flags, e.g. ("E-Stop",); empty when normal.
-    """
-
-    left_counts: int | None = None
-    right_counts: int | None = None
-    left_cps: float | None = None
-    right_cps: float | None = None
-    battery_v: float | None = None
-    left_a: float | None = None
-    right_a: float | None = None
-    status: int | None = None
-    status_text: tuple[str, ...] = ()
 
 
 class MotorController(Device):

@@ -31,7 +31,7 @@ import math
 
 import numpy as np
 
-from agent.errors import ConfigError
+from drivers.errors import DriverConfigError
 
 log = logging.getLogger(__name__)
 
@@ -64,13 +64,13 @@ def percent(voltage_v: float, chemistry: str, cells: int) -> float | None:
         Percent, clamped to 0..100; None (logged) when ``voltage_v`` is not a finite number.
 
     Raises:
-        ConfigError: unknown chemistry or a cell count below 1.
+        DriverConfigError: unknown chemistry or a cell count below 1.
     """
     table = _TABLES.get(chemistry)
     if table is None:
-        raise ConfigError(f"battery chemistry {chemistry!r} unknown; known: {', '.join(CURVES)}")
+        raise DriverConfigError(f"battery chemistry {chemistry!r} unknown; known: {', '.join(CURVES)}")
     if isinstance(cells, bool) or not isinstance(cells, int) or cells < 1:
-        raise ConfigError(f"battery cells must be an integer >= 1, got {cells!r}")
+        raise DriverConfigError(f"battery cells must be an integer >= 1, got {cells!r}")
     if isinstance(voltage_v, bool) or not isinstance(voltage_v, (int, float)) or not math.isfinite(voltage_v):
         log.error("battery percent: voltage %r is not a finite number", voltage_v)
         return None

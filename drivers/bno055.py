@@ -28,12 +28,14 @@ from __future__ import annotations
 import logging
 import struct
 import time
-from typing import Callable
+from typing import Callable, TYPE_CHECKING
 
-from agent.config.drivers import Bno055Config
-from agent.model import ImuSample
+from drivers.types import ImuSample
 from drivers.base import Imu
 from drivers.i2c import I2cDevice, SMBusLike
+
+if TYPE_CHECKING:
+    from drivers.config import Bno055Config
 
 log = logging.getLogger(__name__)
 
@@ -68,7 +70,7 @@ class Bno055(Imu):
     """BNO055 in NDOF fusion mode: accel m/s^2, gyro rad/s, fused orientation xyzw, degC.
 
     Args:
-        cfg: address (agent.config.drivers.Bno055Config).
+        cfg: address (drivers.config.Bno055Config).
         bus: smbus2.SMBus-like object (shared; not closed by this driver).
         name: config name for errors and health.
         clock: monotonic clock, s.

@@ -40,8 +40,8 @@ from typing import Any
 import cv2
 import numpy as np
 
-from agent.config.drivers import CameraConfig
-from agent.errors import DeviceClosed, DriverError
+from drivers.config import CameraConfig
+from drivers.errors import DeviceClosed, DriverError
 from drivers.base import Device
 
 log = logging.getLogger(__name__)

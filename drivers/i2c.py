@@ -1,15 +1,15 @@
 """Shared I2C plumbing for the smbus2-based drivers.
 
 - :func:`open_bus` turns a config ``bus`` value into an smbus2-like object:
-  a bus number (``1`` -> ``/dev/i2c-1``), a device path, or ``sim://`` (the
-  caller supplies the simulated bus).
+  a bus number (``1`` -> ``/dev/i2c-1``), a device path, or a URL served by a
+  registered opener (``sim://``, drivers/transport.py); :func:`bus_key` names a bus once.
 - :func:`swap16`, :func:`to_s16`: SMBus word reads are little-endian on the
   wire (low byte first, hardware-reference §7.1); MPU-6050 and INA2xx
   registers are big-endian, so words are byte-swapped at this edge.
 - :class:`I2cDevice`: one chip at one address on a bus. Every ``OSError`` from
-  the bus becomes :class:`agent.errors.DriverError` with the errno kept (121
+  the bus becomes :class:`drivers.errors.DriverError` with the errno kept (121
   NACK, 110 timeout, 5 bus error; hardware-reference §7.2); using it after
-  ``close()`` raises :class:`agent.errors.DeviceClosed`.
+  ``close()`` raises :class:`drivers.errors.DeviceClosed`.
 
 Drivers never close the bus object: several chips share one bus, and its
 owner (agent/hardware.py) closes it.
@@ -22,12 +22,11 @@ from typing import Callable, Protocol
 
 import smbus2
 
-from agent.errors import ConfigError, DeviceClosed, DriverError
+from drivers.errors import DeviceClosed, DriverConfigError, DriverError
+from drivers.transport import Openers, bus_key  # noqa: F401 - bus_key re-exported
 
 log = logging.getLogger(__name__)
 
-#: Config value selecting the simulated bus.
-SIM_URL = "sim://"
 #: Largest register-addressed block smbus2 transfers (I2C_SMBUS_BLOCK_MAX).
 SMBUS_BLOCK_MAX = 32
 
@@ -46,36 +45,36 @@ class SMBusLike(Protocol):
     def close(self) -> None: ...
 
 
-def open_bus(value: int | str, *, sim: Callable[[], SMBusLike] | None = None) -> SMBusLike:
+def open_bus(value: int | str, *, openers: Openers | None = None) -> SMBusLike:
     """Open the I2C bus a config ``bus`` value names.
 
     Args:
         value: bus number (``1`` -> ``/dev/i2c-1``), a digit string (``"1"``),
-            a device path (``"/dev/i2c-1"``), or ``"sim://"``.
-        sim: factory for the simulated bus, called for ``"sim://"``.
+            a device path (``"/dev/i2c-1"``), or a URL whose scheme has an ``i2c``
+            opener in ``openers`` (``"sim://"``: the simulated tank's bus).
+        openers: URL scheme -> opener table (drivers/transport.py).
 
     Returns:
-        An ``smbus2.SMBus`` (or what ``sim`` returns); the caller closes it.
+        An ``smbus2.SMBus`` (or what the opener returns); the caller closes it.
 
     Raises:
-        ConfigError: the value is no bus form we know, or ``sim://`` without a factory.
+        DriverConfigError: the value is no bus form we know, or a URL without an opener.
         DriverError: opening the device failed, errno kept (2: no such bus, is
             ``dtparam=i2c_arm=on`` set? 13: user not in group ``i2c``).
     """
-    if isinstance(value, str) and value.startswith(SIM_URL):
-        if value != SIM_URL:
-            raise ConfigError(f"I2C bus {value!r}: sim:// takes no options")
-        if sim is None:
-            raise ConfigError("I2C bus 'sim://' needs the simulated robot (no simulated bus was given)")
-        return sim()
+    opener = openers.opener("i2c", value) if openers is not None and isinstance(value, str) else None
+    if opener is not None:
+        return opener(value)
     if isinstance(value, str) and value.isdigit():
         value = int(value)
     if isinstance(value, bool) or not isinstance(value, (int, str)):
-        raise ConfigError(f"I2C bus must be a number or a path, got {value!r}")
+        raise DriverConfigError(f"I2C bus must be a number or a path, got {value!r}")
     if isinstance(value, int) and value < 0:
-        raise ConfigError(f"I2C bus number must be >= 0, got {value}")
-    if isinstance(value, str) and ("://" in value or not value.startswith("/")):
-        raise ConfigError(f"I2C bus {value!r}: expected a number, an absolute /dev/i2c-N path or 'sim://'")
+        raise DriverConfigError(f"I2C bus number must be >= 0, got {value}")
+    if isinstance(value, str):
+        (openers or Openers()).check("i2c", value)
+        if not value.startswith("/"):
+            raise DriverConfigError(f"I2C bus {value!r}: expected a number, an absolute /dev/i2c-N path or a URL")
     try:
         return smbus2.SMBus(value)
     except OSError as err:

@@ -39,13 +39,15 @@ import logging
 import math
 import time
 from abc import abstractmethod
-from typing import Callable
+from typing import Callable, TYPE_CHECKING
 
-from agent.config.drivers import Ina219Config, Ina226Config
-from agent.model import PowerSample
+from drivers.types import PowerSample
 from drivers.base import PowerMonitor
 from drivers.battery import percent
 from drivers.i2c import I2cDevice, SMBusLike, to_s16
+
+if TYPE_CHECKING:
+    from drivers.config import Ina219Config, Ina226Config
 
 log = logging.getLogger(__name__)
 
@@ -124,7 +126,7 @@ class _Ina2xx(PowerMonitor):
     """Shared read path of the INA219 / INA226 drivers (see the module docstring).
 
     Args:
-        cfg: shunt, max current, battery, rate (agent.config.drivers.Ina219Config / Ina226Config).
+        cfg: shunt, max current, battery, rate (drivers.config.Ina219Config / Ina226Config).
         bus: smbus2.SMBus-like object (shared; not closed by this driver).
         name: config name for errors and health.
         clock: monotonic clock, s.

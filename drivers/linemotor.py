@@ -33,12 +33,16 @@ from __future__ import annotations
 import logging
 import re
 import time
+from typing import TYPE_CHECKING
 from dataclasses import dataclass
 
-from agent.config.drivers import LineMotorConfig
-from agent.errors import ChecksumError, DeviceTimeout, DriverError
+from drivers.errors import ChecksumError, DeviceTimeout, DriverError
 from drivers.base import MotorFeedback
 from drivers.serialport import SerialFactory, SerialLink, SerialMotorController, transfer_s
+from drivers.transport import Openers
+
+if TYPE_CHECKING:
+    from drivers.config import LineMotorConfig
 
 log = logging.getLogger(__name__)
 
@@ -174,14 +178,16 @@ class LineMotor(SerialMotorController):
         serial_factory: returns an open ``serial.Serial``-like object; default
             ``serial_for_url(cfg.port, cfg.baud)`` 8N1 exclusive.
         name: configured device name, used in errors and logs.
+        openers: URL scheme -> opener table for the default factory (``sim://`` ports;
+            drivers/transport.py).
 
     Attributes:
         firmware: ``"<fw_name> <version>"`` from the READY banner or the V reply.
     """
 
     def __init__(self, cfg: LineMotorConfig, *, serial_factory: SerialFactory | None = None,
-                 name: str = "motor") -> None:
-        super().__init__(cfg, serial_factory=serial_factory, name=name,
+                 name: str = "motor", openers: Openers | None = None) -> None:
+        super().__init__(cfg, serial_factory=serial_factory, name=name, openers=openers,
                          timeout_s=cfg.reply_timeout_s + transfer_s(MAX_LINE_BYTES, cfg.baud))
         self.cfg: LineMotorConfig = cfg
         self.firmware = ""

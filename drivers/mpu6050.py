@@ -24,16 +24,18 @@ import logging
 import math
 import struct
 import time
-from typing import Callable
+from typing import Callable, TYPE_CHECKING
 
 import numpy as np
 from ahrs.common.orientation import acc2q
 from ahrs.filters import Madgwick
 
-from agent.config.drivers import Mpu6050Config
-from agent.model import ImuSample, Quat, Vec3
+from drivers.types import ImuSample, Quat, Vec3
 from drivers.base import Imu
 from drivers.i2c import I2cDevice, SMBusLike
+
+if TYPE_CHECKING:
+    from drivers.config import Mpu6050Config
 
 log = logging.getLogger(__name__)
 
@@ -81,7 +83,7 @@ class Mpu6050(Imu):
     """MPU-6050 driver: SI samples in the body frame, gyro bias removed, Madgwick orientation.
 
     Args:
-        cfg: ranges, DLPF, sample-rate divider, address (agent.config.drivers.Mpu6050Config).
+        cfg: ranges, DLPF, sample-rate divider, address (drivers.config.Mpu6050Config).
         bus: smbus2.SMBus-like object (shared; not closed by this driver).
         name: config name for errors and health.
         clock: monotonic clock, s; stamps samples and times the filter.

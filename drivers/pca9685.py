@@ -23,12 +23,14 @@ from __future__ import annotations
 import logging
 import math
 import time
-from typing import Callable
+from typing import Callable, TYPE_CHECKING
 
-from agent.config.drivers import Pca9685Config
-from agent.errors import DriverError
+from drivers.errors import DriverError
 from drivers.base import ServoController
 from drivers.i2c import I2cDevice, SMBusLike
+
+if TYPE_CHECKING:
+    from drivers.config import Pca9685Config
 
 log = logging.getLogger(__name__)
 
@@ -69,7 +71,7 @@ class Pca9685(ServoController):
     """PCA9685 servo outputs.
 
     Args:
-        cfg: address, frequency, oscillator (agent.config.drivers.Pca9685Config).
+        cfg: address, frequency, oscillator (drivers.config.Pca9685Config).
         bus: smbus2.SMBus-like object (shared; not closed by this driver).
         name: config name for errors and health.
         sleep: sleep function, s (oscillator start-up wait).

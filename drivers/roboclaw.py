@@ -40,11 +40,15 @@ from __future__ import annotations
 
 import logging
 import struct
+from typing import TYPE_CHECKING
 
-from agent.config.drivers import RoboclawConfig
-from agent.errors import ChecksumError, DeviceTimeout, DriverError
+from drivers.errors import ChecksumError, DeviceTimeout, DriverError
 from drivers.base import MotorFeedback
 from drivers.serialport import SerialFactory, SerialLink, SerialMotorController, transfer_s
+from drivers.transport import Openers
+
+if TYPE_CHECKING:
+    from drivers.config import RoboclawConfig
 
 log = logging.getLogger(__name__)
 
@@ -171,14 +175,16 @@ class Roboclaw(SerialMotorController):
         serial_factory: returns an open ``serial.Serial``-like object; default
             ``serial_for_url(cfg.port, cfg.baud)`` 8N1 exclusive.
         name: configured device name, used in errors and logs.
+        openers: URL scheme -> opener table for the default factory (``sim://`` ports;
+            drivers/transport.py).
 
     Attributes:
         version: firmware version string read at ``open()`` (e.g. ``"RoboClaw 10.2A v4.1.11"``).
     """
 
     def __init__(self, cfg: RoboclawConfig, *, serial_factory: SerialFactory | None = None,
-                 name: str = "motor") -> None:
-        super().__init__(cfg, serial_factory=serial_factory, name=name,
+                 name: str = "motor", openers: Openers | None = None) -> None:
+        super().__init__(cfg, serial_factory=serial_factory, name=name, openers=openers,
                          timeout_s=cfg.reply_timeout_s + transfer_s(MAX_REPLY_BYTES, cfg.baud))
         self.cfg: RoboclawConfig = cfg
         self.version = ""

@@ -30,11 +30,15 @@ from __future__ import annotations
 import logging
 import math
 import time
+from typing import TYPE_CHECKING
 
-from agent.config.drivers import SabertoothConfig
-from agent.errors import DriverError
+from drivers.errors import DriverError
 from drivers.base import MotorFeedback
 from drivers.serialport import SerialFactory, SerialLink, SerialMotorController
+from drivers.transport import Openers
+
+if TYPE_CHECKING:
+    from drivers.config import SabertoothConfig
 
 log = logging.getLogger(__name__)
 
@@ -97,11 +101,13 @@ class Sabertooth(SerialMotorController):
         serial_factory: returns an open ``serial.Serial``-like object; default
             ``serial_for_url(cfg.port, cfg.baud)`` 8N1 exclusive.
         name: configured device name, used in errors and logs.
+        openers: URL scheme -> opener table for the default factory (``sim://`` ports;
+            drivers/transport.py).
     """
 
     def __init__(self, cfg: SabertoothConfig, *, serial_factory: SerialFactory | None = None,
-                 name: str = "motor") -> None:
-        super().__init__(cfg, serial_factory=serial_factory, name=name, timeout_s=READ_TIMEOUT_S)
+                 name: str = "motor", openers: Openers | None = None) -> None:
+        super().__init__(cfg, serial_factory=serial_factory, name=name, openers=openers, timeout_s=READ_TIMEOUT_S)
         self.cfg: SabertoothConfig = cfg
 
     def _handshake(self, link: SerialLink) -> None:

@@ -7,7 +7,7 @@ drivers/linemotor.py:
   ``/dev/serial/by-id/...``, a pty slave) or pyserial URL (``loop://``,
   ``socket://``, ``rfc2217://``) as 8N1 with an exclusive lock;
 - :class:`SerialLink` wraps an open ``serial.Serial``-like object so that every
-  failure comes out as :class:`agent.errors.DriverError` naming the device and
+  failure comes out as :class:`drivers.errors.DriverError` naming the device and
   keeping the OS errno (pyserial raises ``SerialException``, ``OSError`` and,
   from ``tcflush``, ``termios.error``);
 - :class:`SerialMotorController` is the lifecycle the three drivers share:
@@ -16,8 +16,9 @@ drivers/linemotor.py:
   afterwards, and the retry rule of hardware-reference §1.8 (wait >= 10 ms,
   flush input, resend; two retries) for soft failures (no reply, bad checksum).
 
-``sim://`` ports are not opened here: the agent's simulated tank serves an
-emulator on a pty pair and hands the driver the slave path.
+A port whose URL scheme has an opener in the driver's :class:`drivers.transport.Openers`
+(``sim://``: the simulated tank's emulator on a pty pair) is opened at the path
+the opener returns.
 """
 
 from __future__ import annotations
@@ -33,8 +34,9 @@ from collections.abc import Callable
 
 import serial
 
-from agent.errors import ChecksumError, DeviceClosed, DeviceTimeout, DriverError
+from drivers.errors import ChecksumError, DeviceClosed, DeviceTimeout, DriverError
 from drivers.base import MotorController, MotorFeedback
+from drivers.transport import Openers, resolve_serial
 
 log = logging.getLogger(__name__)
 
@@ -71,7 +73,7 @@ def transfer_s(n_bytes: int, baud: int) -> float:
 
 
 def open_serial(port: str, baud: int, *, timeout_s: float, write_timeout_s: float = WRITE_TIMEOUT_S,
-                device: str = "") -> serial.SerialBase:
+                device: str = "", openers: Openers | None = None) -> serial.SerialBase:
     """Open ``port`` at ``baud`` 8N1, exclusively (flock), with bounded read and write waits.
 
     Args:
@@ -80,17 +82,17 @@ def open_serial(port: str, baud: int, *, timeout_s: float, write_timeout_s: floa
         timeout_s: longest wait of one read call, s.
         write_timeout_s: longest wait of one blocked write, s.
         device: configured device name, for errors.
+        openers: URL scheme -> opener table for ports pyserial cannot open itself (``sim://``).
 
     Returns:
         An open ``serial.SerialBase``.
 
     Raises:
         DriverError: the port cannot be opened (errno kept: 2 missing, 13 no permission in
-            group ``dialout``, 16 busy), the URL scheme is unknown, or the port is ``sim://``.
+            group ``dialout``, 16 busy) or the opener failed.
+        DriverConfigError: the URL scheme has no opener and pyserial does not know it.
     """
-    if port.startswith("sim://"):
-        raise DriverError(f"{device}: port {port!r} is served by the simulated tank, which hands the "
-                          "driver a pty path; it cannot be opened directly", device=device)
+    port = resolve_serial(port, openers, device)
     try:
         return serial.serial_for_url(port, baudrate=baud, bytesize=serial.EIGHTBITS,
                                      parity=serial.PARITY_NONE, stopbits=serial.STOPBITS_ONE,
@@ -180,14 +182,16 @@ class SerialMotorController(MotorController):
             :func:`open_serial` on ``cfg.port`` at ``cfg.baud``.
         name: configured device name, used in errors and logs.
         timeout_s: longest wait of one read call, s.
+        openers: URL scheme -> opener table for the default factory (``sim://`` ports).
     """
 
-    def __init__(self, cfg: Any, *, serial_factory: SerialFactory | None, name: str, timeout_s: float) -> None:
+    def __init__(self, cfg: Any, *, serial_factory: SerialFactory | None, name: str, timeout_s: float,
+                 openers: Openers | None = None) -> None:
         self.cfg = cfg
         self.name = name
         self._timeout_s = timeout_s
         self._factory = serial_factory or (lambda: open_serial(cfg.port, cfg.baud, timeout_s=timeout_s,
-                                                               device=name))
+                                                               device=name, openers=openers))
         self._link: SerialLink | None = None
         self._closed = False
         self._lock = threading.RLock()

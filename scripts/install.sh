@@ -1,59 +1,143 @@
 #!/usr/bin/env bash
-# Install robot-agent as a systemd service on Raspberry Pi OS or Jetson (Ubuntu), as root.
-#
-#   sudo scripts/install.sh [--config PATH] [--no-start]
-#
-# - Debian packages: python3-venv, python3-dev, libsystemd-dev, pkg-config (systemd-python), i2c-tools
-# - user robot-agent (system, no login) in groups dialout, i2c, video (and gpio when it exists)
-# - this source tree copied to /opt/robot-agent/src, venv /opt/robot-agent/venv with robot-agent[systemd]
-# - config /etc/robot-agent/params.json (kept if present; --config PATH installs that file)
-# - udev rules /etc/udev/rules.d/99-robot-agent.rules, unit /etc/systemd/system/robot-agent.service
-# - systemctl enable --now robot-agent (unless --no-start)
+# Install (or upgrade) robot-agent as a systemd service on Raspberry Pi OS Bookworm or another
+# Debian/Ubuntu with Python >= 3.11. Run as root. See README.md "Deployment"; --help lists options.
 set -euo pipefail
+
+usage() {
+  cat <<'EOF'
+Usage: sudo scripts/install.sh [options]
+
+Installs or upgrades robot-agent:
+  - Debian packages: python3-venv, i2c-tools, python3-systemd (or, when the venv's Python cannot
+    import it, what building systemd-python needs: gcc, libsystemd-dev, pkg-config, python3-dev),
+    and python3-picamera2 where the distro has it (Raspberry Pi OS: the Pi camera modules)
+  - a system user robot-agent in the groups dialout, i2c, video (and gpio when it exists)
+  - this source tree copied to /opt/robot-agent/src; a venv /opt/robot-agent/venv created with
+    --system-site-packages (so the distro's python3-picamera2 and python3-systemd are importable);
+    /usr/local/bin/robot-agent links to its robot-agent command
+  - the config /etc/robot-agent/params.json: an existing one is KEPT; --config FILE installs FILE
+    only when there is none, or with --force-config (the old file is saved as params.json.bak-DATE)
+  - udev rules /etc/udev/rules.d/99-robot-agent.rules, unit /etc/systemd/system/robot-agent.service
+  - systemctl enable --now; an upgrade restarts a running service
+
+Options:
+  --config FILE     params.json to install (default: keep the existing one, else the simulated tank)
+  --force-config    replace an existing params.json with --config FILE (a backup is kept)
+  --python PY       Python (>= 3.11) for the venv (default: python3); e.g. /usr/bin/python3.11
+  --no-start        enable the service but do not start or restart it
+  --root DIR        install under DIR (tests, inspecting the layout): actions that need root
+                    (apt-get, useradd/usermod, chown, udevadm, systemctl) are printed, not run
+  --dry-run         print every action and change nothing
+  -h, --help        this text
+EOF
+}
+
 SRC=$(cd "$(dirname "$0")/.." && pwd)
-CONFIG=""
-START=1
+PROG=install.sh
+# shellcheck source=scripts/install-common.sh
+. "$SRC/scripts/install-common.sh"
+CONFIG="" FORCE_CONFIG=0 START=1 PY=python3
 while [ $# -gt 0 ]; do
   case "$1" in
-    --config) CONFIG=$2; shift 2 ;;
+    --config) CONFIG=${2:?--config needs a FILE}; shift 2 ;;
+    --force-config) FORCE_CONFIG=1; shift ;;
+    --python) PY=${2:?--python needs a path}; shift 2 ;;
     --no-start) START=0; shift ;;
-    *) echo "install.sh: unknown option $1" >&2; exit 2 ;;
+    *) common_option "$@"; shift "$SHIFT" ;;
   esac
 done
-[ "$(id -u)" = 0 ] || { echo "install.sh: run as root (sudo)" >&2; exit 1; }
+options_done
+[ -z "$CONFIG" ] || [ -f "$CONFIG" ] || { say "--config $CONFIG: no such file"; exit 2; }
+[ -z "$CONFIG" ] || CONFIG=$(realpath "$CONFIG")
 
-export DEBIAN_FRONTEND=noninteractive
-apt-get update -qq
-apt-get install -y -qq --no-install-recommends python3-venv python3-dev libsystemd-dev pkg-config i2c-tools rsync
+OPT=$ROOT/opt/robot-agent ETC=$ROOT/etc/robot-agent VENV=$ROOT/opt/robot-agent/venv
+UNIT=$ROOT/etc/systemd/system/robot-agent.service RULES=$ROOT/etc/udev/rules.d/99-robot-agent.rules
 
-getent group i2c >/dev/null || groupadd --system i2c
-id robot-agent >/dev/null 2>&1 || useradd --system --home-dir /var/lib/robot-agent --shell /usr/sbin/nologin robot-agent
+# ----------------------------------------------------------------------------- Python
+"$PY" -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null || {
+  say "$PY is not Python >= 3.11 ($("$PY" --version 2>&1 || echo missing)); pass --python PATH"
+  say "(Jetson: JetPack 5/6 ship Python 3.8/3.10; see README.md Deployment for a newer Python)"
+  exit 1
+}
+SYSTEMD_EXTRA=""
+"$PY" -c 'import systemd.daemon, systemd.journal' 2>/dev/null || SYSTEMD_EXTRA="[systemd]"
+
+# ----------------------------------------------------------------------------- packages
+packages=(python3-venv i2c-tools python3-systemd)
+if [ -n "$SYSTEMD_EXTRA" ]; then   # python3-systemd is not importable by $PY: build systemd-python
+  packages+=(gcc libsystemd-dev pkg-config python3-dev)
+fi
+if apt-cache show python3-picamera2 >/dev/null 2>&1; then packages+=(python3-picamera2); fi
+sys env DEBIAN_FRONTEND=noninteractive apt-get update -qq
+sys env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${packages[@]}"
+if [ -z "$ROOT" ] && [ "$DRY" = 0 ] && [ -n "$SYSTEMD_EXTRA" ] \
+   && "$PY" -c 'import systemd.daemon, systemd.journal' 2>/dev/null; then
+  SYSTEMD_EXTRA=""                 # the distro's python3-systemd serves this Python after all
+fi
+
+# ----------------------------------------------------------------------------- user
+if [ -n "$ROOT" ] || ! getent group i2c >/dev/null; then sys groupadd --system i2c; fi
+if [ -n "$ROOT" ] || ! id robot-agent >/dev/null 2>&1; then
+  sys useradd --system --home-dir /var/lib/robot-agent --shell /usr/sbin/nologin robot-agent
+fi
 groups=dialout,i2c,video
 getent group gpio >/dev/null && groups=$groups,gpio
-usermod -aG "$groups" robot-agent
+sys usermod -aG "$groups" robot-agent
 
-install -d -m 0755 /opt/robot-agent
-rsync -a --delete --exclude .git --exclude .venv --exclude logs "$SRC/" /opt/robot-agent/src/
-[ -x /opt/robot-agent/venv/bin/python ] || python3 -m venv /opt/robot-agent/venv
-/opt/robot-agent/venv/bin/python -m pip install -q --upgrade pip
-/opt/robot-agent/venv/bin/python -m pip install -q "/opt/robot-agent/src[systemd]"
-
-install -d -m 0750 -o robot-agent -g robot-agent /etc/robot-agent /var/lib/robot-agent /var/log/robot-agent
-if [ -n "$CONFIG" ]; then
-  install -m 0640 -o robot-agent -g robot-agent "$CONFIG" /etc/robot-agent/params.json
-elif [ ! -f /etc/robot-agent/params.json ]; then
-  install -m 0640 -o robot-agent -g robot-agent "$SRC/config/params.json" /etc/robot-agent/params.json
-  echo "install.sh: installed the simulated-tank config; edit /etc/robot-agent/params.json (robot-agent probe helps)" >&2
+# ----------------------------------------------------------------------------- code and venv
+copy_tree() {   # copy the source tree to $OPT/src, replacing an older copy (upgrade)
+  rm -rf "$OPT/src.new" && mkdir -p "$OPT/src.new"
+  tar -C "$SRC" --exclude=./.git --exclude=./.venv --exclude=./logs --exclude='__pycache__' -cf - . \
+    | tar -C "$OPT/src.new" -xf -
+  rm -rf "$OPT/src" && mv "$OPT/src.new" "$OPT/src"
+}
+run install -d -m 0755 "$OPT"
+echo "+ copy_tree $SRC -> $OPT/src"; [ "$DRY" = 1 ] || copy_tree
+if [ ! -x "$VENV/bin/python" ]; then
+  say "creating the venv with --system-site-packages: the distro's python3-picamera2 (Pi camera)"
+  say "and python3-systemd are importable from it; packages installed in the venv take precedence"
+  run "$PY" -m venv --system-site-packages "$VENV"
 fi
-/opt/robot-agent/venv/bin/robot-agent check-config /etc/robot-agent/params.json
+run "$VENV/bin/python" -m pip install -q --disable-pip-version-check --upgrade "$OPT/src$SYSTEMD_EXTRA"
+run install -d -m 0755 "$ROOT/usr/local/bin"
+run ln -sfn /opt/robot-agent/venv/bin/robot-agent "$ROOT/usr/local/bin/robot-agent"   # robot-agent on PATH
 
-install -m 0644 "$SRC/systemd/99-robot-agent.rules" /etc/udev/rules.d/99-robot-agent.rules
-udevadm control --reload-rules && udevadm trigger || true
-install -m 0644 "$SRC/systemd/robot-agent.service" /etc/systemd/system/robot-agent.service
-systemctl daemon-reload
-if [ "$START" = 1 ]; then
-  systemctl enable --now robot-agent
-  systemctl --no-pager status robot-agent || true
+# ----------------------------------------------------------------------------- config
+install_config() {   # install_config FILE: to $ETC/params.json, backing up a different existing one
+  if [ -f "$ETC/params.json" ]; then
+    if cmp -s "$1" "$ETC/params.json"; then say "$ETC/params.json is already $1"; return; fi
+    run cp -p "$ETC/params.json" "$ETC/params.json.bak-$(date +%Y%m%d-%H%M%S)"
+  fi
+  run install -m 0640 "$1" "$ETC/params.json"
+  sys chown robot-agent:robot-agent "$ETC/params.json"
+}
+for d in "$ETC" "$ROOT/var/lib/robot-agent" "$ROOT/var/log/robot-agent"; do
+  run install -d -m 0750 "$d"
+  sys chown robot-agent:robot-agent "$d"
+done
+if [ -f "$ETC/params.json" ] && [ "$FORCE_CONFIG" = 0 ]; then
+  say "keeping the existing $ETC/params.json${CONFIG:+ (not replaced by $CONFIG: add --force-config)}"
+elif [ -n "$CONFIG" ]; then
+  install_config "$CONFIG"
+elif [ ! -f "$ETC/params.json" ]; then
+  install_config "$SRC/config/params.json"
+  say "installed the simulated-tank config; edit $ETC/params.json (robot-agent probe helps)"
+fi
+run "$VENV/bin/robot-agent" check-config "$ETC/params.json"
+
+# ----------------------------------------------------------------------------- udev and systemd
+run install -D -m 0644 "$SRC/systemd/99-robot-agent.rules" "$RULES"
+sys udevadm control --reload-rules
+sys udevadm trigger
+run install -D -m 0644 "$SRC/systemd/robot-agent.service" "$UNIT"
+sys systemctl daemon-reload
+if [ "$START" = 0 ]; then
+  sys systemctl enable robot-agent
+elif [ -z "$ROOT" ] && systemctl is-active --quiet robot-agent 2>/dev/null; then
+  sys systemctl enable robot-agent
+  sys systemctl restart robot-agent   # upgrade: run the new code
+  say "robot-agent restarted"
 else
-  systemctl enable robot-agent
+  sys systemctl enable --now robot-agent
 fi
+say "done: robot-agent status | journalctl -u robot-agent -f"

@@ -1,11 +1,5 @@
-"""Shared base for config sections: strict, frozen pydantic models."""
+"""Shared base for config sections: strict, frozen pydantic models (the drivers' base, re-exported)."""
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict
-
-
-class Section(BaseModel):
-    """A config section: unknown keys are errors, values are immutable after load."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True)
+from drivers.config import DriverSection as Section  # noqa: F401

@@ -1,13 +1,9 @@
 """``drivers`` section: which device, where, and how it is set up.
 
-Transports are chosen by value, pyserial-``serial_for_url`` style:
-
-- serial ``port``: a device path (``/dev/ttyACM0``, ``/dev/serial/by-id/...``) or
-  ``sim://`` (an emulator on a pty pair driven by the simulated tank's physics);
-- I2C ``bus``: a bus number (``1`` -> ``/dev/i2c-1``), a path, or ``sim://``
-  (an emulated register map on the simulated tank);
-- camera ``source``: an index, ``/dev/videoN``, ``/dev/v4l/by-id/...``,
-  ``gst:<pipeline>``, a file path or URL, or ``sim://pattern``.
+The models live next to the drivers (drivers/config.py, re-exported here);
+this module builds the section from the drivers' registry: one optional
+device per kind (``motor``, ``imu``, ``power``, ``servo``), a discriminated
+union over the ``kind`` of its models, plus a list of cameras.
 
 A device left out is absent; a configured device that fails at start is
 "lost" and retried while the agent runs without it.
@@ -15,247 +11,39 @@ A device left out is absent; a configured device that fails at start is
 
 from __future__ import annotations
 
-from typing import ClassVar, Literal, Union
+from typing import Any, Union
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, model_validator
 
 from agent.config.base import Section
+from drivers.transport import bus_key
+from drivers.config import (  # noqa: F401 - the models, re-exported for the agent side
+    KINDS, BatteryConfig, Bno055Config, CameraConfig, GripperConfig, I2cBus, Ina219Config,
+    Ina226Config, LineMotorConfig, Mpu6050Config, Pca9685Config, RoboclawConfig,
+    SabertoothConfig, ServoJointConfig,
+)
 
-I2cBus = Union[int, str]
+MotorConfig = Union[KINDS["motor"]]  # type: ignore[valid-type]
+ImuConfig = Union[KINDS["imu"]]  # type: ignore[valid-type]
+PowerConfig = Union[KINDS["power"]]  # type: ignore[valid-type]
+ServoConfig = Union[KINDS["servo"]]  # type: ignore[valid-type]
 
-
-class RoboclawConfig(Section):
-    """Basicmicro RoboClaw in packet serial (hardware-reference §1)."""
-
-    kind: Literal["roboclaw"]
-    port: str
-    baud: int = Field(38400, gt=0)
-    address: int = Field(0x80, ge=0x80, le=0x87)
-    serial_timeout_s: float = Field(0.5, ge=0.1, le=25.5, description="controller's own stop timeout (cmd 14)")
-    status_bytes: Literal[2, 4] = 4
-    left_channel: Literal[1, 2] = 1
-    invert_left: bool = False
-    invert_right: bool = False
-    reply_timeout_s: float = Field(0.05, ge=0.005, le=2.0, description="wait for an ack/reply before retrying")
-    feedback_hz: float = Field(20.0, gt=0, le=500, description="encoder/battery/status reads per second (7 transactions each)")
+#: Device kinds configured as one optional section field each (cameras are a list).
+SINGLE_KINDS = ("motor", "imu", "power", "servo")
 
 
-class SabertoothConfig(Section):
-    """Dimension Engineering Sabertooth in packetized serial (hardware-reference §2). One-way link."""
-
-    kind: Literal["sabertooth"]
-    port: str
-    baud: int = Field(9600, gt=0)
-    address: int = Field(128, ge=128, le=135)
-    serial_timeout_s: float = Field(0.5, ge=0.1, le=12.7, description="controller's own stop timeout (cmd 14)")
-    autobaud: bool = True
-    autobaud_wait_s: float = Field(0.5, ge=0.0, le=5.0, description="pause after the 0xAA autobaud byte (DE library: 500 ms)")
-    left_channel: Literal[1, 2] = 1
-    invert_left: bool = False
-    invert_right: bool = False
-
-
-class LineMotorConfig(Section):
-    """Arduino-class firmware speaking the ASCII line protocol (docs/line-protocol.md)."""
-
-    kind: Literal["line"]
-    port: str
-    baud: int = Field(115200, gt=0)
-    firmware_timeout_s: float = Field(0.5, ge=0.1, le=5.0, description="firmware watchdog (T command)")
-    max_pwm: int = Field(255, ge=1, le=255)
-    checksum: bool = True
-    ready_timeout_s: float = Field(3.0, ge=0.0, le=10.0)
-    invert_left: bool = False
-    invert_right: bool = False
-    reply_timeout_s: float = Field(0.05, ge=0.005, le=2.0, description="wait for a reply line before retrying")
-    feedback_hz: float = Field(20.0, gt=0, le=500, description="encoder/status reads per second")
-
-
-MotorConfig = Union[RoboclawConfig, SabertoothConfig, LineMotorConfig]
-
-
-class Mpu6050Config(Section):
-    """InvenSense MPU-6050 (hardware-reference §3); orientation from an AHRS filter library."""
-
-    kind: Literal["mpu6050"]
-    bus: I2cBus = 1
-    address: int = Field(0x68, ge=0x68, le=0x69)
-    accel_range_g: Literal[2, 4, 8, 16] = 2
-    gyro_range_dps: Literal[250, 500, 1000, 2000] = 250
-    dlpf_cfg: int = Field(3, ge=0, le=6)
-    sample_rate_div: int = Field(9, ge=0, le=255)
-    rate_hz: float = Field(100.0, gt=0, le=1000)
-
-
-class Bno055Config(Section):
-    """Bosch BNO055 in NDOF fusion mode (hardware-reference §4)."""
-
-    kind: Literal["bno055"]
-    bus: I2cBus = 1
-    address: int = Field(0x28, ge=0x28, le=0x29)
-    rate_hz: float = Field(100.0, gt=0, le=100)
-
-
-ImuConfig = Union[Mpu6050Config, Bno055Config]
-
-
-class BatteryConfig(Section):
-    """Battery pack for the percentage estimate: chemistry and cells in series."""
-
-    chemistry: Literal["lipo", "liion", "lifepo4", "lead_acid"] = "lipo"
-    cells: int = Field(3, ge=1, le=24)
-
-
-class Ina219Config(Section):
-    """TI INA219 (hardware-reference §5)."""
-
-    kind: Literal["ina219"]
-    bus: I2cBus = 1
-    address: int = Field(0x40, ge=0x40, le=0x4F)
-    shunt_ohm: float = Field(0.1, gt=0)
-    max_current_a: float = Field(3.2, gt=0)
-    battery: BatteryConfig = Field(default_factory=BatteryConfig)
-    rate_hz: float = Field(10.0, gt=0, le=200)
-
-
-class Ina226Config(Section):
-    """TI INA226 (hardware-reference §5.5)."""
-
-    kind: Literal["ina226"]
-    bus: I2cBus = 1
-    address: int = Field(0x40, ge=0x40, le=0x4F)
-    shunt_ohm: float = Field(0.002, gt=0)
-    max_current_a: float = Field(20.0, gt=0)
-    battery: BatteryConfig = Field(default_factory=BatteryConfig)
-    rate_hz: float = Field(10.0, gt=0, le=200)
-
-
-PowerConfig = Union[Ina219Config, Ina226Config]
-
-
-class ServoJointConfig(Section):
-    """One servo joint: channel, pulse range mapped linearly onto the angle range.
-
-    Attributes:
-        min_us / max_us: pulse at ``min_rad`` / ``max_rad``, microseconds.
-        home_rad: angle at start and after ``reset``.
-        max_speed_radps: slew limit applied by the control loop.
-    """
-
-    name: str = Field(min_length=1, max_length=64)
-    channel: int = Field(ge=0, le=15)
-    min_us: float = Field(500.0, ge=100, le=3000)
-    max_us: float = Field(2500.0, ge=100, le=3000)
-    min_rad: float = -1.5708
-    max_rad: float = 1.5708
-    home_rad: float = 0.0
-    max_speed_radps: float = Field(3.0, gt=0, le=50)
-
-    @model_validator(mode="after")
-    def _ranges(self) -> "ServoJointConfig":
-        if self.min_rad >= self.max_rad:
-            raise ValueError(f"min_rad {self.min_rad} must be below max_rad {self.max_rad}")
-        if not self.min_rad <= self.home_rad <= self.max_rad:
-            raise ValueError(f"home_rad {self.home_rad} is outside {self.min_rad}..{self.max_rad}")
-        return self
-
-
-class GripperConfig(Section):
-    """Gripper servo: 0 = closed pulse, 1 = open pulse."""
-
-    channel: int = Field(ge=0, le=15)
-    closed_us: float = Field(1000.0, ge=100, le=3000)
-    open_us: float = Field(2000.0, ge=100, le=3000)
-    home_fraction: float = Field(1.0, ge=0.0, le=1.0)
-
-
-class Pca9685Config(Section):
-    """NXP PCA9685 servo PWM chip (hardware-reference §6)."""
-
-    kind: Literal["pca9685"]
-    bus: I2cBus = 1
-    address: int = Field(0x40, ge=0x40, le=0x7F)
-    frequency_hz: float = Field(50.0, ge=24, le=1526)
-    oscillator_hz: float = Field(25_000_000.0, ge=20e6, le=30e6)
-    joints: list[ServoJointConfig] = Field(default_factory=list, max_length=16)
-    gripper: GripperConfig | None = None
-
-    @model_validator(mode="after")
-    def _channels(self) -> "Pca9685Config":
-        used = [j.channel for j in self.joints] + ([self.gripper.channel] if self.gripper else [])
-        if len(used) != len(set(used)):
-            raise ValueError(f"servo channels used twice: {sorted(used)}")
-        names = [j.name for j in self.joints]
-        if len(names) != len(set(names)):
-            raise ValueError(f"joint names used twice: {names}")
-        return self
-
-
-class CameraConfig(Section):
-    """One camera through OpenCV.
-
-    Attributes:
-        id: name used by every protocol (ARTEX video key, Sim2Bot ``model:<i>`` label).
-        source: index, device path, ``gst:<pipeline>``, file/URL or ``sim://pattern``.
-        fourcc: e.g. ``MJPG``; "" keeps the device default.
-        buffer_size: V4L2 buffers, 1..10 (1-2 lowest latency).
-        jpeg_quality: default JPEG quality, 1..100.
-        stale_s: a frame unchanged or not arriving for this long reopens the camera, s.
-    """
-
-    id: str = Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.-]+$")
-    source: Union[int, str]
-    width: int = Field(640, ge=16, le=4096)
-    height: int = Field(480, ge=16, le=4096)
-    fps: float = Field(30.0, gt=0, le=120)
-    fourcc: str = Field("MJPG", max_length=4)
-    buffer_size: int = Field(1, ge=1, le=10)
-    jpeg_quality: int = Field(80, ge=1, le=100)
-    stale_s: float = Field(0.5, gt=0.05, le=30)
-
-    #: URL schemes a string ``source`` may carry; a source without one is a device or file path.
-    SOURCE_SCHEMES: ClassVar[tuple[str, ...]] = (
-        "gst", "sim", "http", "https", "rtsp", "rtsps", "rtmp", "udp", "tcp")
-
-    @staticmethod
-    def source_scheme(source: int | str) -> str:
-        """``"gst"`` for ``gst:<pipeline>``, ``"rtsp"`` for ``rtsp://...``; "" for an index or a path."""
-        if isinstance(source, int):
-            return ""
-        head, sep, _ = source.partition(":")
-        plain = head[:1].isalpha() and all(c.isalnum() or c in "+.-" for c in head)
-        return head.lower() if sep and plain else ""
-
-    @field_validator("source")
-    @classmethod
-    def _known_source(cls, value: int | str) -> int | str:
-        if isinstance(value, int):
-            if value < 0:
-                raise ValueError(f"camera index must be >= 0, got {value}")
-            return value
-        value = value.strip()
-        if not value:
-            raise ValueError("camera source is empty")
-        scheme = cls.source_scheme(value)
-        if scheme and scheme not in cls.SOURCE_SCHEMES:
-            raise ValueError(f"unknown camera source scheme {scheme!r}; known: {', '.join(cls.SOURCE_SCHEMES)}")
-        return value
-
-    @field_validator("fourcc")
-    @classmethod
-    def _four_characters(cls, value: str) -> str:
-        if value and len(value) != 4:
-            raise ValueError(f"fourcc must be 4 characters (e.g. MJPG) or empty, got {value!r}")
-        return value
+def _by_kind(kind: str) -> Any:
+    """Field default for one device kind: discriminated on ``kind`` when the kind has several models."""
+    return Field(None, discriminator="kind") if len(KINDS[kind]) > 1 else Field(None)
 
 
 class DriversConfig(Section):
     """Every device of the robot; each optional."""
 
-    motor: MotorConfig | None = Field(None, discriminator="kind")
-    imu: ImuConfig | None = Field(None, discriminator="kind")
-    power: PowerConfig | None = Field(None, discriminator="kind")
-    servo: Pca9685Config | None = None
+    motor: MotorConfig | None = _by_kind("motor")
+    imu: ImuConfig | None = _by_kind("imu")
+    power: PowerConfig | None = _by_kind("power")
+    servo: ServoConfig | None = _by_kind("servo")
     cameras: list[CameraConfig] = Field(default_factory=list, max_length=8)
 
     @model_validator(mode="after")
@@ -268,12 +56,19 @@ class DriversConfig(Section):
     @model_validator(mode="after")
     def _unique_i2c_addresses(self) -> "DriversConfig":
         seen: dict[tuple[str, int], str] = {}
-        for name in ("imu", "power", "servo"):
-            dev = getattr(self, name)
-            if dev is None:
+        for name, dev in self.devices():
+            if not hasattr(dev, "bus"):
                 continue
-            key = (str(dev.bus), dev.address)
+            key = (bus_key(dev.bus), dev.address)
             if key in seen:
                 raise ValueError(f"{name} and {seen[key]} both use address 0x{dev.address:02x} on I2C bus {dev.bus!r}")
             seen[key] = name
         return self
+
+    def devices(self) -> list[tuple[str, Any]]:
+        """``(kind, section)`` of every configured single device (motor, imu, power, servo), in that order."""
+        return [(k, getattr(self, k)) for k in SINGLE_KINDS if getattr(self, k) is not None]
+
+    def transport_urls(self) -> list[tuple[str, str]]:
+        """``(kind, port or bus)`` of every configured single device, as text (``sim://``, ``/dev/ttyACM0``, ``1``)."""
+        return [(k, str(getattr(dev, "port", None) or getattr(dev, "bus", ""))) for k, dev in self.devices()]

@@ -20,9 +20,8 @@ from __future__ import annotations
 import math
 import struct
 import time
-from typing import Callable
+from typing import Callable, TYPE_CHECKING
 
-from agent.config.drivers import Bno055Config
 from drivers.bno055 import (QUAT_LSB, REG_ACC_DATA, REG_CHIP_ID, REG_OPR_MODE, REG_PAGE_ID, REG_TEMP,
                             REG_UNIT_SEL, CHIP_ID_VALUE, CONFIG_TO_ANY_S, ANY_TO_CONFIG_S, MODE_CONFIG)
 from drivers.emulators.i2c import RegisterChip
@@ -38,6 +37,9 @@ READ_ONLY_LAST = 0x3A
 ALWAYS_WRITABLE = {REG_OPR_MODE, REG_PAGE_ID, REG_SYS_TRIGGER}
 SYS_RST = 0x20
 FUSION_MODES = range(0x08, 0x0D)
+
+if TYPE_CHECKING:
+    from drivers.config import Bno055Config
 SYS_STATUS_FUSION = 0x05
 EARTH_FIELD_UT = 20.0
 

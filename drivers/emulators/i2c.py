@@ -32,8 +32,8 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Iterable, Protocol
 
-from agent.errors import ConfigError
-from drivers.i2c import SIM_URL, SMBUS_BLOCK_MAX
+from drivers.errors import DriverConfigError
+from drivers.i2c import SMBUS_BLOCK_MAX
 
 #: smbus2 ``i2c_msg.flags`` bit of a read message (linux/i2c.h I2C_M_RD).
 I2C_M_RD = 0x0001
@@ -152,7 +152,7 @@ class FakeSMBus:
             message is not the last one, like the Pi's ``i2c-bcm2835`` (§7.1).
     """
 
-    def __init__(self, chips: dict[int, Chip] | None = None, *, label: str = SIM_URL,
+    def __init__(self, chips: dict[int, Chip] | None = None, *, label: str = "sim://",
                  history: int = 512, read_last_only: bool = True) -> None:
         self.label = label
         self.read_last_only = read_last_only
@@ -171,14 +171,14 @@ class FakeSMBus:
         """Put ``chip`` on the bus at ``address``; returns it.
 
         Raises:
-            ConfigError: ``address`` is not 0x01..0x7F, or another chip already answers
+            DriverConfigError: ``address`` is not 0x01..0x7F, or another chip already answers
                 there (INA2xx and PCA9685 both default to 0x40: give one another address).
         """
         if not 0x01 <= address <= 0x7F:
-            raise ConfigError(f"I2C address 0x{address:02x} is not a 7-bit device address")
+            raise DriverConfigError(f"I2C address 0x{address:02x} is not a 7-bit device address")
         with self._lock:
             if address in self._chips:
-                raise ConfigError(f"{type(chip).__name__} at 0x{address:02x} on {self.label} collides with "
+                raise DriverConfigError(f"{type(chip).__name__} at 0x{address:02x} on {self.label} collides with "
                                   f"{type(self._chips[address]).__name__}: give one of them another address",
                                   [("$.drivers", f"two devices at 0x{address:02x} on bus {self.label}")])
             self._chips[address] = chip

@@ -24,15 +24,17 @@ from __future__ import annotations
 import math
 import time
 from abc import ABC, abstractmethod
-from typing import Callable
+from typing import Callable, TYPE_CHECKING
 
-from agent.config.drivers import Ina219Config, Ina226Config
 from drivers.emulators.tank import TankPhysics
 from drivers.ina2xx import (INA219_ADC_TIME_S, INA219_BUS_LSB_V, INA219_CNVR, INA219_CONFIG_POR, INA219_OVF,
                             INA219_PGA_V, INA219_SHUNT_LSB_V, INA226_AVG, INA226_BUS_LSB_V, INA226_CONFIG_POR,
                             INA226_CVRF, INA226_DIE_ID, INA226_MANUFACTURER_ID, INA226_OVF, INA226_SHUNT_FS_V,
                             INA226_SHUNT_LSB_V, CONFIG_RESET, REG_BUS, REG_CAL, REG_CONFIG, REG_CURRENT,
                             REG_DIE_ID, REG_MANUFACTURER_ID, REG_MASK_ENABLE, REG_POWER, REG_SHUNT)
+
+if TYPE_CHECKING:
+    from drivers.config import Ina219Config, Ina226Config
 
 #: INA226 VBUSCT / VSHCT code -> conversion time, s (reference §5.5; only 1.1 ms confirmed).
 INA226_CT_S = (140e-6, 204e-6, 332e-6, 588e-6, 1.1e-3, 2.116e-3, 4.156e-3, 8.244e-3)

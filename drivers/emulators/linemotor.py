@@ -25,11 +25,14 @@ from __future__ import annotations
 
 import logging
 import time
+from typing import TYPE_CHECKING, Callable
 
-from agent.config.drivers import LineMotorConfig
 from drivers import linemotor as lp
 from drivers.emulators.pty import PtySerialDevice
 from drivers.emulators.tank import TankPhysics
+
+if TYPE_CHECKING:
+    from drivers.config import LineMotorConfig
 
 log = logging.getLogger(__name__)
 
@@ -43,13 +46,17 @@ class LineMotorEmulator(PtySerialDevice):
         boot_delay_s: time from reset to READY, s (a real AVR bootloader takes 1-2 s;
             the default keeps tests and the simulated robot quick).
         reset_on_open: reboot when a driver opens the port (DTR auto-reset).
+        millis_clock: the firmware's ``millis()`` source, s; default the physics time
+            (:meth:`TankPhysics.now`), so ``E`` counts and their stamp come from one clock.
         link, record: see :class:`PtySerialDevice`.
     """
 
     def __init__(self, physics: TankPhysics | None = None, *, fw_name: str = "tankfw", version: str = "1.0.0",
-                 boot_delay_s: float = 0.1, reset_on_open: bool = True, link: str | None = None,
+                 boot_delay_s: float = 0.1, reset_on_open: bool = True,
+                 millis_clock: Callable[[], float] | None = None, link: str | None = None,
                  record: int = 64) -> None:
         super().__init__(physics, link=link, record=record)
+        self._millis_clock = millis_clock or self.physics.now
         for word in (fw_name, version):
             if not word or not word.isascii() or " " in word:
                 raise ValueError(f"firmware name and version must be single ASCII words, got {word!r}")
@@ -87,7 +94,7 @@ class LineMotorEmulator(PtySerialDevice):
         self.flags = 0
         self.booted = False
         self._boot_at = now + self.boot_delay_s
-        self._boot_t = now
+        self._boot_t = self._millis_clock()
         self._last_p = now
         self._enc_offset = self.physics.encoder_counts()
         self._buf.clear()
@@ -195,7 +202,7 @@ class LineMotorEmulator(PtySerialDevice):
         elif cmd == "E":
             counts = self.physics.encoder_counts()
             left, right = (lp.wrap32(c - o) for c, o in zip(counts, self._enc_offset, strict=True))
-            return f"E {left} {right} {int((now - self._boot_t) * 1000) % 2**32}"
+            return f"E {left} {right} {int((self._millis_clock() - self._boot_t) * 1000) % 2**32}"
         elif cmd == "V":
             return f"V {self.fw_name} {self.version}"
         elif cmd == "?":

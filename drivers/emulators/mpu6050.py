@@ -14,12 +14,15 @@ from __future__ import annotations
 import math
 import random
 import struct
+from typing import TYPE_CHECKING
 
-from agent.config.drivers import Mpu6050Config
 from drivers.emulators.i2c import RegisterChip
 from drivers.emulators.tank import GRAVITY_MPS2, TankPhysics
 from drivers.mpu6050 import (ACCEL_LSB_PER_G, GYRO_LSB_PER_DPS, REG_ACCEL_CONFIG, REG_ACCEL_XOUT_H,
                              REG_GYRO_CONFIG, REG_PWR_MGMT_1, REG_WHO_AM_I, WHO_AM_I_VALUE)
+
+if TYPE_CHECKING:
+    from drivers.config import Mpu6050Config
 
 PWR_SLEEP = 0x40
 PWR_DEVICE_RESET = 0x80

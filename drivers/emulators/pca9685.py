@@ -21,13 +21,15 @@ output changed is reported to ``physics.set_servo_pulse`` (0 = off);
 from __future__ import annotations
 
 import time
-from typing import Callable
+from typing import Callable, TYPE_CHECKING
 
-from agent.config.drivers import Pca9685Config
 from drivers.emulators.i2c import RegisterChip
 from drivers.emulators.tank import TankPhysics
 from drivers.pca9685 import (CHANNELS, COUNTS, LED_FULL, MODE1_AI, MODE1_RESTART, MODE1_SLEEP, OSC_STARTUP_S,
                              PRESCALE_MIN, REG_LED0_ON_L, REG_MODE1, REG_MODE2, REG_PRE_SCALE, actual_frequency_hz)
+
+if TYPE_CHECKING:
+    from drivers.config import Pca9685Config
 
 MODE1_EXTCLK = 0x40
 REG_LAST_LED = REG_LED0_ON_L + 4 * CHANNELS - 1          # 0x45

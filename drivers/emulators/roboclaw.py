@@ -30,11 +30,14 @@ from __future__ import annotations
 
 import logging
 import struct
+from typing import TYPE_CHECKING
 
-from agent.config.drivers import RoboclawConfig
 from drivers import roboclaw as rc
 from drivers.emulators.pty import PtySerialDevice
 from drivers.emulators.tank import TankPhysics
+
+if TYPE_CHECKING:
+    from drivers.config import RoboclawConfig
 
 log = logging.getLogger(__name__)
 

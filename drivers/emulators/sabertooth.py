@@ -20,11 +20,14 @@ Losing the link does not power the controller off: only its timeout stops it.
 from __future__ import annotations
 
 import logging
+from typing import TYPE_CHECKING
 
-from agent.config.drivers import SabertoothConfig
 from drivers import sabertooth as st
 from drivers.emulators.pty import PtySerialDevice
 from drivers.emulators.tank import TankPhysics
+
+if TYPE_CHECKING:
+    from drivers.config import SabertoothConfig
 
 log = logging.getLogger(__name__)
 

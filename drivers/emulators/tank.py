@@ -16,6 +16,8 @@ current proportional to |duty| and to acceleration effort.
 Thread-safe: emulators run on their own threads (pty servers) and the agent's
 threads read through them. Time advances with :meth:`step` or, by default,
 lazily from a monotonic clock on every access (``auto_step=True``).
+:meth:`TankPhysics.now` is the physics time: what the emulated firmware
+stamps its readings with, so counts and their timestamps share one clock.
 """
 
 from __future__ import annotations
@@ -65,6 +67,7 @@ class TankPhysics:
         self._auto = auto_step
         self._lock = threading.RLock()
         self._t = clock()
+        self.t_s = 0.0                  # physics time: seconds the model has advanced
         self.duty = [0.0, 0.0]          # left, right, -1..1
         self.track_mps = [0.0, 0.0]     # left, right
         self.track_m = [0.0, 0.0]       # distance travelled per track, m
@@ -88,6 +91,7 @@ class TankPhysics:
             self._t = now
             if dt <= 0:
                 return
+            self.t_s += dt
             p = self.params
             # integrate in small sub-steps for stability
             n = max(1, int(math.ceil(dt / 0.005)))
@@ -108,6 +112,13 @@ class TankPhysics:
                 self.y_m += self.vx_mps * math.sin(self.yaw_rad) * h
                 self.charge_ah = max(0.0, self.charge_ah - self.current_a_unlocked() * h / 3600.0)
             self.yaw_rad = math.atan2(math.sin(self.yaw_rad), math.cos(self.yaw_rad))
+
+    def now(self) -> float:
+        """Physics time, s since creation: the time the model has advanced (follows the clock when
+        ``auto_step``, moves only with :meth:`step` otherwise). The emulators' device clock."""
+        with self._lock:
+            self._sync()
+            return self.t_s
 
     def _sync(self) -> None:
         if self._auto:

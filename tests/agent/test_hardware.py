@@ -7,10 +7,14 @@ at start is "lost" while the rest runs. No exception escapes the agent in any of
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 
+from agent.config import AgentConfig, load
+from agent.errors import DriverConfigError
 from agent.hardware import Hardware, driver_class
-from agent.config import load
+from agent.simtank import SimTank
 from agent.model import BaseVelocity
 from tests.conftest import ROOT, running_agent, sim_config, wait_for
 
@@ -67,10 +71,10 @@ async def test_i2c_error_burst_degrades_then_recovers(caplog):
         assert await wait_for(lambda: {h.name: h for h in agent.hardware.health()}["imu"].errors == errors + 2, 3)
         assert await wait_for(lambda: _health(agent, "imu") == "ok", 3)
         msgs = [r.getMessage() for r in caplog.records if r.name == "agent.supervisor" and r.getMessage().startswith("imu:")]
-        degraded = [m for m in msgs if "degraded" in m]
+        degraded = [m for m in msgs if "-> degraded" in m]
         assert len(degraded) == 1 and "121" in degraded[0], msgs  # logged once going down
-        assert msgs[-1] == "imu: recovered", msgs                    # and once coming back
-        assert not any("lost" in m for m in msgs), msgs
+        assert msgs[-1] == "imu: degraded -> ok", msgs               # and once coming back
+        assert not any("-> lost" in m for m in msgs), msgs
         assert agent.control.snapshot().imu is not None
 
 
@@ -126,3 +130,49 @@ async def test_a_calibration_bug_fails_its_future_and_the_i2c_worker_keeps_readi
         power_t = hw.latest_power().t_mono_s
         # the bus thread survived: IMU and power monitor are still read
         assert await wait_for(lambda: hw.latest_imu().t_mono_s > imu_t and hw.latest_power().t_mono_s > power_t, 5)
+
+
+def test_one_bus_written_two_ways_is_one_bus_with_one_worker():
+    cfg = _no_cameras()
+    cfg["drivers"].pop("motor")
+    cfg["drivers"]["imu"] = {"kind": "mpu6050", "bus": 1}
+    cfg["drivers"]["power"] = {"kind": "ina219", "bus": "/dev/i2c-1"}
+    cfg["drivers"].pop("servo", None)
+    before = set(threading.enumerate())
+    hw = Hardware.from_config(AgentConfig.model_validate(cfg))
+    hw.start()                      # no such bus on a test machine: both lost, one worker all the same
+    try:
+        started = [t.name for t in threading.enumerate() if t not in before and t.name.startswith("i2c-")]
+        assert started == ["i2c-/dev/i2c-1"]
+    finally:
+        hw.close()
+    with pytest.raises(ValueError, match="both use address 0x68"):
+        cfg["drivers"]["servo"] = {"kind": "pca9685", "bus": "/dev/i2c-1", "address": 0x68}
+        AgentConfig.model_validate(cfg)
+
+
+def test_hardware_closes_the_buses_it_opened():
+    cfg = AgentConfig.model_validate(_no_cameras())
+    sim = SimTank(cfg)
+    hw = Hardware.from_config(cfg, sim)
+    hw.start()
+    try:
+        assert hw.imu is not None and hw.imu.state == "ok"
+        bus = sim.i2c_bus()
+        assert not bus.closed
+    finally:
+        hw.close()
+        sim.close()
+    assert bus.closed
+
+
+@pytest.mark.parametrize("drivers, what", [
+    ({"motor": {"kind": "roboclaw", "port": "ftp://host/tty"}}, "no serial transport for 'ftp://host/tty'"),
+    ({"motor": {"kind": "line", "port": "/dev/ttyACM0"}, "imu": {"kind": "bno055", "bus": "sim://"}},
+     "no i2c transport for 'sim://'"),
+])
+def test_unknown_transport_schemes_are_rejected_when_building(drivers, what):
+    cfg = _no_cameras()
+    cfg["drivers"].update(drivers)
+    with pytest.raises(DriverConfigError, match=what):
+        Hardware.from_config(AgentConfig.model_validate(cfg))   # no simulated tank: nobody serves sim://

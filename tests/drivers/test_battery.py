@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, strategies as st
 
 from agent.config.drivers import BatteryConfig
-from agent.errors import ConfigError
+from drivers.errors import DriverConfigError
 from drivers.battery import CURVES, percent
 
 
@@ -44,7 +44,7 @@ def test_percent_never_falls_as_voltage_rises(chemistry, cells, a, b):
 
 @pytest.mark.parametrize("chemistry, cells", [("nimh", 3), ("lipo", 0), ("lipo", 2.0), ("lipo", True)])
 def test_bad_chemistry_or_cells_is_a_config_error(chemistry, cells):
-    with pytest.raises(ConfigError):
+    with pytest.raises(DriverConfigError):
         percent(12.0, chemistry, cells)
 
 

@@ -8,7 +8,7 @@ import pytest
 from smbus2 import i2c_msg
 
 from agent.config.drivers import Bno055Config, DriversConfig, Ina219Config
-from agent.errors import ConfigError
+from drivers.errors import DriverConfigError
 from drivers.emulators.bno055 import Bno055Chip
 from drivers.emulators.i2c import FakeSMBus, ManualClock, RegisterChip
 from drivers.emulators.ina2xx import Ina219Chip, Ina226Chip
@@ -145,9 +145,9 @@ def test_log_is_bounded_and_counts_transactions():
 
 def test_attach_refuses_a_second_chip_at_one_address():
     bus = FakeSMBus({0x40: Ina219Chip()})
-    with pytest.raises(ConfigError, match="0x40"):
+    with pytest.raises(DriverConfigError, match="0x40"):
         bus.attach(0x40, Pca9685Chip())
-    with pytest.raises(ConfigError):
+    with pytest.raises(DriverConfigError):
         bus.attach(0x80, Recorder())
     assert isinstance(bus.chip(0x40), Ina219Chip)
 

@@ -4,23 +4,34 @@ from __future__ import annotations
 
 import pytest
 
-from agent.errors import ConfigError, DeviceClosed, DriverError
+from drivers.errors import DeviceClosed, DriverConfigError, DriverError
 from drivers.emulators.i2c import FakeSMBus, RegisterChip
-from drivers.i2c import I2cDevice, open_bus, swap16, to_s16
+from drivers.i2c import I2cDevice, bus_key, open_bus, swap16, to_s16
+from drivers.transport import Openers
 
 
 class Chip(RegisterChip):
     POR = {0x02: 0x80, 0x03: 0x01}
 
 
-def test_open_bus_sim_uses_the_factory():
+def test_open_bus_url_uses_its_registered_opener():
     bus = FakeSMBus()
-    assert open_bus("sim://", sim=lambda: bus) is bus
+    openers = Openers()
+    openers.register("i2c", "sim", lambda url: bus)
+    assert open_bus("sim://", openers=openers) is bus
+    with pytest.raises(DriverConfigError, match="sim://"):       # the message names what would work
+        open_bus("mem://", openers=openers)
+
+
+@pytest.mark.parametrize("value", [1, "1", "/dev/i2c-1"])
+def test_bus_key_names_a_bus_once(value):
+    assert bus_key(value) == "/dev/i2c-1"
+    assert bus_key("sim://") == "sim://"
 
 
 @pytest.mark.parametrize("value", ["sim://", "sim://x", "ftp://1", "i2c-1", True, -1, 1.5])
 def test_open_bus_rejects_values_it_cannot_open(value):
-    with pytest.raises(ConfigError):
+    with pytest.raises(DriverConfigError):
         open_bus(value)
 
 

@@ -13,7 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from agent.config.drivers import RoboclawConfig
-from agent.errors import ChecksumError, DeviceClosed, DeviceTimeout, DriverError
+from agent.errors import ChecksumError, DeviceClosed, DeviceTimeout, DriverConfigError, DriverError
 from drivers import roboclaw as rc
 from drivers.emulators.roboclaw import RoboclawEmulator
 from tests.drivers.test_pty import new_physics, raw_fixture, rig_fixture
@@ -376,8 +376,8 @@ def test_open_failures_are_driver_errors(physics):
     with pytest.raises(DriverError) as err:
         rc.Roboclaw(config("/dev/does-not-exist-ttyACM9")).open()
     assert err.value.errno == 2
-    with pytest.raises(DriverError, match="simulated tank"):
-        rc.Roboclaw(config("sim://")).open()
+    with pytest.raises(DriverConfigError, match="no serial transport for 'sim://'"):
+        rc.Roboclaw(config("sim://")).open()               # no opener registered for sim://
     with RoboclawEmulator(physics, address=0x81) as emu:   # answers another address: silence
         drv = rc.Roboclaw(config(emu.port, reply_timeout_s=0.05))
         with pytest.raises(DeviceTimeout):

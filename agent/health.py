@@ -1,0 +1,101 @@
+"""Health of one supervised device or camera: a state, the last error, an error count.
+
+One mechanism for every device (agent/supervisor.py) and camera (agent/video.py):
+:class:`HealthTracker` holds a :class:`Health` state and logs each transition
+once, on the owner's logger: ERROR going to ``lost``, WARNING going to
+``degraded`` (both with the reason), INFO on recovery. Repeating a state logs
+nothing, so a device that stays lost while it is retried fills no log.
+Message form: ``<name>: <old> -> <new>[: <reason>]``.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+import threading
+
+from agent.model import DeviceHealth
+
+__all__ = ["DEGRADED", "LOST", "OK", "Health", "HealthTracker"]
+
+
+class Health(enum.StrEnum):
+    """Supervision state; the values are the telemetry strings."""
+
+    OK = "ok"
+    DEGRADED = "degraded"  # recent errors, still answering
+    LOST = "lost"          # not answering; being reopened
+
+
+OK, DEGRADED, LOST = Health.OK, Health.DEGRADED, Health.LOST
+
+_LEVEL = {OK: logging.INFO, DEGRADED: logging.WARNING, LOST: logging.ERROR}
+
+
+class HealthTracker:
+    """State, last error and error count of one device; thread-safe.
+
+    Args:
+        name: device name in logs and reports (``motor``, ``camera.front``).
+        logger: where transitions are logged (the owner's module logger).
+        state: initial state (``lost`` until the first open or frame).
+        last_error: initial reason (e.g. ``not opened yet``).
+        error_when_ok: report the last error while ``ok`` too (cameras), instead of "".
+    """
+
+    def __init__(self, name: str, logger: logging.Logger, *, state: Health = LOST, last_error: str = "",
+                 error_when_ok: bool = False) -> None:
+        self.name = name
+        self._log = logger
+        self._lock = threading.Lock()
+        self._state = state
+        self._last_error = last_error
+        self._errors = 0
+        self._error_when_ok = error_when_ok
+
+    @property
+    def state(self) -> Health:
+        """Current state."""
+        return self._state
+
+    @property
+    def last_error(self) -> str:
+        """Text of the last error ("" before any)."""
+        return self._last_error
+
+    @property
+    def errors(self) -> int:
+        """Errors counted since start."""
+        return self._errors
+
+    def fail(self, state: Health, error: str) -> None:
+        """Count one error and move to ``state`` (``degraded`` or ``lost``), logging a change once."""
+        self._set(state, error, count=True)
+
+    def recover(self) -> None:
+        """Move to ``ok``; logged at INFO when it is a change."""
+        self._set(OK, "", count=False)
+
+    def retire(self, reason: str) -> None:
+        """Move to ``lost`` without counting or logging an error (a deliberate close)."""
+        with self._lock:
+            self._state, self._last_error = LOST, reason
+
+    def _set(self, state: Health, error: str, *, count: bool) -> None:
+        with self._lock:  # logged before the new state is visible: whoever sees it finds the line
+            old = self._state
+            if old != state:
+                self._log.log(_LEVEL[state], "%s: %s -> %s%s", self.name, old.value, state.value,
+                              f": {error}" if error else "")
+            if error:
+                self._last_error = error
+            if count:
+                self._errors += 1
+            self._state = state
+
+    def report(self) -> DeviceHealth:
+        """This device's :class:`~agent.model.DeviceHealth` (plain-string state)."""
+        with self._lock:
+            state, error, errors = self._state, self._last_error, self._errors
+        shown = error if state != OK or self._error_when_ok else ""
+        return DeviceHealth(self.name, state.value, shown, errors)
