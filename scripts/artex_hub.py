@@ -34,14 +34,11 @@ import contextlib
 import sys
 import threading
 import time
-from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from a checkout without the venv
+import socketio
 
-import socketio  # noqa: E402
-
-from agent.testing.artex_hub import NAMESPACE, ArtexHub, compact, is_motion, parse_line  # noqa: E402
+from agent.testing.artex_hub import NAMESPACE, ArtexHub, compact, is_motion, parse_line
 
 __all__ = ["ArtexHub", "is_motion", "main", "parse_line", "printer"]
 

@@ -23,9 +23,6 @@ import sys
 import threading
 import time
 import warnings
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from sim2bot import Robot
 from websockets.exceptions import ConnectionClosed
