@@ -19,9 +19,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from agent.adapters.sim2bot_commands import _number as finite_number
+from agent.model import finite_number
 from agent.adapters.sim2bot_commands import decode as json_object
-from agent.errors import CommandError
+from agent.errors import CommandError, CommandRejected
 from agent.model import BaseVelocity, Stop
 
 SOURCE = "console"
@@ -76,7 +76,7 @@ def _bounded(where: str, value: object, limit: float, unit: str) -> float:
         err.source = SOURCE
         raise
     if abs(out) > limit:
-        raise CommandError(f"{where} {out:g} is outside -{limit:g}..{limit:g} {unit}", SOURCE)
+        raise CommandRejected(f"{where} {out:g} is outside -{limit:g}..{limit:g} {unit}", SOURCE)
     return out
 
 
@@ -89,16 +89,16 @@ def parse(message: dict, limits: Limits) -> Parsed:
     """
     kind = message.get("type")
     if not isinstance(kind, str) or kind not in KEYS:
-        raise CommandError(f"unknown message type {_clip(kind)}; known: {', '.join(KEYS)}", SOURCE)
+        raise CommandRejected(f"unknown message type {_clip(kind)}; known: {', '.join(KEYS)}", SOURCE)
     extra = sorted(str(k)[:40] for k in message if k not in KEYS[kind])
     if extra:
-        raise CommandError(f"{kind} has unknown key(s) {', '.join(extra)}", SOURCE)
+        raise CommandRejected(f"{kind} has unknown key(s) {', '.join(extra)}", SOURCE)
     if kind == "stop":
         return Stop()
     if kind == "frame":
         return FrameReady()
     for key in ("vx", "omega"):
         if key not in message:
-            raise CommandError(f"drive.{key} is missing", SOURCE)
+            raise CommandRejected(f"drive.{key} is missing", SOURCE)
     return BaseVelocity(vx=_bounded("drive.vx", message["vx"], limits.vx_mps, "m/s"),
                         omega=_bounded("drive.omega", message["omega"], limits.omega_radps, "rad/s"))

@@ -19,7 +19,9 @@ from agent.config import AgentConfig
 from agent.console.auth import TokenGate, refusal
 from agent.console.messages import SOURCE, Limits
 from agent.console.session import Session
+from agent.ports import LinkStatus
 from agent.ratelimit import RateLimitedLog
+from agent.reconnect import Reconnector
 from agent.video import FrameFormat
 
 log = logging.getLogger(__name__)
@@ -64,6 +66,8 @@ class Console:
         self.sessions: set[Session] = set()
         self.port: int | None = None
         self.ready = asyncio.Event()
+        self.link = Reconnector(f"console: listener on {self.settings.host}:{self.settings.port}", log,
+                                first_s=1.0, max_s=30.0)
 
     def _pick_camera(self, video: Any) -> str | None:
         ids = tuple(video.camera_ids) if video is not None else ()
@@ -82,11 +86,13 @@ class Console:
                 "camera": self.camera, "limits": {"vx_mps": self.limits.vx_mps, "omega_radps": self.limits.omega_radps},
                 "repeat_ms": self.settings.repeat_ms, "watchdog_s": self.watchdog_s}
 
-    def status(self) -> dict[str, Any]:
-        """``connected`` (listening: the agent's health counts a console that could not bind as a
-        link down), the counters, ``open`` (tabs connected now) and ``auth_refused`` (401/403 answers)."""
-        return {"connected": self.ready.is_set(), **self.counters, "open": len(self.sessions),
-                "auth_refused": self.gate.refused}
+    def status(self) -> LinkStatus:
+        """The console's :class:`~agent.ports.LinkStatus`: ``connected`` while listening (a console
+        that cannot bind is a link down), the counters, ``open`` (tabs connected now) and
+        ``auth_refused`` (401/403 answers)."""
+        return self.link.status(SOURCE, {**self.counters, "open": len(self.sessions),
+                                         "auth_refused": self.gate.refused},
+                                {"url": self.url()}, connected=self.ready.is_set())
 
     def url(self) -> str:
         """The address to open (with a ``?token=`` placeholder when a token is required)."""
@@ -132,22 +138,22 @@ class Console:
         log.info("console: tab from %s closed (%d open)", session.peer, len(self.sessions))
 
     async def run(self) -> None:
-        """Serve until cancelled; then close every tab (releasing the source) and the listener."""
+        """Serve until cancelled, retrying the listener (port busy, address gone) forever with the
+        links' backoff; on cancellation close every tab (releasing the source) and the listener."""
+        await self.link.run(self._serve, errors=(OSError,))
+
+    async def _serve(self) -> None:
         runner = web.AppRunner(self.app(), handle_signals=False, access_log=None, shutdown_timeout=SHUTDOWN_S)
         await runner.setup()
         try:
-            site = web.TCPSite(runner, self.settings.host, self.settings.port)
-            try:
-                await site.start()
-            except OSError as err:
-                log.error("console: cannot listen on %s:%d: %s; the rest of the agent runs without it",
-                          self.settings.host, self.settings.port, err)
-                await asyncio.Event().wait()
+            await web.TCPSite(runner, self.settings.host, self.settings.port).start()
             self.port = runner.addresses[0][1] if runner.addresses else self.settings.port
+            self.link.up()
             self._announce()
             self.ready.set()
             await asyncio.Event().wait()
         finally:
+            self.ready.clear()
             await asyncio.gather(*(s.ws.close() for s in list(self.sessions)), return_exceptions=True)
             await runner.cleanup()
 
