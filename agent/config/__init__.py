@@ -20,7 +20,7 @@ external       {}                    SDK externals (kept, unused)
 ============== ===================== =========================================
 
 The agent's own sections: ``drivers``, ``base``, ``watchdog``, ``control``,
-``artex``, ``sim2bot``, ``robot_msg``, ``log_dir``. Unknown keys are errors
+``artex``, ``sim2bot``, ``robot_msg``, ``console``, ``log_dir``. Unknown keys are errors
 with a "did you mean" hint. :func:`load` raises :class:`ConfigError` listing
 every problem with its JSON path.
 """
@@ -39,6 +39,7 @@ from pydantic import Field, ValidationError, field_validator
 
 from agent.config.artex import ArtexConfig
 from agent.config.base import Section
+from agent.config.console import ConsoleConfig
 from agent.config.control import BaseConfig, ControlConfig, WatchdogConfig
 from agent.config.drivers import DriversConfig
 from agent.config.robotmsg import RobotMsgConfig
@@ -91,6 +92,7 @@ class AgentConfig(Section):
     artex: ArtexConfig = Field(default_factory=ArtexConfig)
     sim2bot: Sim2botConfig = Field(default_factory=Sim2botConfig)
     robot_msg: RobotMsgConfig = Field(default_factory=RobotMsgConfig)
+    console: ConsoleConfig = Field(default_factory=ConsoleConfig)
     log_dir: str | None = Field(None, description="directory of robot-agent.log when logger_type is 'file'; "
                                 "ARTEX `file` requests are served from memory (agent.logtail) either way")
 
