@@ -6,11 +6,9 @@ their bare relays; the command trials; matching sends to the emulator's duty eve
 from __future__ import annotations
 
 import asyncio
-import importlib.util
 import random
 import time
 import warnings
-from pathlib import Path
 
 import socketio
 import zmq
@@ -18,25 +16,16 @@ import zmq.asyncio
 import robot_msg as rm
 from sim2bot import Robot
 
-from bench_sim2bot import relay_latency
-from tests.adapters.test_sim2bot import Bridge
-from tests.conftest import free_ports
-
-ROOT = Path(__file__).resolve().parent.parent
-_spec = importlib.util.spec_from_file_location("artex_hub", ROOT / "scripts" / "artex_hub.py")
-artex_hub = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(artex_hub)
+from agent.testing.artex_hub import ArtexHub
+from agent.testing.ports import free_ports
+from agent.testing.sim2bot_bridge import Bridge
+from bench_sim2bot import pct, relay_latency
 
 PROTOCOLS = ("artex", "sim2bot", "robot_msg")
 #: Pause after a trial's stop before the next command: the source's 0.5 s timeout passes.
 SETTLE_S = 0.6
 #: How long a trial's motion command stands before its stop, s (a receipt later than that is a miss).
 MOTION_S = 0.15
-
-
-def pct(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(q / 100 * (len(ordered) - 1)))]
 
 
 def u_rt(vx: float) -> bytes:
@@ -48,7 +37,7 @@ class Peers:
 
     async def start(self) -> None:
         warnings.filterwarnings("ignore", message=r"connect\(\) must be used as a context manager")
-        self.hub = artex_hub.ArtexHub(ready_delay_s=0.05)
+        self.hub = ArtexHub(ready_delay_s=0.05)
         self.artex_port = await self.hub.start()
         self.bridge = Bridge()
         await asyncio.to_thread(self.bridge.start)
