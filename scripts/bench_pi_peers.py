@@ -94,9 +94,12 @@ class Peers:
                     break
                 await asyncio.sleep(random.uniform(0.0, 0.02))       # any tick phase
                 sends[proto].append(time.monotonic())
-                await motion[proto]()
-                await asyncio.sleep(MOTION_S)
-                await halt[proto]()
+                try:
+                    await motion[proto]()
+                    await asyncio.sleep(MOTION_S)
+                    await halt[proto]()
+                except ConnectionError as err:                       # counted as a miss
+                    print(f"  {proto}: trial lost: {err}")
                 await asyncio.sleep(SETTLE_S)
         while time.monotonic() < end:
             await asyncio.sleep(0.2)
