@@ -174,8 +174,6 @@ def setup_logging(cfg: AgentConfig | None, override: str | None):
     root.addHandler(handler)
     for name in QUIET_LIBRARIES:  # their debug output is one line per frame/packet: keep it at INFO
         logging.getLogger(name).setLevel(max(level, logging.INFO))
-    if cfg is not None and cfg.logger_type == "file" and not cfg.log_dir:
-        log.warning("logger_type is 'file' but log_dir is not set: logging to stderr only")
     return tail
 
 
@@ -186,6 +184,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(str(err), file=sys.stderr)
         return EXIT_CONFIG
     tail = setup_logging(cfg, args.log_level)
+    if cfg.ignored_keys:
+        log.warning("%s: %s", args.config, cfg.ignored_warning())
     from agent.service import run
     from agent.status import status_path
     return asyncio.run(run(cfg, config_path=args.config, logs=tail, status_file=status_path(args.status_file)))
@@ -205,6 +205,8 @@ def cmd_check_config(args: argparse.Namespace) -> int:
         if not err.problems:
             print(str(err))
         return EXIT_CONFIG
+    if cfg.ignored_keys:
+        print(f"{args.path}: warning: {cfg.ignored_warning()}")
     devices = [n for n in ("motor", "imu", "power", "servo") if getattr(cfg.drivers, n) is not None]
     print(f"{args.path}: ok (devices: {', '.join(devices) or 'none'}; cameras: {len(cfg.drivers.cameras)}; "
           f"artex: {'on' if cfg.artex_enabled else 'off'}, sim2bot: {'on' if cfg.sim2bot.enabled else 'off'}, "
