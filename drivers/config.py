@@ -12,7 +12,7 @@ Transports are chosen by value, pyserial-``serial_for_url`` style:
   opener (``sim://``: the simulated tank's emulator, drivers/transport.py);
 - I2C ``bus``: a bus number (``1`` -> ``/dev/i2c-1``), a path, or a registered URL (``sim://``);
 - camera ``source``: an index, ``/dev/videoN``, ``/dev/v4l/by-id/...``,
-  ``gst:<pipeline>``, a file path or URL, or ``sim://pattern``.
+  ``gst:<pipeline>``, ``picam:<N>``, a file path or URL, or ``sim://pattern``.
 """
 
 from __future__ import annotations
@@ -244,7 +244,8 @@ class CameraConfig(DriverSection):
 
     Attributes:
         id: name used by every protocol (ARTEX video key, Sim2Bot ``model:<i>`` label).
-        source: index, device path, ``gst:<pipeline>``, file/URL or ``sim://pattern``.
+        source: index, device path, ``gst:<pipeline>``, ``picam:<N>`` (Pi camera module through
+            Picamera2), file/URL or ``sim://pattern``.
         fourcc: e.g. ``MJPG``; "" keeps the device default.
         buffer_size: V4L2 buffers, 1..10 (1-2 lowest latency).
         jpeg_quality: default JPEG quality, 1..100.
@@ -266,7 +267,7 @@ class CameraConfig(DriverSection):
 
     #: URL schemes a string ``source`` may carry; a source without one is a device or file path.
     SOURCE_SCHEMES: ClassVar[tuple[str, ...]] = (
-        "gst", "sim", "http", "https", "rtsp", "rtsps", "rtmp", "udp", "tcp")
+        "gst", "sim", "picam", "http", "https", "rtsp", "rtsps", "rtmp", "udp", "tcp")
 
     @staticmethod
     def source_scheme(source: int | str) -> str:
@@ -286,6 +287,8 @@ class CameraConfig(DriverSection):
         scheme = cls.source_scheme(value)
         if scheme and scheme not in cls.SOURCE_SCHEMES:
             raise ValueError(f"unknown camera source scheme {scheme!r}; known: {', '.join(cls.SOURCE_SCHEMES)}")
+        if scheme == "picam" and not value[len("picam:"):].strip().isdigit():
+            raise ValueError(f"a Pi camera source is picam:<camera number> (picam:0), got {value!r}")
         return value
 
     @field_validator("fourcc")
