@@ -7,6 +7,8 @@
   print a suggested ``drivers`` section.
 - ``robot-agent status``: the health of the running agent as a table (agent.status); exit 0
   healthy, 1 degraded, 2 no agent, 3 stale status.
+- ``robot-agent selftest [--config PATH] [--yes]``: open, read and check every configured device,
+  pulse each track after a confirmation (agent.selftest); exit 0 all passed, 1 any failed.
 
 ``--log-level`` overrides params.json ``logger_level``. Logs go to stderr with a timestamp;
 under systemd (stderr is the journal stream named by ``JOURNAL_STREAM``) they go to the
@@ -214,6 +216,18 @@ def cmd_check_config(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_selftest(args: argparse.Namespace) -> int:
+    try:
+        cfg = load(args.config)
+    except ConfigError as err:
+        print(str(err), file=sys.stderr)
+        return EXIT_CONFIG
+    setup_logging(cfg, args.log_level or "warning")
+    from agent.selftest import run
+    ask = input if sys.stdin is not None and sys.stdin.isatty() else None
+    return run(cfg, yes=args.yes, ask=ask, write=print, duty=args.duty, pulse_s=args.pulse_s)
+
+
 def cmd_probe(args: argparse.Namespace) -> int:
     setup_logging(None, args.log_level or "warning")
     from agent.probe import format_probe, probe
@@ -223,6 +237,19 @@ def cmd_probe(args: argparse.Namespace) -> int:
     else:
         print(format_probe(result))
     return 0
+
+
+def _bounded(low: float, high: float):
+    """argparse type: a float in low..high."""
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"{value:g} is outside {low:g}..{high:g}")
+        return value
+    return parse
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -245,6 +272,13 @@ def build_parser() -> argparse.ArgumentParser:
     pr.add_argument("--json", action="store_true", help="machine-readable output")
     pr.set_defaults(func=cmd_probe)
     pr.add_argument("--log-level", default=argparse.SUPPRESS, help="as above, after the command")
+    se = sub.add_parser("selftest", help="check every configured device, pulse the tracks; exit 1 on a failure")
+    se.add_argument("--config", default=DEFAULT_CONFIG, help=f"params.json (default {DEFAULT_CONFIG})")
+    se.add_argument("--yes", action="store_true", help="run the motion test without asking (tracks off the ground!)")
+    se.add_argument("--duty", type=_bounded(0.05, 0.5), default=0.15, help="pulse duty, 0.05..0.5 (default 0.15)")
+    se.add_argument("--pulse-s", type=_bounded(0.1, 3.0), default=0.5, help="pulse per track, 0.1..3 s (default 0.5)")
+    se.add_argument("--log-level", default=argparse.SUPPRESS, help="as above, after the command")
+    se.set_defaults(func=cmd_selftest)
     st = sub.add_parser("status", help="health of the running agent; exit 1 degraded, 2 no agent, 3 stale")
     st.add_argument("--status-file", default=None, help="as for run")
     st.set_defaults(func=cmd_status)
