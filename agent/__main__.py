@@ -33,6 +33,7 @@ import os
 import queue
 import sys
 from pathlib import Path
+from typing import Any
 
 from agent.config import AgentConfig, ConfigError, load, log_level
 
@@ -179,15 +180,23 @@ def setup_logging(cfg: AgentConfig | None, override: str | None):
     return tail
 
 
-def cmd_run(args: argparse.Namespace) -> int:
+def _config_and_logging(args: argparse.Namespace, level: str | None) -> tuple[AgentConfig | None, Any]:
+    """Load ``args.config`` (problems to stderr: None) and set up logging; returns (config, log tail)."""
     try:
         cfg = load(args.config)
     except ConfigError as err:
         print(str(err), file=sys.stderr)
-        return EXIT_CONFIG
-    tail = setup_logging(cfg, args.log_level)
+        return None, None
+    tail = setup_logging(cfg, level)
     if cfg.ignored_keys:
         log.warning("%s: %s", args.config, cfg.ignored_warning())
+    return cfg, tail
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    cfg, tail = _config_and_logging(args, args.log_level)
+    if cfg is None:
+        return EXIT_CONFIG
     from agent.service import run
     from agent.status import status_path
     return asyncio.run(run(cfg, config_path=args.config, logs=tail, status_file=status_path(args.status_file)))
@@ -217,12 +226,9 @@ def cmd_check_config(args: argparse.Namespace) -> int:
 
 
 def cmd_selftest(args: argparse.Namespace) -> int:
-    try:
-        cfg = load(args.config)
-    except ConfigError as err:
-        print(str(err), file=sys.stderr)
+    cfg, _ = _config_and_logging(args, args.log_level or "warning")
+    if cfg is None:
         return EXIT_CONFIG
-    setup_logging(cfg, args.log_level or "warning")
     from agent.selftest import run
     ask = input if sys.stdin is not None and sys.stdin.isatty() else None
     return run(cfg, yes=args.yes, ask=ask, write=print, duty=args.duty, pulse_s=args.pulse_s)
