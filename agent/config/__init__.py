@@ -39,7 +39,7 @@ import typing
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, PrivateAttr, ValidationError, field_validator, model_validator
+from pydantic import Field, PrivateAttr, ValidationError, ValidationInfo, field_validator
 
 from agent.config.artex import ArtexConfig
 from agent.config.base import Section
@@ -106,12 +106,13 @@ class AgentConfig(Section):
 
     _ignored_keys: tuple[str, ...] = PrivateAttr(default=())
 
-    @model_validator(mode="after")
-    def _file_logging_needs_a_dir(self) -> "AgentConfig":
-        if self.logger_type == "file" and not self.log_dir:
+    @field_validator("log_dir")
+    @classmethod
+    def _file_logging_needs_a_dir(cls, value: str | None, info: ValidationInfo) -> str | None:
+        if info.data.get("logger_type") == "file" and not value:
             raise ValueError("logger_type is 'file' but log_dir is not set: set log_dir (a directory for "
                              "robot-agent.log) or use logger_type 'console'")
-        return self
+        return value
 
     @property
     def ignored_keys(self) -> tuple[str, ...]:

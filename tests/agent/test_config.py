@@ -155,8 +155,9 @@ def test_logger_settings_are_checked_at_load_not_only_at_run(doc, path, words):
 
 
 def test_file_logging_without_log_dir_is_a_config_error():
-    with pytest.raises(ConfigError, match="log_dir is not set"):
+    with pytest.raises(ConfigError, match="log_dir is not set") as info:
         loads(json.dumps({"logger_type": "file"}))
+    assert [p for p, _ in info.value.problems] == ["$.log_dir"]
 
 
 def test_foreign_top_level_keys_are_ignored_with_a_warning_but_typos_stay_errors(tmp_path):
@@ -206,3 +207,5 @@ def test_unparseable_files_end_in_exit_2_with_a_message(tmp_path, capsys, conten
     path.write_bytes(content)
     assert main(["check-config", str(path)]) == 2
     assert words in capsys.readouterr().out
+    assert main(["run", "--config", str(path)]) == 2                   # run stops before starting anything
+    assert words in capsys.readouterr().err

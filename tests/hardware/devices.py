@@ -14,8 +14,8 @@
 ==================================  ===============================================================
 
 Each device is built from its config section through the drivers' registry, the same way the
-agent builds it; I2C buses open through :func:`drivers.i2c.open_bus` with the openers of the
-simulated tank, so ``sim://`` gives emulated chips (at rest) and any other value the real bus.
+agent builds it, with the openers of the simulated tank: a ``sim://`` port or bus gives the
+emulators (at rest), any other value the real device.
 """
 
 from __future__ import annotations
@@ -81,7 +81,7 @@ class Devices:
             return Rig(driver_class(cfg)(cfg))
         cfg = getattr(self._cfg.drivers, kind)
         if kind == "motor":
-            return Rig(driver_class(cfg)(cfg, name=kind))
+            return Rig(driver_class(cfg)(cfg, name=kind, openers=self._tank.openers()))
         bus = open_bus(cfg.bus, openers=self._tank.openers())
         self._buses.append(bus)
         return Rig(driver_class(cfg)(cfg, bus, name=kind))
