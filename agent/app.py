@@ -60,17 +60,29 @@ class Agent:
         self._started = False
 
     def _build_adapters(self) -> None:
+        """One adapter per enabled protocol: each an agent.ports.Adapter on the RobotPort (the
+        control loop) and the VideoPort (the video hub, or None)."""
+        from agent.ports import Adapter, RobotPort, VideoPort
+
         cfg = self.cfg
+        robot: RobotPort = self.control
+        video: VideoPort | None = self.video
+        built: dict[str, Adapter] = {}
         if cfg.artex_enabled:
             from agent.adapters.artex import ArtexAdapter
-            self.adapters["artex"] = ArtexAdapter(cfg, self.control, self.video,
-                                                  config_path=self.config_path, logs=self.logs)
+            built["artex"] = ArtexAdapter(cfg, robot, video, config_path=self.config_path, logs=self.logs)
         if cfg.sim2bot.enabled:
             from agent.adapters.sim2bot import Sim2botAdapter
-            self.adapters["sim2bot"] = Sim2botAdapter(cfg, self.control, self.video, config_path=self.config_path)
+            built["sim2bot"] = Sim2botAdapter(cfg, robot, video, config_path=self.config_path)
         if cfg.robot_msg.enabled:
             from agent.adapters.robotmsg import RobotMsgAdapter
-            self.adapters["robot_msg"] = RobotMsgAdapter(cfg, self.control, self.video, config_path=self.config_path)
+            built["robot_msg"] = RobotMsgAdapter(cfg, robot, video, config_path=self.config_path)
+        if cfg.console.enabled:
+            from agent.console import build_console
+            console = build_console(cfg, robot, video)  # None (logged) without a needed token
+            if console is not None:
+                built["console"] = console
+        self.adapters.update(built)
 
     async def start(self) -> None:
         """Open the devices (off the event loop), start the control loop, video and adapters."""

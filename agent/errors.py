@@ -34,13 +34,37 @@ class ConfigError(RobotError, ValueError):
 
 
 class CommandError(RobotError, ValueError):
-    """A command from a remote source was rejected (bad shape, non-finite, out of range).
+    """A command from a remote source was not carried out; nothing changed.
+
+    The base of :class:`CommandRejected` (bad input) and :class:`CommandDeclined` (valid, but
+    not now). Callers tell them apart by type (and ``reason``), never by message text.
 
     Attributes:
         source: the command source name (``artex``, ``sim2bot``, ``robot_msg``...).
+        reason: short counter key (``invalid``, ``non_finite``, ``declined``...).
     """
 
-    def __init__(self, message: str, source: str = "") -> None:
+    default_reason = "invalid"
+
+    def __init__(self, message: str, source: str = "", reason: str = "") -> None:
         super().__init__(message)
         self.source = source
+        self.reason = reason or self.default_reason
+
+
+class CommandRejected(CommandError):
+    """Bad input: wrong shape or type, out-of-range value, unknown name or kind."""
+
+
+class NonFiniteValue(CommandRejected):
+    """A number in a command is NaN or infinite."""
+
+    default_reason = "non_finite"
+
+
+class CommandDeclined(CommandError):
+    """A valid command the robot will not carry out now or at all: a stop-latched source, no
+    such camera or gripper, too many streams, a closed control loop, a scene message on a tank."""
+
+    default_reason = "declined"
 

@@ -18,7 +18,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Union
 
-from agent.errors import CommandError
+from agent.errors import CommandError, CommandRejected, NonFiniteValue
 # The drivers' sample types, re-exported for the agent side.
 from drivers.types import CameraFrame, ImuSample, MotorFeedback, PowerSample, Quat, Vec3  # noqa: F401
 
@@ -28,12 +28,22 @@ MAX_JOINTS = 32
 MAX_TRAJECTORY_POINTS = 10_000
 
 
-def _finite(name: str, value: object) -> float:
+def finite_number(name: str, value: object) -> float:
+    """``value`` (an int or float, not a bool) as a finite float; the one finite-number check of
+    commands (the adapters' parsers use it too).
+
+    Raises:
+        CommandRejected: not a number, or an integer beyond the float range.
+        NonFiniteValue: NaN or infinite.
+    """
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise CommandError(f"{name} must be a number, got {type(value).__name__}")
-    value = float(value)
+        raise CommandRejected(f"{name} must be a number, got {type(value).__name__}")
+    try:
+        value = float(value)
+    except OverflowError as err:
+        raise CommandRejected(f"{name} is out of range") from err
     if not math.isfinite(value):
-        raise CommandError(f"{name} must be finite, got {value!r}")
+        raise NonFiniteValue(f"{name} must be finite, got {value!r}")
     return value
 
 
@@ -42,7 +52,7 @@ def _vector(name: str, values: object, limit: int = MAX_JOINTS) -> tuple[float, 
         raise CommandError(f"{name} must be a list of numbers, got {type(values).__name__}")
     if len(values) > limit:  # type: ignore[arg-type]
         raise CommandError(f"{name} has {len(values)} values, at most {limit} allowed")  # type: ignore[arg-type]
-    return tuple(_finite(f"{name}[{i}]", v) for i, v in enumerate(values))  # type: ignore[arg-type]
+    return tuple(finite_number(f"{name}[{i}]", v) for i, v in enumerate(values))  # type: ignore[arg-type]
 
 
 # --------------------------------------------------------------------------- commands
@@ -61,8 +71,8 @@ class BaseVelocity:
     omega: float
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "vx", _finite("vx", self.vx))
-        object.__setattr__(self, "omega", _finite("omega", self.omega))
+        object.__setattr__(self, "vx", finite_number("vx", self.vx))
+        object.__setattr__(self, "omega", finite_number("omega", self.omega))
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,7 +84,7 @@ class TrackDuty:
 
     def __post_init__(self) -> None:
         for name in ("left", "right"):
-            v = _finite(name, getattr(self, name))
+            v = finite_number(name, getattr(self, name))
             if not -1.0 <= v <= 1.0:
                 raise CommandError(f"{name} duty must be within -1..1, got {v}")
             object.__setattr__(self, name, v)
@@ -114,7 +124,7 @@ class TrajectoryPoint:
     q: tuple[float, ...]
 
     def __post_init__(self) -> None:
-        t = _finite("t", self.t)
+        t = finite_number("t", self.t)
         if t < 0:
             raise CommandError(f"trajectory time must be >= 0, got {t}")
         object.__setattr__(self, "t", t)
@@ -162,7 +172,7 @@ class Gripper:
     fraction: float
 
     def __post_init__(self) -> None:
-        v = _finite("fraction", self.fraction)
+        v = finite_number("fraction", self.fraction)
         if not 0.0 <= v <= 1.0:
             raise CommandError(f"gripper fraction must be within 0..1, got {v}")
         object.__setattr__(self, "fraction", v)

@@ -4,7 +4,8 @@ Every part that meets untrusted input or a failing peer repeats itself: the same
 rejected message a hundred times a second, the same unreachable server every
 few seconds. :class:`RateLimitedLog` logs the first of a kind and then at most
 one per interval, saying how many it held back; :func:`backoff_s` spaces
-retries (doubled per failure, capped, jittered so a fleet does not retry in step).
+retries (doubled per failure, capped, jittered so a fleet does not retry in step), for the
+one reconnect loop (:mod:`agent.reconnect`) and device and camera supervision.
 """
 
 from __future__ import annotations

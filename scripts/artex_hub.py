@@ -21,7 +21,9 @@ The robot stops 0.5 s after the last motion command (its watchdog):
 ``--demo`` drives a forward / turn / stop pattern after every Ready.
 
 The :class:`ArtexHub` class is reused by tests/adapters/test_artex.py and
-scripts/bench_artex.py (loaded by path; scripts/ is not a package).
+
+The hub itself is :class:`agent.testing.artex_hub.ArtexHub` (also used by the tests
+and scripts/bench_artex.py); this script is its console.
 """
 
 from __future__ import annotations
@@ -29,245 +31,16 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import json
 import sys
 import threading
 import time
-from collections import deque
-from collections.abc import Callable
-from typing import Any, Self
+from typing import Any
 
 import socketio
-from aiohttp import web
 
-NAMESPACE = "/robot"
-MOTION_TYPES = ("com", "drive", "tracks")
+from agent.testing.artex_hub import NAMESPACE, ArtexHub, compact, is_motion, parse_line
 
-
-def clip(text: str, limit: int = 300) -> str:
-    """``text`` cut to ``limit`` characters with a marker."""
-    return text if len(text) <= limit else text[:limit] + f"... ({len(text)} chars)"
-
-
-def compact(obj: Any, limit: int = 300) -> str:
-    """One-line JSON of ``obj``, clipped; bytes shown as their length."""
-    return clip(json.dumps(obj, separators=(",", ":"), default=lambda b: f"<{len(b)} bytes>"), limit)
-
-
-class ArtexHub:
-    """An ARTEX hub on ``host:port`` recording what robots send.
-
-    Args:
-        host, port: where to listen (port 0: a free port, see :attr:`port` after start).
-        auto_ready: call ``heartbeat ["d_meta", "Ready"]`` ``ready_delay_s`` after each connect.
-        on_event: ``callback(kind, sid, data)`` for every record (the CLI prints with it).
-        history: how many telem / video / heartbeat records are kept (oldest dropped).
-
-    Attributes:
-        passports: sid -> auth passport of every robot connected so far.
-        connected: sids connected now, oldest first.
-        heartbeats: (t_mono_s, sid, answer) of every heartbeat call.
-        telem: (t_mono_s, payload) of every ``telem`` event.
-        video: (t_mono_s, {camera: byte count}); ``last_video`` is the newest payload itself.
-        files: (t_mono_s, payload) of every ``file`` event. other: (event, data) of any other event.
-    """
-
-    def __init__(self, *, host: str = "127.0.0.1", port: int = 0, auto_ready: bool = True,
-                 ready_delay_s: float = 0.1, on_event: Callable[[str, str, Any], None] | None = None,
-                 history: int = 10_000) -> None:
-        self.host, self.port = host, port
-        self.auto_ready = auto_ready
-        self.ready_delay_s = ready_delay_s
-        self.on_event = on_event
-        self.passports: dict[str, Any] = {}
-        self.connected: list[str] = []
-        self.heartbeats: deque[tuple[float, str, Any]] = deque(maxlen=history)
-        self.telem: deque[tuple[float, Any]] = deque(maxlen=history)
-        self.video: deque[tuple[float, dict[str, int]]] = deque(maxlen=history)
-        self.last_video: dict[str, Any] = {}
-        self.files: deque[tuple[float, Any]] = deque(maxlen=history)
-        self.other: deque[tuple[str, Any]] = deque(maxlen=history)
-        self.disconnects = 0
-        self._runner: web.AppRunner | None = None
-        self._tasks: set[asyncio.Task] = set()
-        self.sio: socketio.AsyncServer | None = None
-
-    # ------------------------------------------------------------------ lifecycle
-    def _build(self) -> web.Application:
-        sio = socketio.AsyncServer(async_mode="aiohttp", max_http_buffer_size=16 << 20)
-        app = web.Application()
-        sio.attach(app)
-        sio.on("connect", self._connect, namespace=NAMESPACE)
-        sio.on("disconnect", self._disconnect, namespace=NAMESPACE)
-        sio.on("telem", self._telem, namespace=NAMESPACE)
-        sio.on("video", self._video, namespace=NAMESPACE)
-        sio.on("file", self._file, namespace=NAMESPACE)
-        sio.on("*", self._other, namespace=NAMESPACE)
-        self.sio = sio
-        return app
-
-    async def start(self) -> int:
-        """Listen; returns the port (the same one again after :meth:`stop` when restarted)."""
-        self._runner = web.AppRunner(self._build(), handle_signals=False, shutdown_timeout=0.5)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, self.host, self.port, reuse_address=True)
-        await site.start()
-        self.port = self._runner.addresses[0][1]
-        return self.port
-
-    async def stop(self, graceful: bool = True) -> None:
-        """Stop listening. Idempotent.
-
-        Args:
-            graceful: first disconnect every robot from ``/robot`` (a Socket.IO disconnect
-                packet); False drops the connections without a word, as a crashed hub would.
-        """
-        for task in list(self._tasks):
-            task.cancel()
-        sio, self.sio = self.sio, None
-        if sio is not None:
-            if graceful:
-                for sid in list(self.connected):
-                    await sio.disconnect(sid, namespace=NAMESPACE)
-            await sio.shutdown()
-        if self._runner is not None:
-            runner, self._runner = self._runner, None
-            await runner.cleanup()
-        self.connected.clear()
-
-    async def __aenter__(self) -> Self:
-        await self.start()
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.stop()
-
-    def _spawn(self, coro) -> None:
-        task = asyncio.get_running_loop().create_task(coro)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-
-    def _record(self, kind: str, sid: str, data: Any) -> None:
-        if self.on_event is not None:
-            self.on_event(kind, sid, data)
-
-    # ------------------------------------------------------------------ server events
-    async def _connect(self, sid: str, environ: dict, auth: Any = None) -> None:
-        self.passports[sid] = auth
-        self.connected.append(sid)
-        self._record("connect", sid, auth)
-        if self.auto_ready:
-            self._spawn(self._handshake(sid))
-
-    async def _handshake(self, sid: str) -> None:
-        await asyncio.sleep(self.ready_delay_s)
-        try:
-            await self.heartbeat(("d_meta", "Ready"), sid=sid)
-        except (TimeoutError, socketio.exceptions.SocketIOError) as err:
-            self._record("error", sid, f"heartbeat failed: {err!r}")
-
-    async def _disconnect(self, sid: str, reason: Any = None) -> None:
-        if sid in self.connected:
-            self.connected.remove(sid)
-        self.disconnects += 1
-        self._record("disconnect", sid, reason)
-
-    async def _telem(self, sid: str, data: Any) -> None:
-        payload = data.get("payload") if isinstance(data, dict) else data
-        self.telem.append((time.monotonic(), payload))
-        self._record("telem", sid, payload)
-
-    async def _video(self, sid: str, data: Any) -> None:
-        payload = data.get("payload") if isinstance(data, dict) else None
-        payload = payload if isinstance(payload, dict) else {}
-        sizes = {cam: len(frame) if isinstance(frame, (bytes, bytearray, str, list)) else -1
-                 for cam, frame in payload.items()}
-        self.video.append((time.monotonic(), sizes))
-        self.last_video = payload
-        self._record("video", sid, sizes)
-
-    async def _file(self, sid: str, data: Any) -> None:
-        payload = data.get("payload") if isinstance(data, dict) else data
-        self.files.append((time.monotonic(), payload))
-        self._record("file", sid, payload)
-
-    async def _other(self, event: str, sid: str, data: Any = None) -> None:
-        self.other.append((event, data))
-        self._record(event, sid, data)
-
-    # ------------------------------------------------------------------ hub -> robot
-    def _target(self, sid: str | None) -> str:
-        if self.sio is None:
-            raise ConnectionError("hub stopped")
-        if sid is not None:
-            return sid
-        if not self.connected:
-            raise ConnectionError("no robot connected")
-        return self.connected[-1]
-
-    async def heartbeat(self, requests=("d_meta", "Ready"), sid: str | None = None, timeout_s: float = 5.0) -> Any:
-        """Call ``heartbeat`` with ``requests`` (a list; other data is sent as is) on the robot; returns the ack."""
-        sid = self._target(sid)
-        data = list(requests) if isinstance(requests, tuple) else requests
-        answer = await self.sio.call("heartbeat", data, to=sid, namespace=NAMESPACE, timeout=timeout_s)
-        self.heartbeats.append((time.monotonic(), sid, answer))
-        self._record("heartbeat", sid, answer)
-        return answer
-
-    async def token_ask(self, sid: str | None = None, timeout_s: float = 5.0) -> Any:
-        """Call ``token_ask``; returns the robot's answer (its sid)."""
-        sid = self._target(sid)
-        answer = await self.sio.call("token_ask", {}, to=sid, namespace=NAMESPACE, timeout=timeout_s)
-        self._record("token", sid, answer)
-        return answer
-
-    async def command(self, payload: Any, author: str = "hub", sid: str | None = None) -> None:
-        """Emit ``command`` ``{"author", "payload"}`` to one robot (default: the newest)."""
-        await self.send_raw("command", {"author": author, "payload": payload}, sid)
-
-    async def send_raw(self, event: str, data: Any, sid: str | None = None) -> None:
-        """Emit any event with any data (for malformed-input tests)."""
-        sid = self._target(sid)
-        await self.sio.emit(event, data, to=sid, namespace=NAMESPACE)
-
-
-# ---------------------------------------------------------------------- command line
-def parse_line(line: str) -> tuple[str, Any]:
-    """One stdin line -> (action, argument): ``command``, ``heartbeat``, ``token``, ``quit`` or ``error``."""
-    line = line.strip()
-    if not line:
-        return "none", None
-    if line.startswith("{"):
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as err:
-            return "error", f"bad JSON: {err}"
-        return ("raw", obj) if isinstance(obj, dict) and "payload" in obj else ("command", obj)
-    word, *args = line.split()
-    try:
-        if word == "drive":
-            return "command", {"drive": {"vx": float(args[0]), "omega": float(args[1]) if len(args) > 1 else 0.0}}
-        if word == "tracks":
-            return "command", {"tracks": {"left": float(args[0]), "right": float(args[1])}}
-    except (IndexError, ValueError):
-        return "error", f"usage: {word} NUMBER NUMBER"
-    if word in ("log", "error", "clear"):
-        return "command", {"file": word}
-    if word == "hb":
-        return "heartbeat", args or ["d_meta", "Ready"]
-    if word == "token":
-        return "token", None
-    if word in ("quit", "exit"):
-        return "quit", None
-    return "command", {"com": word}
-
-
-def is_motion(payload: Any) -> bool:
-    """A payload the robot's watchdog needs repeated (not ``stop``)."""
-    if not isinstance(payload, dict) or len(payload) != 1:
-        return False
-    (kind, value), = payload.items()
-    return kind in MOTION_TYPES and not (kind == "com" and value == "stop")
+__all__ = ["ArtexHub", "is_motion", "main", "parse_line", "printer"]
 
 
 def printer(kind: str, sid: str, data: Any) -> None:

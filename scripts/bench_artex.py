@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import importlib.util
 import json
 import logging
 import os
@@ -34,14 +33,10 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
 from agent.app import Agent
 from agent.config import AgentConfig
 
-_spec = importlib.util.spec_from_file_location("artex_hub", ROOT / "scripts" / "artex_hub.py")
-artex_hub = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(artex_hub)
+from agent.testing import artex_hub
 
 PY = sys.executable
 CLK_TCK = os.sysconf("SC_CLK_TCK")

@@ -27,17 +27,16 @@ import threading
 import time
 from pathlib import Path
 
+import robot_msg as rm
+import zmq
+import zmq.asyncio
+
+from agent.adapters.robotmsg_state import StateFrames, monotonic_clock_id, robot_state
+from agent.app import Agent
+from agent.config import AgentConfig
+from agent.model import BaseVelocity
+
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-import robot_msg as rm  # noqa: E402
-import zmq  # noqa: E402
-import zmq.asyncio  # noqa: E402
-
-from agent.adapters.robotmsg_state import StateFrames, monotonic_clock_id, robot_state  # noqa: E402
-from agent.app import Agent  # noqa: E402
-from agent.config import AgentConfig  # noqa: E402
-from agent.model import BaseVelocity  # noqa: E402
 
 OMEGA_SCALE = 1e-6  # the flood encodes its message number in omega
 

@@ -23,16 +23,13 @@ import sys
 import threading
 import time
 import warnings
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from sim2bot import Robot
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import connect as ws_connect
 
-from tests.adapters.test_sim2bot import Bridge, agent_params
-from tests.conftest import running_agent
+from agent.testing.running_agent import running_agent
+from agent.testing.sim2bot_bridge import Bridge, agent_params
 
 
 def pct(values: list[float], q: float) -> float:

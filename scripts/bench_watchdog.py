@@ -27,8 +27,6 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
 from agent.config import load
 from agent.config.control import SourceConfig
 from agent.control import ControlLoop

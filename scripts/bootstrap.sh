@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Idempotent development setup: Debian packages systemd-python needs, a venv in .venv,
-# the agent installed editable with its test and systemd extras.
+# Idempotent development setup: Debian packages systemd-python needs (and the headless
+# Chromium + chromedriver the console tests drive), a venv in .venv, the agent installed
+# editable with its test and systemd extras.
 # Usage: scripts/bootstrap.sh            (prints the venv's python path last)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -15,6 +16,18 @@ if [ ${#need[@]} -gt 0 ]; then
   export DEBIAN_FRONTEND=noninteractive
   $SUDO apt-get update -qq >&2
   $SUDO apt-get install -y -qq --no-install-recommends "${need[@]}" >&2
+fi
+# Headless Chromium + chromedriver for the console tests (tests/console): best effort, so a
+# distribution without these package names still runs the agent (those tests then skip).
+browser=()
+for pkg in chromium chromium-driver; do
+  dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || browser+=("$pkg")
+done
+if [ ${#browser[@]} -gt 0 ]; then
+  if [ "$(id -u)" = 0 ]; then SUDO=""; elif command -v sudo >/dev/null; then SUDO="sudo"; else SUDO="false"; fi
+  export DEBIAN_FRONTEND=noninteractive
+  { $SUDO apt-get update -qq && $SUDO apt-get install -y -qq --no-install-recommends "${browser[@]}"; } >&2 ||
+    echo "bootstrap: could not install ${browser[*]}; the console browser tests will be skipped" >&2
 fi
 
 PY=${PYTHON:-python3}

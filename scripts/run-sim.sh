@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Run the agent on the fully simulated tank, connected to the local ARTEX test hub.
+# Run the agent on the fully simulated tank, connected to the local ARTEX test hub, with the
+# operator console in the browser (config/params.json "console": http://127.0.0.1:8080/).
 # Starts scripts/artex_hub.py on port 8765 in the background (its output: logs/artex_hub.log;
 # type hub commands with: scripts/artex_hub.py in a terminal instead), then the agent in the
 # foreground with config/params.json. Ctrl-C stops both; the motors are stopped first.
@@ -11,4 +12,11 @@ mkdir -p logs
 HUB=$!
 trap 'kill $HUB 2>/dev/null || true' EXIT
 echo "ARTEX test hub on http://localhost:8765 (pid $HUB, log logs/artex_hub.log)" >&2
+"$PY" - <<'PY' >&2
+from agent.config import load
+c = load("config/params.json").console
+host = f"[{c.host}]" if ":" in c.host else c.host
+print(f"Console: open http://{host}:{c.port}/{'?token=<console.token>' if c.token else ''} in a browser "
+      "(arrows/WASD or the pad drive, space or STOP stops)" if c.enabled else "Console: off (console.enabled false)")
+PY
 "$PY" -m agent run --config config/params.json "$@"

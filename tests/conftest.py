@@ -1,105 +1,26 @@
-"""Shared fixtures: the shipped simulated-tank config and a running agent on it.
+"""Shared fixtures: the shipped simulated-tank config (adapters off).
 
-``sim_config(**overrides)`` returns ``config/params.json`` as a dict with every
-adapter off (ARTEX ``server`` null, sim2bot and robot_msg disabled); overrides
-are deep-merged. ``running_agent(cfg_dict)`` is an async context manager that
-validates the dict, starts :class:`agent.app.Agent` on the simulated tank and
-closes it afterwards.
+The helpers live in :mod:`agent.testing` (shared with the benchmarks under scripts/);
+they are re-exported here for the tests that import them from ``tests.conftest``.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import copy
-import json
-import socket
-from pathlib import Path
-from typing import Any, AsyncIterator
-
 import pytest
 
-from agent.config import AgentConfig
+from agent.testing.ports import free_port, free_ports
+from agent.testing.running_agent import (
+    FIXTURES,
+    PARAMS,
+    ROOT,
+    deep_merge,
+    running_agent,
+    sim_config,
+    wait_for,
+)
 
-ROOT = Path(__file__).resolve().parent.parent
-PARAMS = ROOT / "config" / "params.json"
-FIXTURES = ROOT / "fixtures"
-
-
-def deep_merge(base: dict, extra: dict) -> dict:
-    """``base`` updated recursively with ``extra`` (new dict; ``None`` values replace)."""
-    out = copy.deepcopy(base)
-    for key, value in extra.items():
-        if isinstance(value, dict) and isinstance(out.get(key), dict):
-            out[key] = deep_merge(out[key], value)
-        else:
-            out[key] = copy.deepcopy(value)
-    return out
-
-
-def sim_config(**overrides: Any) -> dict:
-    """The shipped simulated-tank params.json as a dict, adapters off, ``overrides`` deep-merged."""
-    cfg = json.loads(PARAMS.read_text())
-    cfg["server"] = None
-    cfg["sim2bot"] = {**cfg.get("sim2bot", {}), "enabled": False}
-    cfg["robot_msg"] = {**cfg.get("robot_msg", {}), "enabled": False}
-    return deep_merge(cfg, overrides)
-
-
-@contextlib.asynccontextmanager
-async def running_agent(cfg: dict | AgentConfig, *, config_path: str | None = None,
-                        logs: Any = None) -> AsyncIterator[Any]:
-    """Start an :class:`agent.app.Agent` on ``cfg`` (a params dict or AgentConfig); close it on exit."""
-    from agent.app import Agent
-
-    if isinstance(cfg, dict):
-        cfg = AgentConfig.model_validate(cfg)
-    async with Agent(cfg, config_path=config_path, logs=logs) as agent:
-        yield agent
-
-
-def free_ports(count: int) -> list[int]:
-    """``count`` distinct port numbers free on 127.0.0.1 for TCP and UDP right now.
-
-    Every pick stays bound until all are picked, so one call never returns a port twice
-    (separate ``free_port()`` calls may: the kernel can hand a just-released port out again).
-    """
-    held: list[socket.socket] = []
-    ports: list[int] = []
-    try:
-        while len(ports) < count:
-            tcp = socket.socket()
-            held.append(tcp)
-            tcp.bind(("127.0.0.1", 0))
-            port = tcp.getsockname()[1]
-            udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-            held.append(udp)
-            try:
-                udp.bind(("127.0.0.1", port))
-            except OSError:
-                continue                     # taken for UDP: keep it held, pick another
-            ports.append(port)
-    finally:
-        for s in held:
-            s.close()
-    return ports
-
-
-def free_port() -> int:
-    """A port free on 127.0.0.1 (TCP and UDP) right now."""
-    return free_ports(1)[0]
-
-
-async def wait_for(predicate, timeout_s: float = 5.0, period_s: float = 0.02) -> bool:
-    """Poll ``predicate()`` until true or ``timeout_s``; returns the last result."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout_s
-    while True:
-        if predicate():
-            return True
-        if loop.time() >= deadline:
-            return bool(predicate())
-        await asyncio.sleep(period_s)
+__all__ = ["FIXTURES", "PARAMS", "ROOT", "deep_merge", "free_port", "free_ports", "running_agent",
+           "sim_config", "wait_for"]
 
 
 @pytest.fixture

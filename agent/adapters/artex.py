@@ -28,8 +28,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import random
+import time
 from collections import Counter
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import socketio
@@ -48,7 +49,9 @@ from agent.config import AgentConfig
 from agent.errors import CommandError, ConfigError
 from agent.logtail import LogTail
 from agent.model import Stop
+from agent.ports import LinkStatus, RobotPort, VideoPort
 from agent.ratelimit import RateLimitedLog
+from agent.reconnect import Reconnector
 
 log = logging.getLogger(__name__)
 
@@ -63,6 +66,8 @@ MAX_HEARTBEAT_REQUESTS = 16
 LOG_REPEAT_S = 10.0
 #: Event name given to a hub packet that cannot be decoded (see :class:`_HubPacket`).
 UNDECODABLE = "\x00undecodable"
+#: Errors of a connection attempt that count as a link failure (retried with backoff).
+LINK_ERRORS = (SocketIOError, OSError, ValueError, TimeoutError)
 
 
 class _HubPacket(sio_packet.Packet):
@@ -93,10 +98,14 @@ class ArtexAdapter:
         video: the shared agent.video.VideoHub, or None (no cameras: no video stream).
         config_path: params.json to persist ``web_settings`` into (None: applied, not persisted).
         logs: the log tail served to ``file`` requests (None: empty answers).
+        clock, sleep: monotonic clock (s) and pause coroutine of the streams and the reconnect
+            pauses (injected in tests).
     """
 
-    def __init__(self, cfg: AgentConfig, robot: Any, video: Any = None, *,
-                 config_path: str | None = None, logs: LogTail | None = None) -> None:
+    def __init__(self, cfg: AgentConfig, robot: RobotPort, video: VideoPort | None = None, *,
+                 config_path: str | None = None, logs: LogTail | None = None,
+                 clock: Callable[[], float] = time.monotonic,
+                 sleep: Callable[[float], Awaitable[object]] = asyncio.sleep) -> None:
         self._cfg = cfg
         self._robot = robot
         self._config_path = config_path
@@ -110,7 +119,11 @@ class ArtexAdapter:
         self._settings_lock: asyncio.Lock | None = None
         self._throttle = RateLimitedLog(log, LOG_REPEAT_S)
         self.counters: Counter[str] = Counter()
-        self._streams = ArtexStreams(cfg, robot, video, self._emit, self._link_busy, self.counters)
+        self._streams = ArtexStreams(cfg, robot, video, self._emit, self._link_busy, self.counters,
+                                     clock=clock, sleep=sleep)
+        # a bug propagates (retry_bugs=False): the agent logs it and releases the source
+        self._link = Reconnector(f"ARTEX: connection to {self.url}", log, first_s=cfg.artex.reconnect_delay_s,
+                                 max_s=cfg.artex.reconnect_delay_max_s, retry_bugs=False, clock=clock, sleep=sleep)
 
     # ------------------------------------------------------------------ public
     @property
@@ -133,45 +146,40 @@ class ArtexAdapter:
         return {"sid": self._sid, "ready": self._ready,
                 "telem_run": self._streams.telem_run, "video_run": self._streams.video_run}
 
-    def status(self) -> dict[str, Any]:
-        """Health view: link state and counters (received, rejected, ignored, sent_*...)."""
+    def status(self) -> LinkStatus:
+        """Health view: counters (received, accepted, rejected, ignored, sent_*, connects,
+        disconnects, connect_failures...) and detail ``url``, ``sid``, ``ready``, ``telem_run``,
+        ``video_run``."""
         client = self._client
-        return {"connected": bool(client is not None and client.connected), "url": self.url,
-                **self.d_meta(), **dict(self.counters)}
+        return self._link.status(SOURCE, dict(self.counters), {"url": self.url, **self.d_meta()},
+                                 connected=bool(client is not None and client.connected))
 
     async def run(self) -> None:
-        """Connect, serve, reconnect forever. Returns only by cancellation; never raises on link errors."""
+        """Connect, serve, reconnect forever (agent.reconnect). Returns only by cancellation; never
+        raises on link errors (an unexpected exception propagates to the agent, which logs it)."""
         self._settings_lock = asyncio.Lock()
         self._apply_speed_limit()
-        first = self._cfg.artex.reconnect_delay_s
-        delay = first
-        failing = False
         try:
-            while True:
-                client = self._new_client()
-                self._gone = asyncio.Event()
-                self._refusal = ""
-                timeout = self._cfg.artex.connect_timeout_s
-                try:  # the outer bound also covers a hub that never answers the TCP handshake
-                    await asyncio.wait_for(client.connect(self.url, auth=self.passport(), namespaces=[NAMESPACE],
-                                                          wait_timeout=timeout), 2 * timeout)
-                except (SocketIOError, OSError, ValueError, TimeoutError) as err:
-                    self.counters["connect_failures"] += 1
-                    level = logging.DEBUG if failing else logging.WARNING
-                    log.log(level, "ARTEX: cannot connect to %s: %s%s (retrying forever)", self.url,
-                            err or type(err).__name__, self._refusal)
-                    failing = True
-                    await self._discard(client)
-                else:
-                    failing = False
-                    delay = first
-                    await self._serve(client)
-                    await self._discard(client)
-                pause = min(delay * random.uniform(0.8, 1.2), self._cfg.artex.reconnect_delay_max_s)
-                await asyncio.sleep(pause)
-                delay = min(delay * 2, self._cfg.artex.reconnect_delay_max_s)
+            await self._link.run(self._session, errors=LINK_ERRORS)
         finally:
             await self._shutdown()
+
+    async def _session(self) -> None:
+        """One connection: connect (bounded), serve until the link drops, close the client."""
+        client = self._new_client()
+        self._gone = asyncio.Event()
+        self._refusal = ""
+        timeout = self._cfg.artex.connect_timeout_s
+        try:  # the outer bound also covers a hub that never answers the TCP handshake
+            await asyncio.wait_for(client.connect(self.url, auth=self.passport(), namespaces=[NAMESPACE],
+                                                  wait_timeout=timeout), 2 * timeout)
+        except LINK_ERRORS as err:
+            self.counters["connect_failures"] += 1
+            await self._discard(client)
+            raise ConnectionError(f"{err or type(err).__name__}{self._refusal}") from err
+        self._link.up()
+        await self._serve(client)
+        await self._discard(client)
 
     def _apply_speed_limit(self) -> None:
         limit = self._cfg.artex.max_speed_mps

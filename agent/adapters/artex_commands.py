@@ -24,13 +24,12 @@ must repeat them while the motion should last.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
 from agent.config.artex import BUILTIN_STOP, MotionConfig
-from agent.errors import CommandError
-from agent.model import BaseVelocity, Command, Stop, TrackDuty
+from agent.errors import CommandError, CommandRejected
+from agent.model import BaseVelocity, Command, Stop, TrackDuty, finite_number
 
 __all__ = [
     "COMMAND_TYPES",
@@ -93,28 +92,19 @@ def describe(value: object, limit: int = 40) -> str:
 
 def _text(where: str, value: object, limit: int = MAX_TEXT_CHARS) -> str:
     if not isinstance(value, str):
-        raise CommandError(f"{where} must be a string, got {describe(value)}", "artex")
+        raise CommandRejected(f"{where} must be a string, got {describe(value)}", "artex")
     if len(value) > limit:
-        raise CommandError(f"{where} is {len(value)} characters long, at most {limit} allowed", "artex")
+        raise CommandRejected(f"{where} is {len(value)} characters long, at most {limit} allowed", "artex")
     return value
 
 
 def _object(where: str, value: object, keys: tuple[str, ...]) -> dict[str, object]:
     """A dict whose keys are all among ``keys`` (so its size is bounded too)."""
     if not isinstance(value, dict):
-        raise CommandError(f"{where} must be an object, got {describe(value)}", "artex")
+        raise CommandRejected(f"{where} must be an object, got {describe(value)}", "artex")
     for key in value:
         if key not in keys:
-            raise CommandError(f"{where} has unknown key {describe(key)}; allowed: {', '.join(keys)}", "artex")
-    return value
-
-
-def _number(where: str, value: object) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise CommandError(f"{where} must be a number, got {describe(value)}", "artex")
-    value = float(value)
-    if not math.isfinite(value):
-        raise CommandError(f"{where} must be finite, got {value!r}", "artex")
+            raise CommandRejected(f"{where} has unknown key {describe(key)}; allowed: {', '.join(keys)}", "artex")
     return value
 
 
@@ -125,14 +115,14 @@ def _com(value: object, commands: Mapping[str, MotionConfig]) -> Command:
     motion = commands.get(name)
     if motion is None:
         known = ", ".join([BUILTIN_STOP, *commands])
-        raise CommandError(f"payload.com: unknown command {name!r}; known: {known}", "artex")
+        raise CommandRejected(f"payload.com: unknown command {name!r}; known: {known}", "artex")
     return BaseVelocity(motion.vx, motion.omega)
 
 
 def _drive(value: object) -> Command:
     body = _object("payload.drive", value, ("vx", "omega"))
     if not body:
-        raise CommandError("payload.drive must carry vx (m/s) and/or omega (rad/s)", "artex")
+        raise CommandRejected("payload.drive must carry vx (m/s) and/or omega (rad/s)", "artex")
     vx = _number("payload.drive.vx", body.get("vx", 0.0))
     omega = _number("payload.drive.omega", body.get("omega", 0.0))
     return BaseVelocity(vx, omega)
@@ -142,39 +132,46 @@ def _tracks(value: object) -> Command:
     body = _object("payload.tracks", value, ("left", "right"))
     for side in ("left", "right"):
         if side not in body:
-            raise CommandError(f"payload.tracks.{side} is missing (duty -1..1)", "artex")
+            raise CommandRejected(f"payload.tracks.{side} is missing (duty -1..1)", "artex")
     left = _number("payload.tracks.left", body["left"])
     right = _number("payload.tracks.right", body["right"])
     try:
         return TrackDuty(left, right)
     except CommandError as err:
-        raise CommandError(f"payload.tracks: {err}", "artex") from err
+        raise CommandRejected(f"payload.tracks: {err}", "artex") from err
+
+
+def _number(where: str, value: object) -> float:
+    """A finite number (agent.model.finite_number); a non-number is described as the hub sent it."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise CommandRejected(f"{where} must be a number, got {describe(value)}", "artex")
+    return finite_number(where, value)
 
 
 def _file(value: object) -> FileRequest:
     kind = _text("payload.file", value, 16)
     if kind not in FILE_TYPES:
-        raise CommandError(f"payload.file: unknown request {kind!r}; known: {', '.join(FILE_TYPES)}", "artex")
+        raise CommandRejected(f"payload.file: unknown request {kind!r}; known: {', '.join(FILE_TYPES)}", "artex")
     return FileRequest(kind)
 
 
 def _web_settings(value: object) -> WebSettings:
     if not isinstance(value, dict):
-        raise CommandError(f"payload.web_settings must be an object, got {describe(value)}", "artex")
+        raise CommandRejected(f"payload.web_settings must be an object, got {describe(value)}", "artex")
     if not value:
-        raise CommandError("payload.web_settings is empty", "artex")
+        raise CommandRejected("payload.web_settings is empty", "artex")
     if len(value) > MAX_SETTINGS_KEYS:
-        raise CommandError(f"payload.web_settings has {len(value)} keys, at most {MAX_SETTINGS_KEYS} allowed", "artex")
+        raise CommandRejected(f"payload.web_settings has {len(value)} keys, at most {MAX_SETTINGS_KEYS} allowed", "artex")
     out: list[tuple[str, bool | int | float | str | None]] = []
     for key, item in value.items():
         key = _text("payload.web_settings key", key, 64)
         where = f"payload.web_settings.{key}"
         if isinstance(item, str):
             item = _text(where, item)
-        elif isinstance(item, float) and not math.isfinite(item):
-            raise CommandError(f"{where} must be finite, got {item!r}", "artex")
+        elif isinstance(item, float):
+            item = _number(where, item)
         elif item is not None and not isinstance(item, (bool, int, float)):
-            raise CommandError(f"{where} must be a number, boolean or string, got {describe(item)}", "artex")
+            raise CommandRejected(f"{where} must be a number, boolean or string, got {describe(item)}", "artex")
         out.append((key, item))
     return WebSettings(tuple(out))
 
@@ -206,18 +203,18 @@ def parse_command(data: object, commands: Mapping[str, MotionConfig]) -> ArtexCo
         CommandError: naming the offending field (``payload.tracks.left duty must be within -1..1``).
     """
     if not isinstance(data, dict):
-        raise CommandError(f"command must be an object, got {describe(data)}", "artex")
+        raise CommandRejected(f"command must be an object, got {describe(data)}", "artex")
     if "payload" not in data:
-        raise CommandError("command has no payload", "artex")
+        raise CommandRejected("command has no payload", "artex")
     payload = data["payload"]
     if not isinstance(payload, dict):
-        raise CommandError(f"payload must be an object, got {describe(payload)}", "artex")
+        raise CommandRejected(f"payload must be an object, got {describe(payload)}", "artex")
     if len(payload) != 1:
-        raise CommandError(f"payload must hold exactly one command type, got {len(payload)} keys", "artex")
+        raise CommandRejected(f"payload must hold exactly one command type, got {len(payload)} keys", "artex")
     kind, value = next(iter(payload.items()))
     kind = _text("payload type", kind, 64)
     if kind not in COMMAND_TYPES:
-        raise CommandError(f"payload: unknown command type {kind!r}; known: {', '.join(COMMAND_TYPES)}", "artex")
+        raise CommandRejected(f"payload: unknown command type {kind!r}; known: {', '.join(COMMAND_TYPES)}", "artex")
     action = _com(value, commands) if kind == "com" else _PARSERS[kind](value)
     author = data.get("author")
     try:

@@ -35,7 +35,7 @@ from pydantic import ValidationError
 
 from agent.adapters.artex_commands import WebSettings, describe
 from agent.config import AgentConfig, problems_of
-from agent.errors import CommandError, ConfigError
+from agent.errors import CommandError, CommandRejected, ConfigError
 
 __all__ = ["WEB_SETTINGS", "SettingSpec", "persist_settings", "validate_settings"]
 
@@ -69,12 +69,12 @@ def _typed(key: str, value: object, kind: type) -> object:
     where = f"web_settings.{key}"
     if kind is bool:
         if not isinstance(value, bool):
-            raise CommandError(f"{where} must be true or false, got {describe(value)}", "artex")
+            raise CommandRejected(f"{where} must be true or false, got {describe(value)}", "artex")
         return value
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise CommandError(f"{where} must be a number, got {describe(value)}", "artex")
+        raise CommandRejected(f"{where} must be a number, got {describe(value)}", "artex")
     if kind is int and not isinstance(value, int):
-        raise CommandError(f"{where} must be an integer, got {describe(value)}", "artex")
+        raise CommandRejected(f"{where} must be an integer, got {describe(value)}", "artex")
     return value
 
 
@@ -101,7 +101,7 @@ def validate_settings(cfg: AgentConfig, settings: WebSettings) -> tuple[AgentCon
     for key, value in settings.values:
         spec = WEB_SETTINGS.get(key)
         if spec is None:
-            raise CommandError(f"web_settings: key {key!r} is not settable; allowed: {', '.join(WEB_SETTINGS)}",
+            raise CommandRejected(f"web_settings: key {key!r} is not settable; allowed: {', '.join(WEB_SETTINGS)}",
                                "artex")
         changes[key] = _typed(key, value, spec.kind)
     data = cfg.model_dump()
@@ -113,10 +113,10 @@ def validate_settings(cfg: AgentConfig, settings: WebSettings) -> tuple[AgentCon
     except ValidationError as err:
         by_path = {"$." + ".".join(_location(k)): k for k in changes}
         problems = [f"web_settings.{by_path.get(path, path)}: {msg}" for path, msg in problems_of(err)]
-        raise CommandError("; ".join(problems), "artex") from err
+        raise CommandRejected("; ".join(problems), "artex") from err
     limit, full = new_cfg.artex.max_speed_mps, new_cfg.base.max_speed_mps
     if limit is not None and limit > full:
-        raise CommandError(f"web_settings.max_speed_mps: {limit} m/s is above base.max_speed_mps {full} m/s "
+        raise CommandRejected(f"web_settings.max_speed_mps: {limit} m/s is above base.max_speed_mps {full} m/s "
                            "(the track speed at full duty)", "artex")
     return new_cfg, changes
 

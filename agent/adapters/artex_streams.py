@@ -26,13 +26,15 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections import Counter
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 from agent.adapters.artex_telem import TelemGate, telemetry
 from agent.config import AgentConfig
-from agent.video import FrameFormat, VideoHub
+from agent.ports import RobotPort, VideoPort
+from agent.video import FrameFormat
 
 log = logging.getLogger(__name__)
 
@@ -60,7 +62,7 @@ class ArtexVideo:
         hub: the shared video hub (``camera_ids``, ``next_encoded``, ``next_frame``).
     """
 
-    def __init__(self, hub: VideoHub) -> None:
+    def __init__(self, hub: VideoPort) -> None:
         self._hub = hub
         self._after: dict[str, int] = {}
 
@@ -109,11 +111,15 @@ class ArtexStreams:
         emit: ``await emit(event, data) -> sent`` on the ``/robot`` namespace.
         link_busy: True while the link has packets waiting to go out (skip a video round).
         counters: the adapter's counters (``video_skipped``).
+        clock, sleep: monotonic clock (s) and pause coroutine of both loops (injected in tests).
     """
 
-    def __init__(self, cfg: AgentConfig, robot: Any, video: VideoHub | None, emit: Emit,
-                 link_busy: Callable[[], bool], counters: Counter[str]) -> None:
+    def __init__(self, cfg: AgentConfig, robot: RobotPort, video: VideoPort | None, emit: Emit,
+                 link_busy: Callable[[], bool], counters: Counter[str], *,
+                 clock: Callable[[], float] = time.monotonic,
+                 sleep: Callable[[float], Awaitable[object]] = asyncio.sleep) -> None:
         self.cfg = cfg
+        self._clock, self._sleep = clock, sleep
         self._robot = robot
         self._video = ArtexVideo(video) if video is not None and video.camera_ids else None
         self._emit = emit
@@ -168,27 +174,26 @@ class ArtexStreams:
     async def _telem_loop(self) -> None:
         gate = TelemGate()
         while True:
-            await asyncio.sleep(self.period_s)
+            await self._sleep(self.period_s)
             data = telemetry(self._robot.snapshot())
             if gate.due(data) and await self._emit("telem", {"payload": data}):
                 gate.mark_sent(data)
 
     async def _video_loop(self) -> None:
         assert self._video is not None
-        loop = asyncio.get_running_loop()
         last = -float("inf")
         while True:
             period = self.period_s
-            wait = last + period - loop.time()
+            wait = last + period - self._clock()
             if wait > 0:
-                await asyncio.sleep(wait)
+                await self._sleep(wait)
             if self._link_busy():
                 self._counters["video_skipped"] += 1
-                await asyncio.sleep(period)
+                await self._sleep(period)
                 continue
             payload = await self._video.next_payload(self.cfg.artex.jpeg_quality, period)
             if payload and await self._emit("video", {"payload": payload}):
-                last = loop.time()
+                last = self._clock()
 
 
 def _report(task: asyncio.Task) -> None:

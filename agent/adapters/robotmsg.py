@@ -25,7 +25,6 @@ import logging
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import robot_msg as rm
 import zmq
@@ -44,7 +43,9 @@ from agent.config import AgentConfig
 from agent.config.robotmsg import SocketConfig
 from agent.errors import CommandError
 from agent.model import CalibrateImu
-from agent.ratelimit import RateLimitedLog, backoff_s
+from agent.ports import LinkStatus, RobotPort, VideoPort
+from agent.ratelimit import RateLimitedLog
+from agent.reconnect import Reconnector
 
 log = logging.getLogger(__name__)
 
@@ -95,7 +96,8 @@ class RobotMsgAdapter:
         ConfigError: CURVE key files missing or invalid.
     """
 
-    def __init__(self, cfg: AgentConfig, robot: Any, video: Any = None, *, config_path: str | None = None) -> None:
+    def __init__(self, cfg: AgentConfig, robot: RobotPort, video: VideoPort | None = None, *,
+                 config_path: str | None = None) -> None:
         self._cfg = cfg.robot_msg
         self._robot = robot
         base_dir = Path(config_path).resolve().parent if config_path else Path.cwd()
@@ -111,7 +113,8 @@ class RobotMsgAdapter:
         self._publish_now = asyncio.Event()
         self._connected = False
         self._driving = False
-        self._open_failures = 0
+        self._link = Reconnector("robot_msg: sockets", log, first_s=self._cfg.reconnect_delay_s,
+                                 max_s=self._cfg.reconnect_delay_max_s, level=logging.ERROR)
         self._sequence = 0
         self._received = 0
         self._applied = 0
@@ -128,28 +131,20 @@ class RobotMsgAdapter:
 
     async def run(self) -> None:
         """Open the sockets and serve until cancelled; on any failure release the source and retry with
-        jittered, capped backoff. Never raises but CancelledError."""
+        jittered, capped backoff (agent.reconnect). Never raises but CancelledError."""
         try:
-            while True:
-                try:
-                    await self._serve()
-                except (zmq.ZMQError, OSError) as err:
-                    self._open_failures += 1
-                    if self._open_failures == 1:  # first failure since the sockets were last open
-                        log.error("robot_msg: sockets failed: %s; retrying (backoff %.1f..%.1f s)",
-                                  err, self._cfg.reconnect_delay_s, self._cfg.reconnect_delay_max_s)
-                    else:
-                        log.debug("robot_msg: attempt %d failed: %s", self._open_failures, err)
-                except Exception:  # a bug must not end the robot_msg link: log it, reopen the sockets
-                    self._open_failures += 1
-                    self._warn.log(logging.ERROR, "unexpected", "robot_msg: adapter failed unexpectedly; "
-                                   "reopening the sockets", exc_info=True)
-                # the sockets are closed: peers are gone, so whatever robot_msg drove stops now
-                self._release("robot_msg sockets closed")
-                await asyncio.sleep(backoff_s(self._open_failures - 1, self._cfg.reconnect_delay_s,
-                                              self._cfg.reconnect_delay_max_s))
+            await self._link.run(self._session, errors=(zmq.ZMQError, OSError))
         finally:
             self._release("robot_msg adapter stopped")
+
+    async def _session(self) -> None:
+        try:
+            await self._serve()
+        finally:
+            task = asyncio.current_task()
+            if task is None or not task.cancelling():
+                # the sockets are closed: peers are gone, so whatever robot_msg drove stops now
+                self._release("robot_msg sockets closed")
 
     async def _serve(self) -> None:
         ctx = zmq.asyncio.Context()
@@ -164,9 +159,7 @@ class RobotMsgAdapter:
                 ch.endpoint = (ch.sock.getsockopt(zmq.LAST_ENDPOINT).decode() if ch.cfg.mode == "bind"
                                else ch.cfg.address)
             self._connected = True
-            if self._open_failures:
-                log.info("robot_msg: sockets open after %d failed attempt(s)", self._open_failures)
-            self._open_failures = 0
+            self._link.up()
             s, c, a = (self._channels[n] for n in ("state", "command", "action"))
             log.info("robot_msg: state PUB %s %s, command SUB %s %s, action SUB %s %s (%s envelopes, CURVE %s)",
                      s.cfg.mode, s.endpoint, c.cfg.mode, c.endpoint, a.cfg.mode, a.endpoint,
@@ -351,33 +344,29 @@ class RobotMsgAdapter:
 
     # ------------------------------------------------------------------ health
 
-    def status(self) -> dict:
+    def status(self) -> LinkStatus:
         """Health and counters (thread-safe reads of plain values).
 
         Returns:
-            ``connected`` (sockets open), ``received`` (ZeroMQ messages), ``applied``
-            (messages that reached the robot), ``superseded`` (dropped by latest-wins),
-            ``rejected`` (total) and ``rejected_reasons``, ``declined`` (per field), ``sent``
-            (RobotState published), ``state_errors``, ``events`` (ctrl_update, calibrate_sensor),
-            ``peers`` and ``disconnects`` per socket, ``handshake_failures``, ``endpoints`` (the
-            address each socket is bound or connecting to, "" while closed).
+            connected: sockets open. Counters: ``received`` (ZeroMQ messages), ``applied`` (messages
+            that reached the robot), ``superseded`` (dropped by latest-wins), ``rejected`` (total),
+            ``sent`` (RobotState published), ``state_errors``, ``handshake_failures``. Detail:
+            ``rejected_reasons``, ``declined`` (per field), ``events`` (ctrl_update,
+            calibrate_sensor), ``peers`` and ``disconnects`` per socket, ``endpoints`` (the address
+            each socket is bound or connecting to, "" while closed), ``encoding``, ``curve``.
         """
         rejected = dict(self._rejected)
-        return {
-            "connected": self._connected,
-            "received": self._received,
-            "applied": self._applied,
-            "superseded": self._superseded,
-            "rejected": sum(rejected.values()),
+        counters = {"received": self._received, "applied": self._applied, "superseded": self._superseded,
+                    "rejected": sum(rejected.values()), "sent": self._sent, "state_errors": self._state_errors,
+                    "handshake_failures": self._handshake_failures}
+        detail = {
             "rejected_reasons": rejected,
             "declined": dict(self._declined),
-            "sent": self._sent,
-            "state_errors": self._state_errors,
             "events": dict(self._events),
             "peers": {name: len(ch.peers) for name, ch in self._channels.items()},
             "disconnects": dict(self._disconnects),
-            "handshake_failures": self._handshake_failures,
             "endpoints": {name: ch.endpoint for name, ch in self._channels.items()},
             "encoding": self._cfg.encoding,
             "curve": self._keys is not None,
         }
+        return self._link.status(SOURCE, counters, detail, connected=self._connected)

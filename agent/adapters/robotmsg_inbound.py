@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import robot_msg as rm
 
-from agent.errors import CommandError
+from agent.errors import CommandError, CommandRejected
 from agent.model import (
     MAX_TRAJECTORY_POINTS, BaseVelocity, CalibrateImu, Command, JointPosition, JointTrajectory,
     JointTrajectoryStop, Reset, Stop, TrajectoryPoint,
@@ -31,8 +31,8 @@ INBOUND_TYPES = (rm.RobotAction, rm.ControllerCommand)
 _VERSION = re.compile(r"unsupported version: (-?\d+)")
 
 
-class Rejected(Exception):
-    """A received message the agent does not execute.
+class Rejected(CommandRejected):
+    """A received message the agent does not execute (agent.errors.CommandRejected).
 
     Attributes:
         reason: counter key (``oversize``, ``framing``, ``topic``, ``protocol_1``,
@@ -43,8 +43,7 @@ class Rejected(Exception):
     """
 
     def __init__(self, reason: str, detail: str) -> None:
-        super().__init__(f"{reason}: {detail}")
-        self.reason = reason
+        super().__init__(f"{reason}: {detail}", "robot_msg", reason)
         self.detail = detail
 
 
@@ -109,6 +108,9 @@ def is_json(data: bytes) -> bool:
 
 
 def _error_reason(err: Exception) -> str:
+    """Counter key of a robot_msg library error. The library's errors carry no fields (only
+    ParseError / ValidationError and a message), so truncation, non-finite numbers and the
+    version are read from its message: the one place text is classified, at the foreign boundary."""
     text = str(err)
     if isinstance(err, rm.UnsupportedVersionError):
         found = _VERSION.search(text)
@@ -165,12 +167,12 @@ def _joint_vector(where: str, values: Sequence[float], dof: int) -> tuple[float,
 
 
 def _command(where: str, factory, *args) -> Command:
-    """Build an agent command; its own checks (finite, ranges) become ``non_finite`` / ``invalid``."""
+    """Build an agent command; its own checks (finite, ranges) become ``non_finite`` / ``invalid``
+    (the error's ``reason``)."""
     try:
         return factory(*args)
     except CommandError as err:
-        reason = "non_finite" if "finite" in str(err) else "invalid"
-        raise Rejected(reason, f"{where}: {err}") from err
+        raise Rejected(err.reason, f"{where}: {err}") from err
 
 
 def trajectory_points(q_traj: Sequence[Sequence[float]], duration_s: float,

@@ -21,16 +21,15 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from typing import Any
+import time
+from collections.abc import Awaitable, Callable
 from urllib.parse import parse_qsl, urlencode, urlparse, urlunparse
 
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import WebSocketException
 
 from agent.adapters.sim2bot_commands import (
-    CameraRelease,
     CameraRequest,
-    Declined,
     ParseContext,
     Parsed,
     Submit,
@@ -41,8 +40,10 @@ from agent.adapters.sim2bot_commands import (
 from agent.adapters.sim2bot_telemetry import TelemetryBuilder, camera_ids, hello_message
 from agent.config import AgentConfig
 from agent.config.robotmsg import is_local_address
-from agent.errors import CommandError
-from agent.ratelimit import RateLimitedLog, backoff_s
+from agent.errors import CommandDeclined, CommandError
+from agent.ports import LinkStatus, RobotPort, VideoPort
+from agent.ratelimit import RateLimitedLog
+from agent.reconnect import Reconnector, backoff_s  # noqa: F401  (backoff_s: re-exported)
 
 log = logging.getLogger(__name__)
 
@@ -55,6 +56,8 @@ OFFLOAD_BYTES = 64 << 10
 #: Identical warnings are repeated at most this often, s.
 WARN_REPEAT_S = 10.0
 _PING_S = 10.0
+#: Errors that end a session as a link fault (anything else is a bug, logged with its traceback).
+LINK_ERRORS = (OSError, WebSocketException, TimeoutError)
 
 
 def video_url(control_url: str) -> str:
@@ -86,9 +89,13 @@ class Sim2botAdapter:
         robot: the RobotPort (``agent.control.ControlLoop``).
         video: the VideoHub, or None when no camera is configured.
         config_path: unused (the interface shared by every adapter).
+        clock, sleep: monotonic clock (s) and pause coroutine of the telemetry loop and the
+            reconnect pauses (injected in tests).
     """
 
-    def __init__(self, cfg: AgentConfig, robot: Any, video: Any, *, config_path: str | None = None) -> None:
+    def __init__(self, cfg: AgentConfig, robot: RobotPort, video: VideoPort | None, *,
+                 config_path: str | None = None, clock: Callable[[], float] = time.monotonic,
+                 sleep: Callable[[float], Awaitable[object]] = asyncio.sleep) -> None:
         self._cfg = cfg
         self._s = cfg.sim2bot
         self._robot = robot
@@ -116,31 +123,30 @@ class Sim2botAdapter:
         self._connected = False
         self._video_connected = False
         self._controllers: int | None = None
-        self._last_error = ""
+        self._link = Reconnector(f"sim2bot: bridge at {self._s.url}", log, first_s=self._s.reconnect_delay_s,
+                                 max_s=self._s.reconnect_delay_max_s, clock=clock, sleep=sleep)
+        self._video_reconnect = Reconnector(f"sim2bot: video socket to {video_url(self._s.url)}", log,
+                                            first_s=self._s.reconnect_delay_s, max_s=self._s.reconnect_delay_max_s,
+                                            clock=clock, sleep=sleep)
+        self._clock, self._sleep = clock, sleep
         self._counters = {"received": 0, "executed": 0, "rejected": 0, "declined": 0, "camera": 0,
                           "status": 0, "sent": 0, "connects": 0}
 
     # ------------------------------------------------------------------ health
-    def status(self) -> dict[str, Any]:
+    def status(self) -> LinkStatus:
         """Connection state and counters, for health reports.
 
-        Keys: ``connected``, ``video_connected``, ``url`` (without token), ``room``,
-        ``controllers`` (last ``bridge_status``), counters ``received``, ``executed``,
-        ``rejected``, ``declined``, ``camera``, ``status``, ``sent`` (telemetry packets),
-        ``connects``, ``frames_sent``, ``streams``, and ``last_error``.
+        Counters: ``received``, ``executed``, ``rejected``, ``declined``, ``camera``, ``status``,
+        ``sent`` (telemetry packets), ``connects``, ``frames_sent``, ``streams`` (active now).
+        Detail: ``video_connected``, ``url`` (without token), ``room``, ``controllers`` (last
+        ``bridge_status``). ``last_error``: the newest control-socket failure.
         """
         streams = self._streams
-        return {
-            "connected": self._connected,
-            "video_connected": self._video_connected,
-            "url": self._s.url,
-            "room": self._room,
-            "controllers": self._controllers,
-            **self._counters,
-            "frames_sent": streams.frames_sent if streams else 0,
-            "streams": len(streams.active) if streams else 0,
-            "last_error": self._last_error,
-        }
+        counters = {**self._counters, "frames_sent": streams.frames_sent if streams else 0,
+                    "streams": len(streams.active) if streams else 0}
+        detail = {"video_connected": self._video_connected, "url": self._s.url, "room": self._room,
+                  "controllers": self._controllers}
+        return self._link.status(SOURCE, counters, detail, connected=self._connected)
 
     # ------------------------------------------------------------------ run
     def _connect(self, url: str, max_size: int) -> connect:
@@ -157,25 +163,12 @@ class Sim2botAdapter:
                             "will refuse the connection", self._s.url)
             elif urlparse(self._s.url).scheme == "ws":
                 log.warning("sim2bot: the bridge token travels unencrypted over ws:// to %s", self._s.url)
-        attempt = 0
-        failure = ""
-        while True:
-            try:
-                async with self._connect(self._control_url, TRANSPORT_MAX_BYTES) as ws:
-                    attempt, failure = 0, ""
-                    await self._session(ws)
-            except (OSError, WebSocketException, TimeoutError) as err:
-                text = f"{type(err).__name__}: {err}"
-                self._last_error = text
-                if text != failure:
-                    level = logging.WARNING if not failure else logging.INFO
-                    log.log(level, "sim2bot: cannot reach the bridge at %s: %s; retrying", self._s.url, text)
-                    failure = text
-            except Exception:  # a bug must not end the robot's bridge link: log it, reconnect
-                log.exception("sim2bot: session failed unexpectedly; reconnecting")
-            delay = backoff_s(attempt, self._s.reconnect_delay_s, self._s.reconnect_delay_max_s)
-            attempt += 1
-            await asyncio.sleep(delay)
+        await self._link.run(self._control_session, errors=LINK_ERRORS)
+
+    async def _control_session(self) -> None:
+        async with self._connect(self._control_url, TRANSPORT_MAX_BYTES) as ws:
+            self._link.up()
+            await self._session(ws)
 
     async def _session(self, ws: ClientConnection) -> None:
         await ws.send(self._hello)
@@ -195,7 +188,7 @@ class Sim2botAdapter:
                 err = task.exception()
                 if err is not None:
                     reason = f"bridge connection lost: {type(err).__name__}: {err}"
-                    if not isinstance(err, (OSError, WebSocketException, TimeoutError)):
+                    if not isinstance(err, LINK_ERRORS):
                         raise err
         except asyncio.CancelledError:
             reason = "agent shutting down"
@@ -246,38 +239,39 @@ class Sim2botAdapter:
             if kind == "bridge_status":
                 self._bridge_status(outcome)
             return "status"
+        if isinstance(outcome, CommandDeclined):  # valid, does nothing on a tank
+            self._counters["declined"] += 1
+            self._note(f"declined:{kind}:{outcome}", logging.INFO, f"sim2bot: {kind} accepted but ignored: {outcome}")
+            return "declined"
         try:
             if isinstance(outcome, CommandError):
                 raise outcome
             if isinstance(outcome, Submit):
-                try:
-                    self._robot.submit(SOURCE, outcome.command)
-                except CommandError as err:  # the control loop logs its own rejections
-                    self._counters["rejected"] += 1
-                    log.debug("sim2bot: %s refused by the robot: %s", kind, err)
-                    return "rejected"
-                for name in outcome.ignored:
-                    self._note(f"ignored:{name}", logging.WARNING,
-                               f"sim2bot: base_velocity {name} ignored: a tracked base moves only along x and yaw")
-                self._counters["executed"] += 1
-                return "executed"
+                return self._submit(kind, outcome)
             if isinstance(outcome, CameraRequest):
                 if self._streams is not None:  # else ctx.cameras is empty and parse rejected it
                     self._streams.subscribe(outcome)
-            elif isinstance(outcome, CameraRelease):
-                if self._streams is not None:
-                    self._streams.unsubscribe(outcome.camera)
-            elif isinstance(outcome, Declined):
-                self._counters["declined"] += 1
-                self._note(f"declined:{kind}:{outcome.reason}", logging.INFO,
-                           f"sim2bot: {kind} accepted but ignored: {outcome.reason}")
-                return "declined"
+            elif self._streams is not None:  # CameraRelease
+                self._streams.unsubscribe(outcome.camera)
             self._counters["camera"] += 1
             return "camera"
-        except CommandError as err:
+        except CommandError as err:  # bad input, or a subscription the streams refuse
             self._counters["rejected"] += 1
             self._warn(logging.WARNING, f"sim2bot: rejected {kind}: {err}")
             return "rejected"
+
+    def _submit(self, kind: str, outcome: Submit) -> str:
+        try:
+            self._robot.submit(SOURCE, outcome.command)
+        except CommandError as err:  # the control loop logs its own rejections
+            self._counters["rejected"] += 1
+            log.debug("sim2bot: %s refused by the robot: %s", kind, err)
+            return "rejected"
+        for name in outcome.ignored:
+            self._note(f"ignored:{name}", logging.WARNING,
+                       f"sim2bot: base_velocity {name} ignored: a tracked base moves only along x and yaw")
+        self._counters["executed"] += 1
+        return "executed"
 
     def _note(self, key: str, level: int, text: str) -> None:
         if key not in self._noted:
@@ -297,18 +291,18 @@ class Sim2botAdapter:
     # ------------------------------------------------------------------ telemetry
     async def _telemetry(self, ws: ClientConnection) -> None:
         builder = TelemetryBuilder(self._desc, self._s.robot_id, self._room)
-        loop = asyncio.get_running_loop()
+        clock = self._clock
         period = 1.0 / self._s.telemetry_hz
         limit = self._s.max_samples
         last_seq = self._robot.snapshot().seq
-        due = loop.time()
+        due = clock()
         while True:
             due += period
-            delay = due - loop.time()
+            delay = due - clock()
             if delay > 0:
-                await asyncio.sleep(delay)
+                await self._sleep(delay)
             else:
-                due = loop.time()  # fell behind: skip, never burst
+                due = clock()  # fell behind: skip, never burst
             batch = self._robot.samples_since(last_seq, limit)
             newest = self._robot.snapshot() if len(batch) >= limit or not batch else batch[-1]
             last_seq = max(last_seq, newest.seq)
@@ -317,26 +311,22 @@ class Sim2botAdapter:
 
     # ------------------------------------------------------------------ video
     async def _video_link(self) -> None:
+        await self._video_reconnect.run(self._video_session, errors=LINK_ERRORS)
+
+    async def _video_session(self) -> None:
         assert self._streams is not None
         hello = {"type": "hello", "role": "simulator-video"}
         if self._s.room:
             hello["room"] = self._s.room
-        attempt = 0
-        while True:
-            try:
-                async with self._connect(self._video_url, 1 << 20) as vws:
-                    await vws.send(json.dumps(hello))
-                    self._streams.attach(vws.send)
-                    self._video_connected = True
-                    attempt = 0
-                    log.info("sim2bot: video socket connected to %s", video_url(self._s.url))
-                    await vws.wait_closed()
-                    log.warning("sim2bot: video socket closed; reconnecting")
-            except (OSError, WebSocketException, TimeoutError) as err:
-                if attempt == 0:
-                    log.warning("sim2bot: video socket to %s failed: %s; retrying", video_url(self._s.url), err)
-            finally:
-                self._streams.attach(None)
-                self._video_connected = False
-            await asyncio.sleep(backoff_s(attempt, self._s.reconnect_delay_s, self._s.reconnect_delay_max_s))
-            attempt += 1
+        try:
+            async with self._connect(self._video_url, 1 << 20) as vws:
+                await vws.send(json.dumps(hello))
+                self._streams.attach(vws.send)
+                self._video_connected = True
+                self._video_reconnect.up()
+                log.info("sim2bot: video socket connected to %s", video_url(self._s.url))
+                await vws.wait_closed()
+                log.warning("sim2bot: video socket closed; reconnecting")
+        finally:
+            self._streams.attach(None)
+            self._video_connected = False

@@ -19,7 +19,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from agent.errors import CommandError
+from agent.errors import CommandDeclined, CommandRejected
 from agent.model import (
     MAX_JOINTS,
     MAX_TRAJECTORY_POINTS,
@@ -33,6 +33,7 @@ from agent.model import (
     Reset,
     Stop,
     TrajectoryPoint,
+    finite_number as _number,
 )
 
 #: Command types the bridge relays to a simulator (``bridge_server.COMMAND_TYPES``).
@@ -124,15 +125,7 @@ class CameraRelease:
     camera: str
 
 
-@dataclass(frozen=True, slots=True)
-class Declined:
-    """A valid message that does nothing on a tank; ``reason`` says why."""
-
-    kind: str
-    reason: str
-
-
-Parsed = Submit | CameraRequest | CameraRelease | Declined
+Parsed = Submit | CameraRequest | CameraRelease
 
 
 def normalize_room(room: str | None) -> str:
@@ -151,58 +144,46 @@ def decode(raw: object, max_bytes: int) -> dict[str, Any]:
         CommandError: binary frame, too long, not JSON, too deeply nested, or not an object.
     """
     if isinstance(raw, (bytes, bytearray, memoryview)):
-        raise CommandError(f"binary message of {len(raw)} bytes on the control socket; expected JSON text")
+        raise CommandRejected(f"binary message of {len(raw)} bytes on the control socket; expected JSON text")
     if not isinstance(raw, str):
-        raise CommandError(f"message must be text, got {type(raw).__name__}")
+        raise CommandRejected(f"message must be text, got {type(raw).__name__}")
     if len(raw) > max_bytes or len(raw.encode("utf-8", "surrogatepass")) > max_bytes:
-        raise CommandError(f"message of {len(raw)} characters exceeds max_message_bytes={max_bytes}")
+        raise CommandRejected(f"message of {len(raw)} characters exceeds max_message_bytes={max_bytes}")
     try:
         data = json.loads(raw)
     except RecursionError as err:
-        raise CommandError("message nests too deeply") from err
+        raise CommandRejected("message nests too deeply") from err
     except ValueError as err:
-        raise CommandError(f"message is not valid JSON: {err}") from err
+        raise CommandRejected(f"message is not valid JSON: {err}") from err
     if not isinstance(data, dict):
-        raise CommandError(f"message must be a JSON object, got {type(data).__name__}")
+        raise CommandRejected(f"message must be a JSON object, got {type(data).__name__}")
     return data
-
-
-def _number(where: str, value: object) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise CommandError(f"{where} must be a number, got {type(value).__name__}")
-    try:
-        out = float(value)
-    except OverflowError as err:
-        raise CommandError(f"{where} is out of range") from err
-    if not math.isfinite(out):
-        raise CommandError(f"{where} must be finite, got {out!r}")
-    return out
 
 
 def _integer(where: str, value: object) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise CommandError(f"{where} must be an integer, got {type(value).__name__}")
+        raise CommandRejected(f"{where} must be an integer, got {type(value).__name__}")
     if isinstance(value, float) and not (math.isfinite(value) and value.is_integer()):
-        raise CommandError(f"{where} must be an integer, got {value!r}")
+        raise CommandRejected(f"{where} must be an integer, got {value!r}")
     if abs(value) > 1 << 31:
-        raise CommandError(f"{where} is out of range: {value!r}")
+        raise CommandRejected(f"{where} is out of range: {value!r}")
     return int(value)
 
 
 def _string(where: str, value: object) -> str:
     if not isinstance(value, str):
-        raise CommandError(f"{where} must be a string, got {type(value).__name__}")
+        raise CommandRejected(f"{where} must be a string, got {type(value).__name__}")
     if not value or len(value) > MAX_STRING:
-        raise CommandError(f"{where} must be 1..{MAX_STRING} characters, got {len(value)}")
+        raise CommandRejected(f"{where} must be 1..{MAX_STRING} characters, got {len(value)}")
     return value
 
 
 def _joints(where: str, value: object, dof: int) -> tuple[float, ...]:
     if not isinstance(value, list):
-        raise CommandError(f"{where} must be a list of numbers, got {type(value).__name__}")
+        raise CommandRejected(f"{where} must be a list of numbers, got {type(value).__name__}")
     limit = min(dof, MAX_JOINTS)
     if len(value) > limit:
-        raise CommandError(f"{where} has {len(value)} values; the robot has dof {dof} (at most {limit})")
+        raise CommandRejected(f"{where} has {len(value)} values; the robot has dof {dof} (at most {limit})")
     return tuple(_number(f"{where}[{i}]", v) for i, v in enumerate(value))
 
 
@@ -215,13 +196,13 @@ def _check_address(message: dict[str, Any], ctx: ParseContext) -> None:
     if message.get("robot") is not None:
         index = _integer("robot", message["robot"])
         if index != ctx.robot_index:
-            raise CommandError(f"unknown robot index {index}; this agent is robot {ctx.robot_index}")
+            raise CommandRejected(f"unknown robot index {index}; this agent is robot {ctx.robot_index}")
     room = message.get("room")
     if room is not None and room != "":  # the bridge treats "" as absent too
         if not isinstance(room, str) or not _ROOM_RE.match(room):
-            raise CommandError(f"bad room {str(room)[:MAX_STRING]!r}: 1..80 letters, digits or ._-")
+            raise CommandRejected(f"bad room {str(room)[:MAX_STRING]!r}: 1..80 letters, digits or ._-")
         if room != ctx.room:
-            raise CommandError(f"room {room!r} is not this agent's room {ctx.room!r}")
+            raise CommandRejected(f"room {room!r} is not this agent's room {ctx.room!r}")
 
 
 def _base_velocity(message: dict[str, Any]) -> Submit:
@@ -234,27 +215,27 @@ def _base_velocity(message: dict[str, Any]) -> Submit:
 def _trajectory(message: dict[str, Any], dof: int) -> Submit:
     points = message.get("points")
     if not isinstance(points, list):
-        raise CommandError(f"points must be a list of {{t, q}}, got {type(points).__name__}")
+        raise CommandRejected(f"points must be a list of {{t, q}}, got {type(points).__name__}")
     if not points or len(points) > MAX_TRAJECTORY_POINTS:
-        raise CommandError(f"points has {len(points)} entries; 1..{MAX_TRAJECTORY_POINTS} allowed")
+        raise CommandRejected(f"points has {len(points)} entries; 1..{MAX_TRAJECTORY_POINTS} allowed")
     out = []
     for i, point in enumerate(points):
         if not isinstance(point, dict):
-            raise CommandError(f"points[{i}] must be an object {{t, q}}, got {type(point).__name__}")
+            raise CommandRejected(f"points[{i}] must be an object {{t, q}}, got {type(point).__name__}")
         out.append(TrajectoryPoint(t=_number(f"points[{i}].t", point.get("t")),
                                    q=_joints(f"points[{i}].q", point.get("q"), dof)))
     loop = message.get("loop", False)
     if loop is None:
         loop = False
     if not isinstance(loop, bool):
-        raise CommandError(f"loop must be a boolean, got {type(loop).__name__}")
+        raise CommandRejected(f"loop must be a boolean, got {type(loop).__name__}")
     return Submit("joint_trajectory", JointTrajectory(points=tuple(out), loop=loop))
 
 
 def _quality(value: object) -> int:
     q = _number("quality", value)
     if q <= 0:
-        raise CommandError(f"quality must be > 0, got {q}")
+        raise CommandRejected(f"quality must be > 0, got {q}")
     # sim2bot.Robot documents 0.1..1.0; the fixtures and GUI use 1..100.
     percent = q * 100.0 if q <= 1.0 else q
     return round(min(100.0, max(1.0, percent)))
@@ -263,11 +244,11 @@ def _quality(value: object) -> int:
 def _codec(value: object) -> int:
     if isinstance(value, str):
         if value.lower() not in _CODEC_NAMES:
-            raise CommandError(f"codec {value[:MAX_STRING]!r} is not one of jpeg, h264, raw")
+            raise CommandRejected(f"codec {value[:MAX_STRING]!r} is not one of jpeg, h264, raw")
         return _CODEC_NAMES[value.lower()]
     codec = _integer("codec", value)
     if codec not in (CODEC_JPEG, CODEC_H264, CODEC_RAW):
-        raise CommandError(f"codec {codec} is not 0 (JPEG), 1 (H.264) or 2 (raw RGBA)")
+        raise CommandRejected(f"codec {codec} is not 0 (JPEG), 1 (H.264) or 2 (raw RGBA)")
     return codec
 
 
@@ -279,7 +260,7 @@ def _camera(message: dict[str, Any], ctx: ParseContext) -> str:
     camera = _string("camera", message.get("camera"))
     if camera not in ctx.cameras:
         known = ", ".join(ctx.cameras) or "none"
-        raise CommandError(f"unknown camera {camera!r}; this robot has: {known}")
+        raise CommandRejected(f"unknown camera {camera!r}; this robot has: {known}")
     return camera
 
 
@@ -305,24 +286,26 @@ def parse(message: dict[str, Any], ctx: ParseContext) -> Parsed:
         ctx: the robot's dof, gripper, cameras and the session's room.
 
     Returns:
-        :class:`Submit` (a command for ``robot.submit``), :class:`CameraRequest`,
-        :class:`CameraRelease`, or :class:`Declined` (valid, no effect on a tank).
+        :class:`Submit` (a command for ``robot.submit``), :class:`CameraRequest` or
+        :class:`CameraRelease`.
 
     Raises:
-        CommandError: unknown type, wrong robot index or room, wrong field type or shape,
+        CommandDeclined: a valid message that does nothing on a tank (scene, IK, a gripper
+            command without a gripper); the message says why.
+        CommandRejected: unknown type, wrong robot index or room, wrong field type or shape,
             non-finite number, array longer than dof or 32, unknown camera. The message
             text names the field (``points[2].q[1] must be finite, got nan``).
     """
     kind = message.get("type")
     if not isinstance(kind, str):
-        raise CommandError(f"message type must be a string, got {type(kind).__name__}")
+        raise CommandRejected(f"message type must be a string, got {type(kind).__name__}")
     if kind in SESSION_TYPES:
-        raise CommandError(f"{kind} is a session message between bridge and peers, not a command")
+        raise CommandRejected(f"{kind} is a session message between bridge and peers, not a command")
     if kind not in COMMAND_TYPES:
-        raise CommandError(f"unknown message type {kind[:MAX_STRING]!r}")
+        raise CommandRejected(f"unknown message type {kind[:MAX_STRING]!r}")
     _check_address(message, ctx)
     if kind in IGNORED_TYPES:
-        return Declined(kind, IGNORED_TYPES[kind])
+        raise CommandDeclined(IGNORED_TYPES[kind], "sim2bot")
     if kind == "base_velocity":
         return _base_velocity(message)
     if kind == "joint_position":
@@ -336,7 +319,7 @@ def parse(message: dict[str, Any], ctx: ParseContext) -> Parsed:
     if kind == "gripper":
         fraction = _number("fraction", message.get("fraction"))
         if not ctx.has_gripper:
-            return Declined(kind, "the robot announces hasGripper=false; no gripper servo is configured")
+            raise CommandDeclined("the robot announces hasGripper=false; no gripper servo is configured", "sim2bot")
         return Submit(kind, Gripper(fraction=fraction))
     if kind == "stop":
         return Submit(kind, Stop())

@@ -31,7 +31,7 @@ from agent.adapters.sim2bot_commands import (
     CameraRequest,
 )
 from agent.config.drivers import CameraConfig
-from agent.errors import CommandError
+from agent.errors import CommandDeclined
 from agent.video import EncodedFrame, FrameFormat
 
 log = logging.getLogger(__name__)
@@ -143,7 +143,7 @@ class VideoStreams:
         """Start or renew the stream ``req`` asks for; must run on the event loop.
 
         Raises:
-            CommandError: a new format for a camera that already has
+            CommandDeclined: a new format for a camera that already has
                 ``MAX_STREAMS_PER_CAMERA`` streams (renewing one of them is always accepted);
                 nothing changes then.
         """
@@ -154,7 +154,7 @@ class VideoStreams:
             others = [k for k, t in self._tasks.items() if k.camera == key.camera and k != key and not t.done()]
             if len(others) >= MAX_STREAMS_PER_CAMERA:
                 # one text for every refused format: the adapter's identical warnings are rate-limited
-                raise CommandError(
+                raise CommandDeclined(
                     f"camera {key.camera} already streams {len(others)} formats (at most "
                     f"{MAX_STREAMS_PER_CAMERA}); another format is refused until one is unsubscribed "
                     f"or expires ({self._ttl_s:g} s without renewal)")

@@ -20,12 +20,13 @@ external       {}                    SDK externals (kept, unused)
 ============== ===================== =========================================
 
 The agent's own sections: ``drivers``, ``base``, ``watchdog``, ``control``,
-``artex``, ``sim2bot``, ``robot_msg``, ``log_dir``. Unknown keys inside the
-agent's sections are errors with a "did you mean" hint; unknown top-level keys
-(the user's own, which the SDK ignores) are ignored with a warning, unless they
-look like a misspelt known key. Every float must be finite and every number
-lies within bounds (shared constrained types in drivers/config.py); addresses
-may be written ``"0x68"``. ``logger_type: "file"`` needs ``log_dir``. :func:`load` raises :class:`ConfigError` listing
+``artex``, ``sim2bot``, ``robot_msg``, ``console``, ``log_dir``. Unknown keys
+inside the agent's sections are errors with a "did you mean" hint; unknown
+top-level keys (the user's own, which the SDK ignores) are ignored with a
+warning, unless they look like a misspelt known key. Every float must be finite
+and every number lies within bounds (shared constrained types in
+drivers/config.py); addresses may be written ``"0x68"``. ``logger_type:
+"file"`` needs ``log_dir``. :func:`load` raises :class:`ConfigError` listing
 every problem with its JSON path.
 """
 
@@ -43,6 +44,7 @@ from pydantic import Field, PrivateAttr, ValidationError, ValidationInfo, field_
 
 from agent.config.artex import ArtexConfig
 from agent.config.base import Section
+from agent.config.console import ConsoleConfig
 from agent.config.control import BaseConfig, ControlConfig, WatchdogConfig
 from agent.config.drivers import DriversConfig
 from agent.config.robotmsg import RobotMsgConfig
@@ -95,6 +97,7 @@ class AgentConfig(Section):
     artex: ArtexConfig = Field(default_factory=ArtexConfig)
     sim2bot: Sim2botConfig = Field(default_factory=Sim2botConfig)
     robot_msg: RobotMsgConfig = Field(default_factory=RobotMsgConfig)
+    console: ConsoleConfig = Field(default_factory=ConsoleConfig)
     log_dir: str | None = Field(None, description="directory of robot-agent.log when logger_type is 'file'; "
                                 "ARTEX `file` requests are served from memory (agent.logtail) either way")
 

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from agent.config.base import Section
 
-#: Command sources the agent knows, one per protocol adapter.
-SOURCES = ("artex", "sim2bot", "robot_msg")
+#: Command sources the agent knows, one per protocol adapter plus the operator console.
+SOURCES = ("artex", "sim2bot", "robot_msg", "console")
+#: The console's priority when ``control.sources`` does not name it: a human at the
+#: console overrides every protocol source (autonomous robot_msg included).
+CONSOLE_PRIORITY = 40
 
 
 class WatchdogConfig(Section):
@@ -46,7 +49,16 @@ class ControlConfig(Section):
         "artex": SourceConfig(priority=10),
         "sim2bot": SourceConfig(priority=20),
         "robot_msg": SourceConfig(priority=30),
+        "console": SourceConfig(priority=CONSOLE_PRIORITY),
     })
+
+    @field_validator("sources", mode="before")
+    @classmethod
+    def _console_default(cls, value: object) -> object:
+        """A ``sources`` table written before the console existed still gets the console's default."""
+        if isinstance(value, dict) and "console" not in value:
+            return {**value, "console": {"priority": CONSOLE_PRIORITY}}
+        return value
 
     @model_validator(mode="after")
     def _known_sources(self) -> "ControlConfig":

@@ -23,7 +23,7 @@ from agent.config import AgentConfig
 from agent.config.control import SOURCES
 from agent.control.devices import HardwarePort
 from agent.control.tick import ControlState
-from agent.errors import CommandError
+from agent.errors import CommandDeclined, CommandError, CommandRejected
 from agent.model import (
     BaseVelocity,
     CalibrateImu,
@@ -100,9 +100,9 @@ class Front:
         """Validate ``command`` against the robot and queue it; latest value wins per source.
 
         Raises:
-            CommandError: with the reason (unknown source or command, wrong joint
-                count, no gripper, refused by a higher-priority source, base not
-                still for calibration, loop closed); nothing changes then.
+            CommandRejected: bad input (unknown source or command, wrong joint count, no gripper).
+            CommandDeclined: valid but not now (stop-latched, joints held by a higher-priority
+                source, base not still for calibration, loop closed). Nothing changes then.
         """
         try:
             self._submit(source, command)
@@ -115,9 +115,9 @@ class Front:
 
     def _submit(self, source: str, command: Command) -> None:
         if source not in SOURCES:
-            raise CommandError(f"unknown command source {source!r}; known: {', '.join(SOURCES)}")
+            raise CommandRejected(f"unknown command source {source!r}; known: {', '.join(SOURCES)}")
         if self._closed:
-            raise CommandError("the control loop is closed")
+            raise CommandDeclined("the control loop is closed")
         if isinstance(command, Stop):
             self._stop(source)
         elif isinstance(command, CalibrateImu):
@@ -131,7 +131,7 @@ class Front:
         elif isinstance(command, (JointPosition, JointTrajectory, Gripper, Reset)):
             self._latched(source, command)
         else:
-            raise CommandError(f"unknown command {type(command).__name__}")
+            raise CommandRejected(f"unknown command {type(command).__name__}")
 
     def _velocity(self, source: str, command: BaseVelocity | TrackDuty | JointVelocity) -> None:
         channel = BASE
@@ -157,7 +157,7 @@ class Front:
             if not isinstance(command, Reset) or joints.dof or joints.gripper_cfg is not None:
                 above = state.arbiter.latch(source, JOINTS, now)
                 if above is not None:
-                    raise CommandError(
+                    raise CommandDeclined(
                         f"{type(command).__name__} refused: joints are held by {above.source} "
                         f"(priority {state.arbiter.priority(above.source)} > "
                         f"{state.arbiter.priority(source)})")
@@ -189,7 +189,7 @@ class Front:
         timeout = self._state.arbiter.timeout_s(source)
         if now - last < timeout:
             self._muted[source] = now
-            raise CommandError(f"{source} was driving when a stop came from another source; its velocity "
+            raise CommandDeclined(f"{source} was driving when a stop came from another source; its velocity "
                                f"commands are refused until it pauses for {timeout:.2f} s or sends reset")
         del self._muted[source]
         log.info("%s: velocity commands accepted again after the stop (its stream paused)", source)
@@ -220,11 +220,11 @@ class Front:
             target = self._state.base_target(holder.command) if holder is not None else (0.0, 0.0)
             commanded = self._state.cmd
             if commanded != (0.0, 0.0) or target != (0.0, 0.0) or measured > STILL_MPS:
-                raise CommandError(
+                raise CommandDeclined(
                     f"calibrate_imu needs the base still: commanded ({commanded[0]:.3f}, {commanded[1]:.3f}) "
                     f"m/s, target ({target[0]:.3f}, {target[1]:.3f}) m/s, measured {measured:.3f} m/s")
             if self._calibration is not None and not self._calibration.done():
-                raise CommandError("calibrate_imu: a calibration is already running")
+                raise CommandDeclined("calibrate_imu: a calibration is already running")
             fut = self._hw.calibrate_imu()  # non-blocking: runs on the IMU's bus thread
             self._calibration = fut
         log.info("IMU gyro calibration requested by %s", source)
@@ -312,12 +312,12 @@ class Front:
 
 def _positive(name: str, value: object, top: float | None) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise CommandError(f"{name} must be a number, got {type(value).__name__}")
+        raise CommandRejected(f"{name} must be a number, got {type(value).__name__}")
     v = float(value)
     if not math.isfinite(v) or v <= 0:
-        raise CommandError(f"{name} must be a positive finite number, got {value!r}")
+        raise CommandRejected(f"{name} must be a positive finite number, got {value!r}")
     if top is not None and v > top:
-        raise CommandError(f"{name} {v} is above the configured {top}")
+        raise CommandRejected(f"{name} {v} is above the configured {top}")
     return v
 
 

@@ -1,10 +1,9 @@
 """ARTEX adapter under hostile hub input: regressions from the QA pass, real hub, simulated tank.
 
-The hub is scripts/artex_hub.py's ArtexHub (real python-socketio server on loopback), the agent the
-real agent.app.Agent on the simulated tank (helpers from tests/adapters/test_artex.py). Bounds are loose.
+The hub is agent.testing.artex_hub.ArtexHub (real python-socketio server on loopback, fixture in
+tests/adapters/conftest.py), the agent the real agent.app.Agent on the simulated tank. Bounds are loose.
 """
 
-# ruff: noqa: F811  (tests take the imported ``hub`` fixture as a parameter)
 from __future__ import annotations
 
 import asyncio
@@ -14,8 +13,8 @@ import time
 import pytest
 
 from agent.model import BaseVelocity
-from tests.adapters.test_artex import agent_on, distance, drive, hub  # noqa: F401  (the hub fixture)
-from tests.conftest import wait_for
+from agent.testing.artex_hub import agent_on, distance, drive
+from agent.testing.running_agent import wait_for
 
 pytestmark = pytest.mark.timeout(60)
 

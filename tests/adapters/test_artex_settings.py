@@ -12,7 +12,7 @@ from agent.adapters.artex_commands import WebSettings
 from agent.adapters.artex_settings import WEB_SETTINGS, persist_settings, validate_settings
 from agent.config import AgentConfig, load
 from agent.errors import CommandError, ConfigError
-from tests.conftest import PARAMS
+from agent.testing.running_agent import PARAMS
 
 
 def ws(**values) -> WebSettings:

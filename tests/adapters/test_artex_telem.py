@@ -2,13 +2,21 @@
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import json
 import math
 import random
+from collections import Counter
 
+import pytest
+
+from agent.adapters.artex_streams import ArtexStreams
 from agent.adapters.artex_telem import DEADBANDS, SETTLE_POLLS, TelemGate, changed, telemetry
+from agent.config import AgentConfig
 from agent.model import DeviceHealth, ImuSample, JointState, Odometry, PowerSample, Snapshot, TrackState
+from agent.testing.clock import VirtualClock
+from agent.testing.running_agent import sim_config
 
 
 def snap(**kw) -> Snapshot:
@@ -137,3 +145,52 @@ def test_gate_stays_quiet_with_noise_and_retries_an_unsent_dict():
         sends += gate.due(telemetry(s))
     assert sends == 0
     assert SETTLE_POLLS >= 5
+
+
+# ---------------------------------------------------------------- the telem stream, on a virtual clock
+
+
+class Drive:
+    """RobotPort reads for the stream: moving (odometry grows per poll) for ``moving_polls``, then still."""
+
+    def __init__(self, moving_polls: int) -> None:
+        self.polls = 0
+        self.moving_polls = moving_polls
+
+    def snapshot(self) -> Snapshot:
+        self.polls += 1
+        x = 0.05 * min(self.polls, self.moving_polls)
+        return snap(odom=Odometry(x_m=x, y_m=0.0, yaw_rad=0.0, vx_mps=0.0, omega_radps=0.0, distance_m=x))
+
+
+async def run_telem(robot, *, period_s: float, polls: int, emit_ok=lambda n: True) -> tuple[list, VirtualClock]:
+    clock = VirtualClock()
+    cfg = AgentConfig.model_validate(sim_config(max_send_freq=period_s, telem_can=True, video_can=False))
+    sent: list[tuple[float, dict]] = []
+
+    async def emit(event: str, data: dict) -> bool:
+        if not emit_ok(len(sent)):
+            return False
+        sent.append((clock.time(), data["payload"]))
+        return True
+
+    streams = ArtexStreams(cfg, robot, None, emit, lambda: False, Counter(), clock=clock.time, sleep=clock.sleep)
+    clock.stop_when(lambda: len(clock.sleeps) > polls)
+    with pytest.raises(asyncio.CancelledError):
+        await streams._telem_loop()
+    return sent, clock
+
+
+async def test_telem_goes_out_once_per_period_while_moving_and_not_at_all_when_still():
+    sent, clock = await run_telem(Drive(moving_polls=20), period_s=0.1, polls=60)
+    times = [t for t, _ in sent]
+    assert len(sent) == 20                                   # one per poll while moving, none after
+    assert all(b - a == pytest.approx(0.1) for a, b in zip(times, times[1:]))
+    assert all(p == pytest.approx(0.1) for p in clock.sleeps)
+    assert sent[-1][1]["odom"]["distance_m"] == pytest.approx(1.0)
+
+
+async def test_a_telem_the_link_did_not_take_is_sent_again_next_period():
+    answers = iter([False, False])                           # the link refuses twice, then takes it
+    sent, _ = await run_telem(Drive(moving_polls=1), period_s=0.1, polls=10, emit_ok=lambda n: next(answers, True))
+    assert len(sent) == 1 and sent[0][0] == pytest.approx(0.3)

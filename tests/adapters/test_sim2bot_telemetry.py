@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import math
 from pathlib import Path
 
+import pytest
+
 from sim2bot import RobotInfo, RobotState
 
+from agent.adapters.sim2bot import Sim2botAdapter
 from agent.adapters.sim2bot_telemetry import TelemetryBuilder, camera_ids, hello_message
 from agent.config import AgentConfig
 from agent.control import describe
@@ -19,7 +23,8 @@ from agent.model import (
     Snapshot,
     TrackState,
 )
-from tests.conftest import sim_config
+from agent.testing.clock import VirtualClock
+from agent.testing.running_agent import sim_config
 
 FIXTURE = Path(__file__).resolve().parents[2] / "fixtures" / "sim2bot" / "v1" / "telemetry.json"
 CFG = AgentConfig.model_validate(sim_config(sim2bot={"room": "bench-a", "robot_id": "tank-7"}))
@@ -104,3 +109,67 @@ def test_non_finite_values_become_null_and_absent_devices_are_left_out():
     text = json.dumps(packet, allow_nan=False)
     assert json.loads(text)["gripper"] is None and packet["samples"] == []
     assert [s["name"] for s in packet["sensors"]] == ["odometry", "tracks", "control"]
+
+
+# ---------------------------------------------------------------- pacing, on a virtual clock
+
+
+class SnapshotSource:
+    """The RobotPort reads the telemetry loop makes: a snapshot that moves on by one seq per read."""
+
+    def __init__(self, clock: VirtualClock) -> None:
+        self.description = DESC
+        self._clock = clock
+        self.seq = 0
+
+    def snapshot(self) -> Snapshot:
+        self.seq += 1
+        return snap(self.seq, self._clock.time(), x=0.01 * self.seq)
+
+    def samples_since(self, seq: int, limit: int = 256) -> list[Snapshot]:
+        return []
+
+
+class Socket:
+    """The control socket's send: records each packet at its virtual time; ``stall_s`` makes one send slow."""
+
+    def __init__(self, clock: VirtualClock) -> None:
+        self.clock = clock
+        self.sent: list[tuple[float, dict]] = []
+        self.stall_at: int | None = None
+        self.stall_s = 0.0
+
+    async def send(self, text: str) -> None:
+        if len(self.sent) == self.stall_at:
+            self.clock.advance(self.stall_s)
+        self.sent.append((self.clock.time(), json.loads(text)))
+
+
+def telemetry_loop(hz: float):
+    clock = VirtualClock(start=100.0)
+    cfg = AgentConfig.model_validate(sim_config(sim2bot={"enabled": True, "telemetry_hz": hz}))
+    adapter = Sim2botAdapter(cfg, SnapshotSource(clock), None, clock=clock.time, sleep=clock.sleep)
+    return adapter, clock, Socket(clock)
+
+
+async def test_telemetry_goes_out_at_telemetry_hz():
+    adapter, clock, ws = telemetry_loop(20.0)
+    clock.stop_when(lambda: len(ws.sent) >= 40)
+    with pytest.raises(asyncio.CancelledError):
+        await adapter._telemetry(ws)
+    times = [t for t, _ in ws.sent]
+    assert times[-1] - times[0] == pytest.approx(39 * 0.05)
+    assert all(p == pytest.approx(0.05) for p in clock.sleeps)
+    assert [m["type"] for _, m in ws.sent] == ["telemetry"] * 40 and adapter.status()["sent"] == 40
+
+
+async def test_a_slow_send_skips_ahead_and_never_bursts():
+    adapter, clock, ws = telemetry_loop(20.0)
+    ws.stall_at, ws.stall_s = 10, 1.0                # the 11th send takes a whole second
+    clock.stop_when(lambda: len(ws.sent) >= 30)
+    with pytest.raises(asyncio.CancelledError):
+        await adapter._telemetry(ws)
+    gaps = [b - a for (a, _), (b, _) in zip(ws.sent, ws.sent[1:])]
+    after = gaps[11:]
+    assert sum(g < 0.05 - 1e-9 for g in after) <= 1      # one catch-up packet at most, then the period
+    assert all(g == pytest.approx(0.05) for g in after[1:])

@@ -25,8 +25,8 @@ from agent.adapters.sim2bot_video import (
 from agent.config.drivers import CameraConfig
 from agent.errors import CommandError
 from agent.video import Frame, VideoHub, encode
-from tests.adapters.test_sim2bot import Bridge, agent_params, controller
-from tests.conftest import running_agent, wait_for
+from agent.testing.running_agent import running_agent, wait_for
+from agent.testing.sim2bot_bridge import Bridge, agent_params, controller
 
 # sim2bot.Robot (the peer under test, not ours) calls a websockets API that warns.
 pytestmark = pytest.mark.filterwarnings("ignore:connect\\(\\) must be used as a context manager")

@@ -5,7 +5,8 @@ from __future__ import annotations
 import logging
 
 from agent.model import BaseVelocity
-from tests.conftest import free_port, running_agent, sim_config, wait_for
+from agent.testing.ports import free_port
+from agent.testing.running_agent import running_agent, sim_config, wait_for
 
 
 async def test_an_adapter_that_dies_is_logged_and_its_source_released(caplog):
@@ -61,3 +62,28 @@ async def test_close_does_not_wait_forever_for_a_stuck_adapter(caplog, monkeypat
     assert agent.physics.duty == [0.0, 0.0]
     assert "adapter-stuck did not stop" in caplog.text
     await asyncio.wait_for(released.wait(), 5)
+
+
+async def test_every_adapter_meets_the_contract_and_reports_one_status_shape():
+    """agent.ports: each adapter is an Adapter and its status() is a LinkStatus (built, not started)."""
+    from agent.app import Agent
+    from agent.config import AgentConfig
+    from agent.ports import Adapter, LinkState, LinkStatus
+
+    port = free_port()
+    cfg = sim_config(server="http://127.0.0.1", port=port,
+                     sim2bot={"enabled": True, "url": f"ws://127.0.0.1:{port}/ws"},
+                     robot_msg={"enabled": True}, console={"enabled": True, "port": port})
+    agent = Agent(AgentConfig.model_validate(cfg))
+    try:
+        agent._build_adapters()
+        assert set(agent.adapters) == {"artex", "sim2bot", "robot_msg", "console"}
+        for name, adapter in agent.adapters.items():
+            assert isinstance(adapter, Adapter), name
+            status = adapter.status()
+            assert isinstance(status, LinkStatus) and status.name == name
+            assert (status.state, status.connected, status.last_error) == (LinkState.CONNECTING, False, "")
+            assert all(isinstance(v, int) for v in status.counters.values()), name
+            assert status["connected"] is False and dict(status)["name"] == name
+    finally:
+        await agent.close()

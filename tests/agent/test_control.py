@@ -243,7 +243,7 @@ def test_priority_override_and_counts(rig):
         snap = rig.tick()
     assert snap.active_source == "robot_msg"
     assert snap.tracks.cmd_left_mps < 0.0
-    assert dict(snap.overridden) == {"artex": 5, "sim2bot": 0, "robot_msg": 0}
+    assert dict(snap.overridden) == {"artex": 5, "sim2bot": 0, "robot_msg": 0, "console": 0}
     # robot_msg stops sending: once it is stale, artex's fresh command drives again
     rig.tick(25)
     assert rig.loop.snapshot().active_source == ""            # artex stale too by now

@@ -1,0 +1,104 @@
+"""Console page -> agent messages (pure translation, no I/O).
+
+The page sends JSON text objects over its WebSocket:
+
+=============================================== ==========================================
+message                                         result
+=============================================== ==========================================
+``{"type": "drive", "vx": m/s, "omega": rad/s}`` :class:`~agent.model.BaseVelocity` (repeated while held)
+``{"type": "stop"}``                            :class:`~agent.model.Stop`
+``{"type": "frame"}``                           :class:`FrameReady`: the page showed the last frame
+=============================================== ==========================================
+
+Everything is untrusted: :func:`parse` checks the type, the exact key set, that numbers are
+finite and within the configured limits, and raises :class:`agent.errors.CommandError`
+naming the field (``drive.vx 3.0 is outside -1.0..1.0 m/s``). A rejected message changes nothing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from agent.model import finite_number
+from agent.adapters.sim2bot_commands import decode as json_object
+from agent.errors import CommandError, CommandRejected
+from agent.model import BaseVelocity, Stop
+
+SOURCE = "console"
+
+#: Allowed keys per message type.
+KEYS: dict[str, frozenset[str]] = {
+    "drive": frozenset({"type", "vx", "omega"}),
+    "stop": frozenset({"type"}),
+    "frame": frozenset({"type"}),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """Largest accepted magnitudes: ``vx_mps`` (m/s) and ``omega_radps`` (rad/s)."""
+
+    vx_mps: float
+    omega_radps: float
+
+
+@dataclass(frozen=True, slots=True)
+class FrameReady:
+    """The page displayed the last frame and wants the newest one."""
+
+
+Parsed = BaseVelocity | Stop | FrameReady
+
+
+def _clip(value: object, limit: int = 40) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+def decode(raw: object, max_bytes: int) -> dict:
+    """One WebSocket message -> a JSON object (the Sim2Bot adapter's checks, source ``console``).
+
+    Raises:
+        CommandError: binary or non-text message, longer than ``max_bytes`` (UTF-8), not JSON,
+            nested too deeply, or not an object.
+    """
+    try:
+        return json_object(raw, max_bytes)
+    except CommandError as err:
+        err.source = SOURCE
+        raise
+
+
+def _bounded(where: str, value: object, limit: float, unit: str) -> float:
+    try:
+        out = finite_number(where, value)
+    except CommandError as err:
+        err.source = SOURCE
+        raise
+    if abs(out) > limit:
+        raise CommandRejected(f"{where} {out:g} is outside -{limit:g}..{limit:g} {unit}", SOURCE)
+    return out
+
+
+def parse(message: dict, limits: Limits) -> Parsed:
+    """Translate one decoded page message (see the module docstring).
+
+    Raises:
+        CommandError: unknown type, unknown or missing key, non-number, non-finite or
+            out-of-limits ``vx`` / ``omega``.
+    """
+    kind = message.get("type")
+    if not isinstance(kind, str) or kind not in KEYS:
+        raise CommandRejected(f"unknown message type {_clip(kind)}; known: {', '.join(KEYS)}", SOURCE)
+    extra = sorted(str(k)[:40] for k in message if k not in KEYS[kind])
+    if extra:
+        raise CommandRejected(f"{kind} has unknown key(s) {', '.join(extra)}", SOURCE)
+    if kind == "stop":
+        return Stop()
+    if kind == "frame":
+        return FrameReady()
+    for key in ("vx", "omega"):
+        if key not in message:
+            raise CommandRejected(f"drive.{key} is missing", SOURCE)
+    return BaseVelocity(vx=_bounded("drive.vx", message["vx"], limits.vx_mps, "m/s"),
+                        omega=_bounded("drive.omega", message["omega"], limits.omega_radps, "rad/s"))

@@ -1,0 +1,158 @@
+// Robot console page: one WebSocket to the agent (/ws), no dependencies.
+// Frames arrive as binary JPEG messages; after showing one the page sends {"type":"frame"}
+// so the agent sends the newest next (never a backlog). Motion is a velocity command
+// {"type":"drive","vx","omega"} repeated every repeat_ms while a key, the pad or the gamepad
+// is held; release sends one zero command; the STOP button and space send {"type":"stop"}.
+"use strict";
+(function () {
+  const $ = (id) => document.getElementById(id);
+  const KEYS = { ArrowUp: [1, 0], KeyW: [1, 0], ArrowDown: [-1, 0], KeyS: [-1, 0],
+                 ArrowLeft: [0, 1], KeyA: [0, 1], ArrowRight: [0, -1], KeyD: [0, -1] };
+  const DEADZONE = 0.15, PLOT_S = 60, TURN = 0.4;   // full stick/key = TURN x the omega limit
+  let ws = null, limits = { vx_mps: 0.5, omega_radps: 1.0 }, repeatMs = 100, timer = null;
+  let frames = 0, frameUrl = null, moving = false, latched = false;
+  const held = new Set(), pad = { x: 0, y: 0, active: false };
+  const series = { battery: [], speed: [] };
+
+  function send(msg) { if (ws && ws.readyState === WebSocket.OPEN) ws.send(JSON.stringify(msg)); }
+  function setText(id, v, digits) {
+    $(id).textContent = (v === null || v === undefined) ? "-" : (digits === undefined ? v : v.toFixed(digits));
+  }
+
+  function connect() {
+    ws = new WebSocket((location.protocol === "https:" ? "wss://" : "ws://") + location.host + "/ws");
+    ws.binaryType = "blob";
+    ws.onopen = () => { $("link").textContent = "connected"; $("link").dataset.state = "open"; };
+    ws.onclose = () => {
+      $("link").textContent = "disconnected"; $("link").dataset.state = "closed";
+      clearInterval(timer); timer = null; setTimeout(connect, 1000);
+    };
+    ws.onmessage = (ev) => {
+      if (ev.data instanceof Blob) { showFrame(ev.data); return; }
+      const msg = JSON.parse(ev.data);
+      if (msg.type === "hello") hello(msg);
+      else if (msg.type === "state") state(msg);
+      else if (msg.type === "error") $("error").textContent = msg.message;
+    };
+  }
+
+  function hello(msg) {
+    limits = msg.limits; repeatMs = msg.repeat_ms;
+    $("name").textContent = msg.name; $("camera-id").textContent = msg.camera || "no camera";
+    if (!timer) timer = setInterval(driveTick, repeatMs);
+  }
+
+  function showFrame(blob) {
+    const img = $("camera"), url = URL.createObjectURL(blob);
+    img.onload = img.onerror = () => {
+      if (frameUrl) URL.revokeObjectURL(frameUrl);
+      frameUrl = url; frames += 1; $("frames").textContent = frames;
+      send({ type: "frame" });
+    };
+    img.src = url;
+  }
+
+  function state(s) {
+    const b = s.battery;
+    setText("battery-v", b && b.voltage_v, 2); setText("battery-pct", b && b.percent, 0);
+    setText("battery-a", b && b.current_a, 2);
+    setText("speed-vx", s.speed.vx_mps, 2); setText("speed-omega", s.speed.omega_radps, 2);
+    setText("odom-x", s.odom.x_m, 2); setText("odom-y", s.odom.y_m, 2); setText("odom-yaw", s.odom.yaw_rad, 2);
+    setText("odom-distance", s.odom.distance_m, 3);
+    $("source").textContent = s.source || "none"; $("watchdog").textContent = s.watchdog;
+    $("stopped").hidden = !s.stopped;
+    const c = s.console;
+    $("counters").textContent = `${c.executed} ok · ${c.rejected} rejected · ${c.refused} refused`;
+    list("devices", s.devices.map((d) => [d.state, `${d.name}: ${d.state}` + (d.errors ? ` (${d.errors} errors)` : "")]));
+    list("faults", s.faults.map((f) => ["fault", f]));
+    plot("battery", s.t, b ? b.voltage_v : null, "V", "#6c6");
+    plot("speed", s.t, s.speed.vx_mps, "m/s", "#5ab");
+  }
+
+  function list(id, items) {
+    const ul = $(id); ul.textContent = "";
+    for (const [cls, text] of items) {
+      const li = document.createElement("li"); li.className = cls; li.textContent = text; ul.appendChild(li);
+    }
+  }
+
+  function plot(name, t, value, unit, color) {
+    const data = series[name];
+    if (value !== null && t !== null) data.push([t, value]);
+    while (data.length && data[0][0] < t - PLOT_S) data.shift();
+    const cv = $("plot-" + name), g = cv.getContext("2d"), w = cv.width, h = cv.height;
+    g.clearRect(0, 0, w, h);
+    if (!data.length) return;
+    let lo = Math.min(...data.map((d) => d[1])), hi = Math.max(...data.map((d) => d[1]));
+    if (hi - lo < 1e-3) { lo -= 0.5; hi += 0.5; }
+    g.strokeStyle = color; g.lineWidth = 1.5; g.beginPath();
+    data.forEach(([ti, v], i) => {
+      const x = w - (t - ti) / PLOT_S * w, y = h - 12 - (v - lo) / (hi - lo) * (h - 24);
+      if (i) g.lineTo(x, y); else g.moveTo(x, y);
+    });
+    g.stroke(); g.fillStyle = "#9aa"; g.font = "11px sans-serif";
+    g.fillText(`${name} ${data[data.length - 1][1].toFixed(2)} ${unit} (${lo.toFixed(2)}..${hi.toFixed(2)}, 60 s)`, 4, 11);
+  }
+
+  function gamepadAxes() {
+    const pads = navigator.getGamepads ? Array.from(navigator.getGamepads()).filter(Boolean) : [];
+    if (!pads.length) { $("gamepad").textContent = "none"; return null; }
+    const gp = pads[0];
+    $("gamepad").textContent = gp.id.slice(0, 40);
+    if (gp.buttons[1] && gp.buttons[1].pressed) { stop(); return null; }
+    const x = gp.axes[0] || 0, y = gp.axes[1] || 0;
+    return Math.hypot(x, y) > DEADZONE ? [-y, -x] : null;
+  }
+
+  function wanted() {                      // [forward -1..1, left -1..1] or null when nothing is held
+    if (held.size) {
+      let f = 0, l = 0;
+      for (const k of held) { f += KEYS[k][0]; l += KEYS[k][1]; }
+      return [Math.max(-1, Math.min(1, f)), Math.max(-1, Math.min(1, l))];
+    }
+    if (pad.active) return [-pad.y, -pad.x];
+    return gamepadAxes();
+  }
+
+  function driveTick() {
+    const w = wanted(), scale = $("scale").value / 100;
+    if (latched) { if (!w) latched = false; return; }   // after STOP: release everything first
+    if (w) {
+      const vx = +(w[0] * limits.vx_mps * scale).toFixed(3), omega = +(w[1] * limits.omega_radps * TURN * scale).toFixed(3);
+      send({ type: "drive", vx: vx, omega: omega }); moving = true;
+      $("cmd").textContent = `vx ${vx} m/s · omega ${omega} rad/s`;
+    } else if (moving) {
+      send({ type: "drive", vx: 0, omega: 0 }); moving = false; $("cmd").textContent = "released";
+    }
+  }
+
+  function stop() {
+    send({ type: "stop" }); moving = false; latched = true;
+    held.clear(); pad.active = false; centerKnob(); $("cmd").textContent = "STOP";
+  }
+
+  document.addEventListener("keydown", (ev) => {
+    if (ev.code === "Space") { ev.preventDefault(); stop(); return; }
+    if (KEYS[ev.code]) { ev.preventDefault(); if (!held.has(ev.code)) { held.add(ev.code); driveTick(); } }
+  });
+  document.addEventListener("keyup", (ev) => { if (KEYS[ev.code]) { held.delete(ev.code); driveTick(); } });
+  window.addEventListener("blur", () => { held.clear(); pad.active = false; centerKnob(); driveTick(); });
+  $("stop").addEventListener("click", stop);
+  $("scale").addEventListener("input", () => { $("scale-pct").textContent = $("scale").value; });
+
+  const joy = $("joystick"), knob = $("knob");
+  function centerKnob() { knob.style.left = "60px"; knob.style.top = "60px"; pad.x = pad.y = 0; }
+  function padMove(ev) {
+    const r = joy.getBoundingClientRect(), rad = r.width / 2;
+    let x = (ev.clientX - r.left - rad) / rad, y = (ev.clientY - r.top - rad) / rad;
+    const n = Math.hypot(x, y); if (n > 1) { x /= n; y /= n; }
+    pad.x = Math.abs(x) < DEADZONE ? 0 : x; pad.y = Math.abs(y) < DEADZONE ? 0 : y;
+    knob.style.left = (60 + x * 60) + "px"; knob.style.top = (60 + y * 60) + "px";
+  }
+  joy.addEventListener("pointerdown", (ev) => { joy.setPointerCapture(ev.pointerId); pad.active = true; padMove(ev); });
+  joy.addEventListener("pointermove", (ev) => { if (pad.active) padMove(ev); });
+  for (const end of ["pointerup", "pointercancel", "lostpointercapture"]) {
+    joy.addEventListener(end, () => { pad.active = false; centerKnob(); driveTick(); });
+  }
+  connect();
+})();

@@ -1,0 +1,134 @@
+"""A loopback TCP proxy that can black-hole or throttle a link, for tests and benchmarks.
+
+Stands between the agent and a real peer (ARTEX hub, Sim2Bot bridge) on 127.0.0.1 to
+play the field's bad networks:
+
+- ``blackhole = True``: every connection stays open but nothing is delivered either way,
+  as when a Wi-Fi path dies without a FIN or RST: bytes wait (the senders' socket buffers
+  fill) and flow again when the path returns, as TCP's retransmissions would deliver them;
+  a connection accepted meanwhile reaches the peer only when the path returns;
+- ``rate_bps``: each direction is paced to that many bytes per second (1 Mbit/s =
+  125_000), reading from the sender only as fast as it forwards, so the sender's own
+  socket buffers fill as they would behind a slow radio link.
+
+Usage::
+
+    async with TcpProxy("127.0.0.1", hub_port) as proxy:
+        url = f"http://127.0.0.1:{proxy.port}"
+        proxy.blackhole = True     # the path dies
+        proxy.blackhole = False    # ... and comes back
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+
+__all__ = ["TcpProxy"]
+
+#: bytes forwarded per write; small enough to pace a 1 Mbit/s link smoothly
+CHUNK = 4096
+
+
+class TcpProxy:
+    """Forward ``host:port`` (ours, 0 = any free port) to ``target_host:target_port``.
+
+    Attributes:
+        port: the listening port once started.
+        blackhole: True holds every byte both ways (connections stay open) until set False.
+        rate_bps: bytes per second per direction, None = unpaced.
+        connections: connections accepted so far.
+    """
+
+    def __init__(self, target_host: str, target_port: int, *, host: str = "127.0.0.1",
+                 port: int = 0, rate_bps: float | None = None) -> None:
+        self.target = (target_host, target_port)
+        self.host, self.port = host, port
+        self.rate_bps = rate_bps
+        self.connections = 0
+        self._path = asyncio.Event()
+        self._path.set()
+        self._server: asyncio.base_events.Server | None = None
+        self._tasks: set[asyncio.Task] = set()
+        self._writers: set[asyncio.StreamWriter] = set()
+
+    @property
+    def blackhole(self) -> bool:
+        return not self._path.is_set()
+
+    @blackhole.setter
+    def blackhole(self, dead: bool) -> None:
+        if dead:
+            self._path.clear()
+        else:
+            self._path.set()
+
+    async def start(self) -> "TcpProxy":
+        self._server = await asyncio.start_server(self._serve, self.host, self.port)
+        self.port = self._server.sockets[0].getsockname()[1]
+        return self
+
+    async def close(self) -> None:
+        """Stop listening and cut every connection (RST-free close both ways)."""
+        if self._server is not None:
+            self._server.close()
+        for task in list(self._tasks):
+            task.cancel()
+        for writer in list(self._writers):
+            writer.close()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        if self._server is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self._server.wait_closed(), 1.0)
+
+    def cut(self) -> None:
+        """Close every open connection now (a peer that resets); new ones are still accepted."""
+        for writer in list(self._writers):
+            writer.close()
+
+    async def __aenter__(self) -> "TcpProxy":
+        return await self.start()
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def _serve(self, c_reader: asyncio.StreamReader, c_writer: asyncio.StreamWriter) -> None:
+        self.connections += 1
+        task = asyncio.current_task()
+        self._tasks.add(task)
+        self._writers.add(c_writer)
+        try:
+            await self._path.wait()  # accepted during a black-hole: the SYN "arrives" when it ends
+            u_reader, u_writer = await asyncio.open_connection(*self.target)
+            self._writers.add(u_writer)
+            try:
+                await asyncio.gather(self._pipe(c_reader, u_writer), self._pipe(u_reader, c_writer))
+            finally:
+                u_writer.close()
+                self._writers.discard(u_writer)
+        except (OSError, asyncio.IncompleteReadError):
+            pass
+        finally:
+            c_writer.close()
+            self._writers.discard(c_writer)
+            self._tasks.discard(task)
+
+    async def _pipe(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        """Copy one direction, holding bytes while black-holed and pacing to ``rate_bps``."""
+        next_t = time.monotonic()
+        try:
+            while True:
+                data = await reader.read(CHUNK if self.rate_bps else 65536)
+                if not data:
+                    break
+                await self._path.wait()
+                if self.rate_bps:
+                    next_t = max(next_t, time.monotonic()) + len(data) / self.rate_bps
+                    await asyncio.sleep(max(0.0, next_t - time.monotonic()))
+                    await self._path.wait()
+                writer.write(data)
+                await writer.drain()
+        finally:
+            with contextlib.suppress(Exception):
+                writer.write_eof()
