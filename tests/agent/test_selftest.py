@@ -5,11 +5,15 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from agent.__main__ import main
 from agent.config import loads
 from agent.selftest import FAIL, PASS, SKIP, run_checks
 from agent.simtank import SimTank
 from tests.conftest import PARAMS, sim_config
+
+pytestmark = pytest.mark.usefixtures("root_handlers")  # the command sets up logging: undo it
 
 
 def test_every_device_passes_and_the_pulse_moves_each_emulated_track():
