@@ -29,11 +29,12 @@ DUTY_PACKET_BYTES = 8
 
 
 def config(ports: dict) -> AgentConfig:
-    """The shipped params.json (its camera, 640x480 at 15 fps, and ARTEX send period) with every
-    adapter on, pointed at the parent's peers."""
+    """The shipped params.json (its camera, 640x480 at 15 fps, and ARTEX send period) with the three
+    protocol adapters on, pointed at the parent's peers (the web console off)."""
     cfg = json.loads((ROOT / "config" / "params.json").read_text())
     cfg.update(server="http://127.0.0.1", port=ports["artex"], telem_can=True, video_can=True,
                logger_level="warning")
+    cfg["console"] = {**cfg.get("console", {}), "enabled": False}    # its fixed port may be taken here
     cfg["sim2bot"] = {**cfg.get("sim2bot", {}), "enabled": True, "url": ports["sim2bot"],
                       "reconnect_delay_s": 0.1, "reconnect_delay_max_s": 0.5}
     tcp = "tcp://127.0.0.1:{}".format
