@@ -119,7 +119,7 @@ class ArtexAdapter:
         self._settings_lock: asyncio.Lock | None = None
         self._throttle = RateLimitedLog(log, LOG_REPEAT_S)
         self.counters: Counter[str] = Counter()
-        self._streams = ArtexStreams(cfg, robot, video, self._emit, self._link_busy, self.counters,
+        self._streams = ArtexStreams(cfg, robot, video, self._emit, lambda: self._client, self.counters,
                                      clock=clock, sleep=sleep)
         # a bug propagates (retry_bugs=False): the agent logs it and releases the source
         self._link = Reconnector(f"ARTEX: connection to {self.url}", log, first_s=cfg.artex.reconnect_delay_s,
@@ -249,11 +249,6 @@ class ArtexAdapter:
             return False
         self.counters[f"sent_{event}"] += 1
         return True
-
-    def _link_busy(self, limit: int = 8) -> bool:
-        """More than ``limit`` Engine.IO packets still waiting to go out (slow link)."""
-        queue = getattr(getattr(self._client, "eio", None), "queue", None)
-        return queue is not None and queue.qsize() > limit
 
     def _reject(self, what: str, problem: str) -> None:
         self.counters["rejected"] += 1

@@ -8,8 +8,8 @@
 
 from agent.video.budget import CpuBudget, LinkPacer, fit_ladder, json_wire_size, socketio_wire_size
 from agent.video.frames import ENCODERS, EncodedFrame, Frame, FrameFormat, content_digest, encode
-from agent.video.hub import CACHE_MAX_BYTES, MAX_CACHED_ENCODES, VideoHub
+from agent.video.hub import CACHE_MAX_BYTES, MAX_CACHED_ENCODES, VideoHub, hub_from_config
 
 __all__ = ["CACHE_MAX_BYTES", "ENCODERS", "MAX_CACHED_ENCODES", "CpuBudget", "EncodedFrame", "Frame",
            "FrameFormat", "LinkPacer", "VideoHub", "content_digest", "encode", "fit_ladder",
-           "json_wire_size", "socketio_wire_size"]
+           "hub_from_config", "json_wire_size", "socketio_wire_size"]

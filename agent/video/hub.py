@@ -27,6 +27,7 @@ from collections.abc import Callable, Sequence
 
 import cv2
 
+from agent.config import AgentConfig
 from agent.config.drivers import CameraConfig
 from agent.errors import CommandError, ConfigError
 from agent.model import DeviceHealth
@@ -329,3 +330,10 @@ class VideoHub(CaptureThreads):
                 feed.cache_bytes += len(out.data)
                 feed.trim_cache(MAX_CACHED_ENCODES, self._cache_max_bytes)
         return out
+
+
+def hub_from_config(cfg: AgentConfig) -> VideoHub:
+    """The hub of ``cfg.drivers.cameras`` with the ``video`` section's budgets (capture on demand)."""
+    v = cfg.video
+    return VideoHub(cfg.drivers.cameras, probe_period_s=v.probe_period_s, idle_after_s=v.idle_after_s,
+                    cache_max_bytes=int(v.cache_max_mib * 1024 * 1024), encode_cpu_share=v.encode_cpu_share)
