@@ -41,6 +41,7 @@ from agent.adapters.artex_commands import (
     FileRequest,
     WebSettings,
     describe,
+    file_answer,
     parse_command,
 )
 from agent.adapters.artex_settings import persist_settings, validate_settings
@@ -363,8 +364,7 @@ class ArtexAdapter:
                 logs.clear()
             log.warning("ARTEX: logs cleared by the hub")
             return
-        content = "" if logs is None else logs.log_text() if kind == "log" else logs.error_text()
-        await self._emit("file", {"payload": {"type": kind, "content": content}})
+        await self._emit("file", {"payload": file_answer(logs, kind, self._cfg.video.max_message_bytes)})
 
     async def _on_web_settings(self, settings: WebSettings, author: str) -> None:
         assert self._settings_lock is not None

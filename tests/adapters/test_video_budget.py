@@ -150,3 +150,31 @@ async def test_slow_link_keeps_frames_young_and_stop_prompt(noisy_camera) -> Non
                 assert time.monotonic() - sent < 0.5, "stop delayed behind video"
     finally:
         await hub.stop()
+
+
+async def test_cyrillic_log_answer_fits_the_default_buffer() -> None:
+    """``log_tail_kib`` 900 of Cyrillic text is ~2.7 MB JSON-escaped: the answer is cut to the budget."""
+    import logging
+
+    from agent.logtail import LogTail, wire_size
+    from agent.testing.artex_hub import artex_params
+    from agent.testing.running_agent import running_agent
+
+    tail = LogTail(max_bytes=900 * 1024)
+    line = "журнал: двигатель левой гусеницы в норме, напряжение батареи в пределах " * 4
+    for i in range(3000):
+        tail.emit(logging.LogRecord("t", logging.WARNING, __file__, 1, "%d %s", (i, line), None))
+    hub = TimedHub()
+    await hub.start()
+    try:
+        async with running_agent(artex_params(hub, artex={"log_tail_kib": 900}), logs=tail):
+            assert await wait_for(lambda: hub.heartbeats, 10)
+            sid = hub.connected[-1]
+            await hub.command({"file": "log"})
+            assert await wait_for(lambda: hub.files, 5), "no file answer"
+            content = hub.files[-1][1]["content"]
+            assert 800_000 < wire_size(content) < 900_000
+            await asyncio.sleep(0.5)
+            assert hub.disconnects == 0 and hub.connected == [sid]
+    finally:
+        await hub.stop()
