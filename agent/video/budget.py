@@ -74,7 +74,7 @@ class CpuBudget:
             now = self._clock()
             self._trim(now)
             allowed = self.share * self.window_s
-            excess, wait = self._total - allowed, 0.0
+            excess, wait = self._total - allowed - 1e-9, 0.0
             for end, spent in self._spent:
                 if excess <= 0:
                     break
