@@ -246,7 +246,7 @@ class VideoStreams:
             self.send_errors += 1
             log.debug("sim2bot: frame send on /video failed: %s", err)
             return
-        pacer.handed(frame.t_mono_s)
+        pacer.handed(frame.t_mono_s, start)
         self.frames_sent += 1
         self.bytes_sent += len(data)
         transport = getattr(getattr(send, "__self__", None), "transport", None)

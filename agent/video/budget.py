@@ -171,11 +171,11 @@ class LinkPacer:
             return False
         return True
 
-    def handed(self, t_mono_s: float) -> None:
-        """A frame captured at ``t_mono_s`` was handed to the socket now."""
+    def handed(self, t_mono_s: float, at_s: float | None = None) -> None:
+        """A frame captured at ``t_mono_s`` was handed to the socket at ``at_s`` (default now)."""
         self.sent += 1
         if t_mono_s:
-            self.ages.append(self._clock() - t_mono_s)
+            self.ages.append((self._clock() if at_s is None else at_s) - t_mono_s)
 
     def drained(self, nbytes: int, seconds: float) -> None:
         """The link took ``seconds`` to write ``nbytes``: update throughput and the level."""

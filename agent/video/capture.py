@@ -22,6 +22,8 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import ctypes
+import ctypes.util
 import logging
 import threading
 from collections import OrderedDict
@@ -39,6 +41,15 @@ log = logging.getLogger("agent.video")
 
 #: Encodings of frames this many seqs older than the newest are dropped at each new frame.
 KEEP_FRAMES = 2
+
+
+def release_memory() -> None:
+    """Give freed heap memory back to the OS (glibc ``malloc_trim``): big encodes are freed to the
+    heap, not unmapped, so RSS would stay at its peak after the last subscriber left. No-op elsewhere."""
+    try:
+        ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError) as err:
+        log.debug("video: malloc_trim unavailable: %s", err)
 
 
 def _resolve(fut: asyncio.Future, frame: Frame | None) -> None:
@@ -184,7 +195,10 @@ class CaptureThreads:
         if self._probe_s is None or self._clock() < feed.watched_until:
             return
         with feed.lock:
+            had = bool(feed.encodes)
             feed.drop_encodes(list(feed.encodes))
+        if had:
+            release_memory()
         end = self._clock() + self._probe_s
         while self._current(feed, run) and (left := end - self._clock()) > 0:
             feed.wake.clear()
