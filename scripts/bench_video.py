@@ -153,6 +153,7 @@ async def bench_raw(seconds: float) -> None:
         async with running_agent(params) as agent:
             await asyncio.sleep(1.0)
             rss_before = rss_mb()
+            base, base_late = await sample_rate(agent, 3.0)           # no subscriber yet
             child = await asyncio.create_subprocess_exec(
                 sys.executable, "-c", CONTROLLERS, bridge.url, str(seconds), stdout=subprocess.PIPE)
             await asyncio.sleep(3.0)                         # connected and streaming
@@ -165,7 +166,8 @@ async def bench_raw(seconds: float) -> None:
             p50 = [v["p50_s"] for v in video.values() if v["p50_s"] is not None]
             p95 = [v["p95_s"] for v in video.values() if v["p95_s"] is not None]
             print(f"raw   4 controllers x raw ~1920x1080 @30 fps (4 encodes/frame), {seconds:g} s: control loop "
-                  f"min {min(rates):.1f} Hz mean {sum(rates) / len(rates):.1f} Hz, late ticks {late}; "
+                  f"min {min(rates):.1f} Hz mean {sum(rates) / len(rates):.1f} Hz, late ticks {late} (no video: min "
+                  f"{min(base):.1f} mean {sum(base) / len(base):.1f} Hz, late {base_late}); "
                   f"frames received {json.loads(out or b'[]')}")
             print(f"      sim2bot age (capture -> socket) p50 {max(p50, default=float('nan')) * 1000:.0f} ms "
                   f"p95 {max(p95, default=float('nan')) * 1000:.0f} ms (worst stream); encoder share {share:.2f} core; "

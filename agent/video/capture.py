@@ -44,8 +44,7 @@ KEEP_FRAMES = 2
 
 
 def release_memory() -> None:
-    """Give freed heap memory back to the OS (glibc ``malloc_trim``): big encodes are freed to the
-    heap, not unmapped, so RSS would stay at its peak after the last subscriber left. No-op elsewhere."""
+    """Give freed heap memory back to the OS (glibc ``malloc_trim``). No-op without glibc."""
     try:
         ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim(0)
     except (OSError, AttributeError) as err:
@@ -88,6 +87,8 @@ class _Feed:
         #: monotonic time until which someone watches this camera (capture at full rate).
         self.watched_until = 0.0
         self.wake = threading.Event()
+        #: the encodes were dropped and the heap trimmed since the last watcher left.
+        self.released = False
 
     def drop_encodes(self, keys: list[tuple[int, FrameFormat]]) -> None:
         """Forget these encodes (caller holds ``lock``)."""
@@ -194,11 +195,11 @@ class CaptureThreads:
         """While nobody watches ``feed``: drop its encodes, pause up to ``probe_period_s`` (a request wakes it)."""
         if self._probe_s is None or self._clock() < feed.watched_until:
             return
-        with feed.lock:
-            had = bool(feed.encodes)
-            feed.drop_encodes(list(feed.encodes))
-        if had:
+        if not feed.released:              # once per idle spell: the encodes, then the heap they used
+            with feed.lock:
+                feed.drop_encodes(list(feed.encodes))
             release_memory()
+            feed.released = True
         end = self._clock() + self._probe_s
         while self._current(feed, run) and (left := end - self._clock()) > 0:
             feed.wake.clear()

@@ -293,6 +293,7 @@ class VideoHub(CaptureThreads):
         idle = now >= feed.watched_until
         feed.watched_until = now + self._idle_after_s
         if idle:
+            feed.released = False
             feed.wake.set()
 
     def _encoding(self, feed: _Feed, frame: Frame, fmt: FrameFormat) -> concurrent.futures.Future | None:
