@@ -13,7 +13,7 @@ from agent.video import CpuBudget, Frame, FrameFormat, LinkPacer, VideoHub, fit_
 from agent.video.hub import MAX_CACHED_ENCODES
 from drivers.camera import Camera
 from drivers.emulators.camera import PatternCapture
-from tests.agent.test_video import wait_until
+from tests.agent.test_video import hubs, wait_until  # noqa: F401 - hubs: the fixture
 
 
 class Counting:
@@ -37,20 +37,18 @@ def hub_of(rec, **kw) -> VideoHub:
     return VideoHub([conf], camera_factory=lambda c: Camera(c, capture_factory=rec), **kw)
 
 
-@pytest.fixture
-async def hubs():
-    made: list[VideoHub] = []
-    yield made
-    for hub in made:
-        await asyncio.to_thread(hub.close)
+async def started(hubs: list[VideoHub], rec: Counting, **kw) -> VideoHub:
+    """A started hub (closed by the ``hubs`` fixture) past its first frame."""
+    hub = hub_of(rec, **kw)
+    hubs.append(hub)
+    hub.start()
+    await wait_until(lambda: hub.health()[0].state == "ok", what="first frame")
+    return hub
 
 
 async def test_capture_only_while_watched_with_a_slow_probe(hubs):
     rec = Counting()
-    hub = hub_of(rec, probe_period_s=0.5, idle_after_s=0.3)
-    hubs.append(hub)
-    hub.start()
-    await wait_until(lambda: hub.health()[0].state == "ok", what="probe frame")
+    hub = await started(hubs, rec, probe_period_s=0.5, idle_after_s=0.3)
     await asyncio.sleep(0.4)
     before = rec.reads
     await asyncio.sleep(1.2)                          # nobody watches: about 2 probe frames, not 36
@@ -66,20 +64,13 @@ async def test_capture_only_while_watched_with_a_slow_probe(hubs):
 
 async def test_probe_still_notices_a_failed_camera(hubs):
     rec = Counting()
-    hub = hub_of(rec, probe_period_s=0.3, idle_after_s=0.1)
-    hubs.append(hub)
-    hub.start()
-    await wait_until(lambda: hub.health()[0].state == "ok", what="first frame")
+    hub = await started(hubs, rec, probe_period_s=0.3, idle_after_s=0.1)
     rec.made[-1].fail()
     await wait_until(lambda: hub.health()[0].state != "ok", timeout_s=5.0, what="the failure noticed")
 
 
 async def test_encode_cache_bounded_in_bytes_and_released_when_nobody_watches(hubs):
-    rec = Counting()
-    hub = hub_of(rec, probe_period_s=0.5, idle_after_s=0.3, cache_max_bytes=200_000)
-    hubs.append(hub)
-    hub.start()
-    await wait_until(lambda: hub.health()[0].state == "ok", what="first frame")
+    hub = await started(hubs, Counting(), probe_period_s=0.5, idle_after_s=0.3, cache_max_bytes=200_000)
     seq = 0
     for size in range(4):                             # raw 160x120 = 76,800 bytes per format
         fmt = FrameFormat("rgba", 160 - size, 120)
@@ -104,11 +95,7 @@ def test_cpu_budget_waits_once_the_share_is_spent() -> None:
 
 
 async def test_encoders_keep_within_their_share(hubs):
-    rec = Counting()
-    hub = hub_of(rec, encode_cpu_share=0.05)
-    hubs.append(hub)
-    hub.start()
-    await wait_until(lambda: hub.health()[0].state == "ok", what="first frame")
+    hub = await started(hubs, Counting(), encode_cpu_share=0.05)
     seq, sizes = 0, iter(range(10_000))
     loop = asyncio.get_running_loop()
     end = loop.time() + 1.5
