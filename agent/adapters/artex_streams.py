@@ -39,9 +39,9 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from agent.adapters.artex_telem import TelemGate, telemetry
+from agent.adapters.artex_video import ArtexVideo, VideoDelivery, is_raw_key, link_backlog
 from agent.config import AgentConfig
 from agent.ports import RobotPort, VideoPort
-from agent.adapters.artex_video import ArtexVideo, VideoDelivery, is_raw_key, link_backlog
 
 log = logging.getLogger(__name__)
 

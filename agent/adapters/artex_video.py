@@ -94,13 +94,13 @@ class ArtexVideo:
         """Cameras streamed, in config order."""
         return tuple(self._hub.camera_ids)
 
-    def _oversize(self, camera_id: str, size: int, limit: int) -> None:
+    def _oversize(self, camera_id: str, what: str, limit: int) -> None:
         self._counters["video_oversize_skipped"] += 1
         if camera_id not in self._oversize_logged:
             self._oversize_logged.add(camera_id)
-            log.warning("ARTEX: camera %s frame of %d bytes does not fit the %d-byte message budget even "
-                        "at the smallest size; skipped (counted in video_oversize_skipped, logged once)",
-                        camera_id, size, limit)
+            log.warning("ARTEX: camera %s: %s does not fit its %d-byte share of the message budget "
+                        "(video.max_message_bytes); skipped (counted in video_oversize_skipped, logged once)",
+                        camera_id, what, limit)
 
     async def _next(self, camera_id: str, quality: int, wait_s: float, limit: int) -> tuple[str, Any]:
         pacer = self.pacers[camera_id]
@@ -111,13 +111,13 @@ class ArtexVideo:
         if is_raw_key(camera_id):
             data = frame.image.tobytes()
             if len(data) > limit:
-                self._oversize(camera_id, len(data), limit)
+                self._oversize(camera_id, f"a raw frame of {len(data)} bytes", limit)
                 return camera_id, None
             return camera_id, (data, frame.t_mono_s)
         fmt = FrameFormat("jpeg", quality=quality)
         out, level = await self._hub.encoded_within(frame, fmt, limit, pacer.level)
         if out is None:
-            self._oversize(camera_id, frame.width * frame.height, limit)
+            self._oversize(camera_id, f"a {frame.width}x{frame.height} frame even at the smallest re-encode", limit)
             return camera_id, None
         if level > 0:
             self._counters["video_reencoded"] += 1

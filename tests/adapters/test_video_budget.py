@@ -178,3 +178,26 @@ async def test_cyrillic_log_answer_fits_the_default_buffer() -> None:
             assert hub.disconnects == 0 and hub.connected == [sid]
     finally:
         await hub.stop()
+
+
+async def test_a_raw_frame_over_the_budget_is_skipped_counted_and_logged_once(caplog) -> None:
+    from collections import Counter
+
+    from agent.adapters.artex_video import ArtexVideo
+    from agent.config.drivers import CameraConfig
+    from agent.config.video import VideoConfig
+    from agent.video import VideoHub
+
+    cams = [CameraConfig(id="rgb_strip", source="sim://pattern", width=200, height=200, fps=30),
+            CameraConfig(id="front", source="sim://pattern", width=160, height=120, fps=30)]
+    counters: Counter[str] = Counter()
+    hub = VideoHub(cams)
+    hub.start()
+    try:
+        video = ArtexVideo(hub, VideoConfig(max_message_bytes=65_536), counters)
+        payloads = [await video.next_payload(80, 1.0) for _ in range(3)]
+    finally:
+        await asyncio.to_thread(hub.close)
+    assert all(set(p) == {"front"} for p in payloads)           # 120,000 raw bytes never sent
+    assert counters["video_oversize_skipped"] == 3
+    assert sum("rgb_strip" in r.getMessage() and "skipped" in r.getMessage() for r in caplog.records) == 1
