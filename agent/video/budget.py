@@ -31,6 +31,8 @@ __all__ = ["CpuBudget", "LinkPacer", "fit_ladder", "socketio_wire_size", "json_w
 QUALITY_STEPS = (60, 40)
 #: Scale factors tried after the quality steps, at the last quality.
 SCALE_STEPS = (0.75, 0.5, 0.35, 0.25)
+#: Most ladder steps one slow delivery moves a camera down.
+MAX_STEP = 3
 #: Smallest side, px, a frame is scaled down to.
 MIN_SIDE_PX = 64
 
@@ -146,7 +148,8 @@ class LinkPacer:
         clock: monotonic clock, s.
 
     The level is the :func:`fit_ladder` index the next frame starts from: raised when a
-    frame did not fit or the link took longer than the period to drain it, lowered again
+    frame did not fit or the link took longer than the period to drain it (one step per
+    doubling of the period, at most :data:`MAX_STEP`), lowered again
     after ``RECOVER_AFTER`` frames in a row that went out within half the period.
     """
 
@@ -183,16 +186,18 @@ class LinkPacer:
             bps = nbytes / seconds
             self.throughput_bps = bps if not self.throughput_bps else 0.7 * self.throughput_bps + 0.3 * bps
         if seconds > self.period_s:
-            self.slower()
+            # one step per doubling of the period, at most MAX_STEP at once: a 4 s first frame on a
+            # slow link moves three steps, not one per frame
+            self.slower(min(MAX_STEP, max(1, int(seconds / self.period_s).bit_length() - 1)))
         elif seconds < self.period_s / 2:
             self._good += 1
             if self._good >= self.RECOVER_AFTER and self.level > 0:
                 self.level -= 1
                 self._good = 0
 
-    def slower(self) -> None:
-        """Start the next frame one ladder step smaller."""
-        self.level += 1
+    def slower(self, steps: int = 1) -> None:
+        """Start the next frame ``steps`` ladder steps smaller."""
+        self.level += steps
         self._good = 0
 
     def age_stats(self) -> dict[str, float | None]:

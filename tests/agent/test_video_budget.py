@@ -145,10 +145,12 @@ def test_pacer_drops_old_frames_and_adapts_down_and_back_up() -> None:
     pacer = LinkPacer(0.5, 0.1, clock=lambda: now[0])
     assert not pacer.fresh(9.4) and pacer.too_old == 1 and pacer.level == 1
     assert pacer.fresh(9.6)
-    pacer.drained(50_000, 0.4)                        # slower than the period: one step down
-    assert pacer.level == 2 and pacer.throughput_bps == pytest.approx(125_000)
+    pacer.drained(50_000, 0.4)                        # 4 periods: two steps down
+    assert pacer.level == 3 and pacer.throughput_bps == pytest.approx(125_000)
+    pacer.drained(1000, 0.15)                         # 1.5 periods: one step
+    assert pacer.level == 4
     for _ in range(LinkPacer.RECOVER_AFTER):
         pacer.drained(1000, 0.01)
-    assert pacer.level == 1
+    assert pacer.level == 3
     pacer.handed(9.8)
     assert pacer.age_stats()["p50_s"] == pytest.approx(0.2)
