@@ -51,8 +51,8 @@ class Agent:
         self.hardware = Hardware.from_config(cfg, self.sim)
         self.video = None
         if cfg.drivers.cameras:
-            from agent.video import VideoHub
-            self.video = VideoHub(cfg.drivers.cameras)
+            from agent.video import hub_from_config
+            self.video = hub_from_config(cfg)
             self.hardware.add_health_source(self.video.health)
         self.control = ControlLoop(cfg, self.hardware)
         self.adapters: dict[str, Any] = {}

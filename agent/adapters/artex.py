@@ -41,6 +41,7 @@ from agent.adapters.artex_commands import (
     FileRequest,
     WebSettings,
     describe,
+    file_answer,
     parse_command,
 )
 from agent.adapters.artex_settings import persist_settings, validate_settings
@@ -119,7 +120,7 @@ class ArtexAdapter:
         self._settings_lock: asyncio.Lock | None = None
         self._throttle = RateLimitedLog(log, LOG_REPEAT_S)
         self.counters: Counter[str] = Counter()
-        self._streams = ArtexStreams(cfg, robot, video, self._emit, self._link_busy, self.counters,
+        self._streams = ArtexStreams(cfg, robot, video, self._emit, lambda: self._client, self.counters,
                                      clock=clock, sleep=sleep)
         # a bug propagates (retry_bugs=False): the agent logs it and releases the source
         self._link = Reconnector(f"ARTEX: connection to {self.url}", log, first_s=cfg.artex.reconnect_delay_s,
@@ -250,11 +251,6 @@ class ArtexAdapter:
         self.counters[f"sent_{event}"] += 1
         return True
 
-    def _link_busy(self, limit: int = 8) -> bool:
-        """More than ``limit`` Engine.IO packets still waiting to go out (slow link)."""
-        queue = getattr(getattr(self._client, "eio", None), "queue", None)
-        return queue is not None and queue.qsize() > limit
-
     def _reject(self, what: str, problem: str) -> None:
         self.counters["rejected"] += 1
         self._throttle(logging.ERROR, f"ARTEX: rejected {what}: {problem}")
@@ -368,8 +364,7 @@ class ArtexAdapter:
                 logs.clear()
             log.warning("ARTEX: logs cleared by the hub")
             return
-        content = "" if logs is None else logs.log_text() if kind == "log" else logs.error_text()
-        await self._emit("file", {"payload": {"type": kind, "content": content}})
+        await self._emit("file", {"payload": file_answer(logs, kind, self._cfg.video.max_message_bytes)})
 
     async def _on_web_settings(self, settings: WebSettings, author: str) -> None:
         assert self._settings_lock is not None

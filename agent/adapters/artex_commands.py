@@ -32,6 +32,7 @@ from agent.errors import CommandError, CommandRejected
 from agent.model import BaseVelocity, Command, Stop, TrackDuty, finite_number
 
 __all__ = [
+    "file_answer",
     "COMMAND_TYPES",
     "FILE_TYPES",
     "MAX_SETTINGS_KEYS",
@@ -224,3 +225,23 @@ def parse_command(data: object, commands: Mapping[str, MotionConfig]) -> ArtexCo
             raise
         author = ""  # stop always wins: a malformed author does not block it
     return ArtexCommand(author, kind, action)
+
+
+#: Wire bytes of a ``file`` answer besides its content (event, namespace, keys, type).
+FILE_OVERHEAD = 128
+
+
+def file_answer(logs: object, kind: str, max_message_bytes: int) -> dict[str, str]:
+    """The ``file`` answer payload ``{"type": kind, "content": text}`` for a ``log`` / ``error`` request.
+
+    Args:
+        logs: the agent.logtail.LogTail, or None (empty content).
+        kind: ``log`` or ``error``.
+        max_message_bytes: the ``video`` section's message budget, bytes on the wire; the content
+            keeps the newest lines that fit (JSON-escaped size, agent.logtail.wire_size).
+    """
+    if logs is None:
+        return {"type": kind, "content": ""}
+    limit = max(0, max_message_bytes - FILE_OVERHEAD)
+    text = logs.log_text(limit) if kind == "log" else logs.error_text(limit)  # type: ignore[attr-defined]
+    return {"type": kind, "content": text}

@@ -17,9 +17,16 @@ Both send at most every ``max_send_freq`` s, and never faster than every
   JPEG-encoded (SDK ``Vault_Video_mixin.set_video``): the raw frame bytes
   (``Frame.image``: BGR uint8, rows top-down, ``height * width * 3`` bytes).
   Encoding happens once per frame and format in the shared
-  :class:`agent.video.VideoHub`, off the event loop. While more than a few
-  Engine.IO packets wait to go out (slow link) a round is skipped, so frames
-  never queue up.
+  :class:`agent.video.VideoHub`, off the event loop.
+
+Video budgets (``video`` config section, docs/artex.md "Video budget"): a message
+never exceeds ``max_message_bytes`` on the wire (each camera gets its share; a
+bigger frame is re-encoded at a lower quality, then smaller, else skipped, counted
+and logged once); at most one ``video`` message is in flight (the next waits until
+Engine.IO, the transport and the kernel wrote the last one); a frame older than
+``max_frame_age_s`` is never sent; slow drains move the camera down the
+re-encode ladder and quick ones back up. ``telem`` carries ``video``: per camera
+frame age p50/p95 (capture -> handed to the socket), ladder level, throughput.
 """
 
 from __future__ import annotations
@@ -32,69 +39,23 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from agent.adapters.artex_telem import TelemGate, telemetry
+from agent.adapters.artex_video import ArtexVideo, VideoDelivery, is_raw_key, link_backlog
 from agent.config import AgentConfig
 from agent.ports import RobotPort, VideoPort
-from agent.video import FrameFormat
 
 log = logging.getLogger(__name__)
 
-__all__ = ["ArtexStreams", "ArtexVideo", "is_raw_key"]
+__all__ = ["ArtexStreams", "ArtexVideo", "is_raw_key", "link_backlog"]
 
-RAW_MARKERS = ("led", "rgb_strip")
 #: Shortest period between two sends of one stream, s. A shorter ``max_send_freq`` (the config allows
 #: any value above 0) acts as this: a near-zero period would spin the event loop and starve the
 #: control loop thread of the GIL, delaying even the watchdog's stop.
 MIN_SEND_PERIOD_S = 0.02
 
+#: Video stats ride in ``telem`` at least this often while they change, s.
+VIDEO_TELEM_PERIOD_S = 2.0
+
 Emit = Callable[[str, dict[str, Any]], Awaitable[bool]]
-
-
-def is_raw_key(camera_id: str) -> bool:
-    """True when the SDK sends this key's value as is (``led`` / ``rgb_strip`` in the id)."""
-    low = camera_id.lower()
-    return any(m in low for m in RAW_MARKERS)
-
-
-class ArtexVideo:
-    """Newest frame per camera as ARTEX ``video`` payload values.
-
-    Args:
-        hub: the shared video hub (``camera_ids``, ``next_encoded``, ``next_frame``).
-    """
-
-    def __init__(self, hub: VideoPort) -> None:
-        self._hub = hub
-        self._after: dict[str, int] = {}
-
-    @property
-    def camera_ids(self) -> tuple[str, ...]:
-        """Cameras streamed, in config order."""
-        return tuple(self._hub.camera_ids)
-
-    async def _next(self, camera_id: str, quality: int, wait_s: float) -> tuple[str, bytes | None]:
-        after = self._after.get(camera_id, 0)
-        if is_raw_key(camera_id):
-            frame = await self._hub.next_frame(camera_id, after, wait_s)
-            data = None if frame is None else frame.image.tobytes()
-        else:
-            frame = await self._hub.next_encoded(camera_id, FrameFormat("jpeg", quality=quality), after, wait_s)
-            data = None if frame is None else frame.data
-        if frame is None:
-            return camera_id, None
-        self._after[camera_id] = frame.seq
-        return camera_id, data
-
-    async def next_payload(self, quality: int, wait_s: float) -> dict[str, bytes]:
-        """Frames newer than the last ones returned, waiting up to ``wait_s`` s per camera.
-
-        Args:
-            quality: JPEG quality 1..100. wait_s: longest wait for a new frame, s.
-
-        Returns:
-            camera id -> JPEG (or raw) bytes, only the cameras that produced a new frame.
-        """
-        got = await asyncio.gather(*(self._next(cam, quality, wait_s) for cam in self.camera_ids))
-        return {cam: data for cam, data in got if data is not None}
 
 
 def _alive(task: asyncio.Task | None) -> bool:
@@ -109,24 +70,28 @@ class ArtexStreams:
         robot: the RobotPort (``snapshot``).
         video: the shared video hub, or None (no video stream).
         emit: ``await emit(event, data) -> sent`` on the ``/robot`` namespace.
-        link_busy: True while the link has packets waiting to go out (skip a video round).
-        counters: the adapter's counters (``video_skipped``).
+        link: the Socket.IO client of the link now, or None (its backlog: :func:`link_backlog`).
+        counters: the adapter's counters (``video_skipped``, ``video_reencoded``,
+            ``video_oversize_skipped``, ``video_too_old``).
         clock, sleep: monotonic clock (s) and pause coroutine of both loops (injected in tests).
     """
 
     def __init__(self, cfg: AgentConfig, robot: RobotPort, video: VideoPort | None, emit: Emit,
-                 link_busy: Callable[[], bool], counters: Counter[str], *,
+                 link: Callable[[], Any], counters: Counter[str], *,
                  clock: Callable[[], float] = time.monotonic,
                  sleep: Callable[[float], Awaitable[object]] = asyncio.sleep) -> None:
         self.cfg = cfg
         self._clock, self._sleep = clock, sleep
         self._robot = robot
-        self._video = ArtexVideo(video) if video is not None and video.camera_ids else None
+        self._video = ArtexVideo(video, cfg.video, counters, clock) if video is not None and video.camera_ids else None
         self._emit = emit
-        self._link_busy = link_busy
+        self._link = link
+        self._delivery = VideoDelivery(counters, clock)
         self._counters = counters
         self._telem: asyncio.Task | None = None
         self._frames: asyncio.Task | None = None
+        self._video_sent: dict[str, Any] = {}
+        self._video_sent_at = -float("inf")
 
     @property
     def has_video(self) -> bool:
@@ -176,8 +141,22 @@ class ArtexStreams:
         while True:
             await self._sleep(self.period_s)
             data = telemetry(self._robot.snapshot())
-            if gate.due(data) and await self._emit("telem", {"payload": data}):
+            due = gate.due(data)
+            extra = self._video_telem(due)
+            if (due or extra) and await self._emit("telem", {"payload": {**data, **extra}}):
                 gate.mark_sent(data)
+
+    def _video_telem(self, due: bool) -> dict[str, Any]:
+        """``{"video": stats}`` when telem goes out anyway, or every :data:`VIDEO_TELEM_PERIOD_S` s
+        when the stats changed; else ``{}`` (the frame ages change on every poll)."""
+        if self._video is None or not self.video_run:
+            return {}
+        stats = self._video.telem()
+        now = self._clock()
+        if due or (stats != self._video_sent and now - self._video_sent_at >= VIDEO_TELEM_PERIOD_S):
+            self._video_sent, self._video_sent_at = stats, now
+            return {"video": stats}
+        return {}
 
     async def _video_loop(self) -> None:
         assert self._video is not None
@@ -187,13 +166,13 @@ class ArtexStreams:
             wait = last + period - self._clock()
             if wait > 0:
                 await self._sleep(wait)
-            if self._link_busy():
-                self._counters["video_skipped"] += 1
-                await self._sleep(period)
-                continue
             payload = await self._video.next_payload(self.cfg.artex.jpeg_quality, period)
-            if payload and await self._emit("video", {"payload": payload}):
-                last = self._clock()
+            if not payload:
+                continue
+            last = self._clock()
+            took = await self._delivery.send(self._link(), payload)
+            if took is not None:
+                self._video.drained(payload, took, period)
 
 
 def _report(task: asyncio.Task) -> None:

@@ -113,7 +113,7 @@ class Sim2botAdapter:
             by_id = {c.id: c for c in cfg.drivers.cameras}
             self._streams = VideoStreams(
                 video, {g: (cid, by_id[cid]) for g, cid in zip(global_ids, desc.cameras) if cid in by_id},
-                self._s.subscription_ttl_s)
+                self._s.subscription_ttl_s, max_age_s=cfg.video.max_frame_age_s)
         self._warn = RateLimitedLog(log, WARN_REPEAT_S)
         self._noted: set[str] = set()
         self._control_url = with_query(self._s.url, room=self._s.room,
@@ -139,13 +139,13 @@ class Sim2botAdapter:
         Counters: ``received``, ``executed``, ``rejected``, ``declined``, ``camera``, ``status``,
         ``sent`` (telemetry packets), ``connects``, ``frames_sent``, ``streams`` (active now).
         Detail: ``video_connected``, ``url`` (without token), ``room``, ``controllers`` (last
-        ``bridge_status``). ``last_error``: the newest control-socket failure.
+        ``bridge_status``), ``video`` (frame ages per stream, VideoStreams.stats). ``last_error``: the newest control-socket failure.
         """
         streams = self._streams
         counters = {**self._counters, "frames_sent": streams.frames_sent if streams else 0,
                     "streams": len(streams.active) if streams else 0}
         detail = {"video_connected": self._video_connected, "url": self._s.url, "room": self._room,
-                  "controllers": self._controllers}
+                  "controllers": self._controllers, "video": streams.stats() if streams else {}}
         return self._link.status(SOURCE, counters, detail, connected=self._connected)
 
     # ------------------------------------------------------------------ run

@@ -32,7 +32,8 @@ from agent.adapters.sim2bot_commands import (
 )
 from agent.config.drivers import CameraConfig
 from agent.errors import CommandDeclined
-from agent.video import EncodedFrame, FrameFormat
+from agent.video import EncodedFrame, FrameFormat, LinkPacer
+from agent.video.links import transport_backlog, wait_drained
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +47,9 @@ _WAIT_S = 0.5
 #: raw at 1920x1080, 8 MB in flight: without a bound, a few hundred subscriptions with distinct
 #: sizes took gigabytes and stalled the event loop for seconds.
 MAX_STREAMS_PER_CAMERA = 4
+#: After ``camera_unsubscribe``, a stream of that camera lasts this long unless renewed, s
+#: (longer than the reference client's 1 s renewal, shorter than the 3 s TTL).
+UNSUBSCRIBE_GRACE_S = 1.5
 
 Sender = Callable[[bytes], Awaitable[None]]
 
@@ -107,10 +111,11 @@ class VideoStreams:
         cameras: global id -> (hub camera id, camera config), in announce order.
         ttl_s: a stream not renewed for this long stops, s.
         clock: monotonic clock, s (injected in tests).
+        max_age_s: a frame older than this (capture -> handed to the socket) is not sent, s.
     """
 
     def __init__(self, hub, cameras: dict[str, tuple[str, CameraConfig]], ttl_s: float,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic, max_age_s: float = 0.5) -> None:
         self._hub = hub
         self._cameras = cameras
         self._ttl_s = ttl_s
@@ -122,6 +127,11 @@ class VideoStreams:
         self.frames_sent = 0
         self.bytes_sent = 0
         self.send_errors = 0
+        self.too_old = 0
+        self._max_age_s = max_age_s
+        self.pacers: dict[StreamKey, LinkPacer] = {}
+        self._in_flight: dict[str, asyncio.Lock] = {}
+        self._ending: set[StreamKey] = set()
 
     # ------------------------------------------------------------------ wiring
     def attach(self, send: Sender | None) -> None:
@@ -151,7 +161,8 @@ class VideoStreams:
         key = resolve(req, cam)
         task = self._tasks.get(key)
         if task is None or task.done():
-            others = [k for k, t in self._tasks.items() if k.camera == key.camera and k != key and not t.done()]
+            others = [k for k, t in self._tasks.items()
+                      if k.camera == key.camera and k != key and not t.done() and k not in self._ending]
             if len(others) >= MAX_STREAMS_PER_CAMERA:
                 # one text for every refused format: the adapter's identical warnings are rate-limited
                 raise CommandDeclined(
@@ -162,6 +173,7 @@ class VideoStreams:
             self._h264_warned = True
             log.warning("sim2bot: camera %s asked for H.264; the agent sends JPEG instead", req.camera)
         self._expiry[key] = self._clock() + self._ttl_s
+        self._ending.discard(key)
         if task is None or task.done():
             log.info("sim2bot: streaming %s (%s) codec %d %dx%d q%d at %.1f fps", key.camera, hub_id,
                      key.codec, key.width, key.height, key.quality, key.fps)
@@ -170,10 +182,15 @@ class VideoStreams:
         return key
 
     def unsubscribe(self, camera: str) -> int:
-        """Stop every stream of ``camera``; returns how many stopped."""
+        """A controller unsubscribed ``camera``: its streams end :data:`UNSUBSCRIBE_GRACE_S` s from now
+        unless renewed meanwhile. The protocol does not say which controller nor which format: the
+        streams another controller still renews (every second, ``sim2bot.Robot``) go on without a gap.
+        Returns how many streams will end."""
         keys = [k for k in self._tasks if k.camera == camera]
+        end = self._clock() + UNSUBSCRIBE_GRACE_S
         for key in keys:
-            self._stop(key, "unsubscribed")
+            self._expiry[key] = min(self._expiry.get(key, end), end)
+            self._ending.add(key)   # not counted against MAX_STREAMS_PER_CAMERA meanwhile
         return len(keys)
 
     def close(self) -> None:
@@ -183,6 +200,8 @@ class VideoStreams:
 
     def _stop(self, key: StreamKey, why: str) -> None:
         self._expiry.pop(key, None)
+        self.pacers.pop(key, None)
+        self._ending.discard(key)
         task = self._tasks.pop(key, None)
         if task is not None and task is not asyncio.current_task():
             task.cancel()
@@ -192,6 +211,7 @@ class VideoStreams:
     async def _stream(self, key: StreamKey, hub_id: str) -> None:
         fmt = hub_format(key)
         period = 1.0 / key.fps
+        pacer = self.pacers[key] = LinkPacer(self._max_age_s, period, self._clock)
         after_seq = -1
         due = self._clock()
         while True:
@@ -206,16 +226,38 @@ class VideoStreams:
                 continue
             after_seq = frame.seq
             due = max(due + period, self._clock())
-            send = self._send
-            if send is None:
-                continue
-            data = pack_frame(key.camera, key.codec, frame.seq, frame.t_unix_s, frame.width,
-                              frame.height, frame.data)
-            try:
-                await send(data)
-            except (WebSocketException, OSError) as err:  # the video task reconnects the socket
-                self.send_errors += 1
-                log.debug("sim2bot: frame send on /video failed: %s", err)
-                continue
-            self.frames_sent += 1
-            self.bytes_sent += len(data)
+            async with self._in_flight.setdefault(key.camera, asyncio.Lock()):
+                await self._send_one(key, pacer, frame)
+
+    async def _send_one(self, key: StreamKey, pacer: LinkPacer, frame: EncodedFrame) -> None:
+        """Send ``frame`` unless too old, then wait until the socket wrote it (one frame in flight)."""
+        send = self._send
+        if send is None:
+            return
+        if not pacer.fresh(frame.t_mono_s):
+            self.too_old += 1
+            return
+        data = pack_frame(key.camera, key.codec, frame.seq, frame.t_unix_s, frame.width,
+                          frame.height, frame.data)
+        start = self._clock()
+        try:
+            await send(data)
+        except (WebSocketException, OSError) as err:  # the video task reconnects the socket
+            self.send_errors += 1
+            log.debug("sim2bot: frame send on /video failed: %s", err)
+            return
+        pacer.handed(frame.t_mono_s, start)
+        self.frames_sent += 1
+        self.bytes_sent += len(data)
+        transport = getattr(getattr(send, "__self__", None), "transport", None)
+        await wait_drained(lambda: transport_backlog(transport), _WAIT_S, clock=self._clock)
+        pacer.drained(len(data), self._clock() - start)
+
+    def stats(self) -> dict[str, object]:
+        """Per stream (``camera codec WxH@fps``): frame age p50/p95/max (capture -> handed to the
+        socket, s) and throughput (kB/s); plus ``too_old`` (frames not sent: older than the limit)."""
+        out: dict[str, object] = {"too_old": self.too_old}
+        for key, pacer in self.pacers.items():
+            name = f"{key.camera} {key.codec} {key.width}x{key.height}@{key.fps:g}"
+            out[name] = {**pacer.age_stats(), "kBps": round(pacer.throughput_bps / 1000)}
+        return out

@@ -49,6 +49,7 @@ from agent.config.control import BaseConfig, ControlConfig, WatchdogConfig
 from agent.config.drivers import DriversConfig
 from agent.config.robotmsg import RobotMsgConfig
 from agent.config.sim2bot import Sim2botConfig
+from agent.config.video import VideoConfig
 from agent.errors import ConfigError
 
 __all__ = ["AgentConfig", "ConfigError", "foreign_keys", "load", "loads", "log_level", "problems_of"]
@@ -98,6 +99,7 @@ class AgentConfig(Section):
     sim2bot: Sim2botConfig = Field(default_factory=Sim2botConfig)
     robot_msg: RobotMsgConfig = Field(default_factory=RobotMsgConfig)
     console: ConsoleConfig = Field(default_factory=ConsoleConfig)
+    video: VideoConfig = Field(default_factory=VideoConfig)
     log_dir: str | None = Field(None, description="directory of robot-agent.log when logger_type is 'file'; "
                                 "ARTEX `file` requests are served from memory (agent.logtail) either way")
 

@@ -47,6 +47,8 @@ class ArtexHub:
         auto_ready: call ``heartbeat ["d_meta", "Ready"]`` ``ready_delay_s`` after each connect.
         on_event: ``callback(kind, sid, data)`` for every record (the CLI prints with it).
         history: how many telem / video / heartbeat records are kept (oldest dropped).
+        max_http_buffer_size: python-socketio's message limit, bytes (its default is 1,000,000;
+            a bigger message closes the link).
 
     Attributes:
         passports: sid -> auth passport of every robot connected so far.
@@ -59,8 +61,9 @@ class ArtexHub:
 
     def __init__(self, *, host: str = "127.0.0.1", port: int = 0, auto_ready: bool = True,
                  ready_delay_s: float = 0.1, on_event: Callable[[str, str, Any], None] | None = None,
-                 history: int = 10_000) -> None:
+                 history: int = 10_000, max_http_buffer_size: int = 16 << 20) -> None:
         self.host, self.port = host, port
+        self.max_http_buffer_size = max_http_buffer_size
         self.auto_ready = auto_ready
         self.ready_delay_s = ready_delay_s
         self.on_event = on_event
@@ -79,7 +82,7 @@ class ArtexHub:
 
     # ------------------------------------------------------------------ lifecycle
     def _build(self) -> web.Application:
-        sio = socketio.AsyncServer(async_mode="aiohttp", max_http_buffer_size=16 << 20)
+        sio = socketio.AsyncServer(async_mode="aiohttp", max_http_buffer_size=self.max_http_buffer_size)
         app = web.Application()
         sio.attach(app)
         sio.on("connect", self._connect, namespace=NAMESPACE)

@@ -16,6 +16,7 @@ from agent.adapters.sim2bot_commands import CameraRequest
 from agent.adapters.sim2bot_video import (
     HEADER,
     MAX_STREAMS_PER_CAMERA,
+    UNSUBSCRIBE_GRACE_S,
     StreamKey,
     VideoStreams,
     hub_format,
@@ -128,13 +129,20 @@ async def test_subscription_expires_after_its_ttl_and_renewal_keeps_it(hub):
     assert len(rec.frames) == count
 
 
-async def test_unsubscribe_stops_every_format_of_the_camera(hub):
+async def test_unsubscribe_ends_every_unrenewed_format_after_the_grace(hub):
+    """The protocol names neither the controller nor the format: every stream of the camera ends
+    UNSUBSCRIBE_GRACE_S later, except the ones renewed meanwhile (another controller's)."""
     streams = VideoStreams(hub, {"model:0": ("front", CAM)}, ttl_s=3.0)
     streams.attach(Recorder())
-    streams.subscribe(CameraRequest("model:0", codec=0))
+    jpeg = streams.subscribe(CameraRequest("model:0", codec=0))
     streams.subscribe(CameraRequest("model:0", codec=2))
     assert len(streams.active) == 2
-    assert streams.unsubscribe("model:0") == 2 and streams.active == ()
+    assert streams.unsubscribe("model:0") == 2 and len(streams.active) == 2
+    await asyncio.sleep(UNSUBSCRIBE_GRACE_S / 2)
+    streams.subscribe(CameraRequest("model:0", codec=0))          # the other controller renews
+    await asyncio.sleep(UNSUBSCRIBE_GRACE_S / 2 + 0.6)
+    assert streams.active == (jpeg,)
+    streams.close()
 
 
 async def test_streams_per_camera_are_bounded_and_renewals_still_accepted(hub):

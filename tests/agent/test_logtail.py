@@ -94,3 +94,30 @@ def test_thread_safe(logger):
 def test_bad_size(bad):
     with pytest.raises(ValueError):
         LogTail(max_bytes=bad)
+
+
+def test_sizes_count_json_escaped_wire_bytes() -> None:
+    """Cyrillic is 2 bytes of UTF-8 but 6 on the wire (``\\uXXXX``, as python-socketio sends it)."""
+    from socketio import packet
+
+    from agent.logtail import clip_to_wire, wire_size
+
+    text = "Привет, мир \"q\"\n" * 3
+    encoded = packet.Packet(packet.EVENT, data=["file", {"content": text}], namespace="/robot").encode()
+    empty = packet.Packet(packet.EVENT, data=["file", {"content": ""}], namespace="/robot").encode()
+    assert wire_size(text) == len(encoded) - len(empty)
+    clipped = clip_to_wire(text, 100)
+    assert text.endswith(clipped) and wire_size(clipped) <= 100 < wire_size(text[-len(clipped) - 1:])
+
+
+def test_cyrillic_tail_keeps_within_its_wire_budget() -> None:
+    from agent.logtail import wire_size
+
+    logger = logging.getLogger("test.logtail.cyrillic")
+    tail = attach(logger, max_bytes=10_000)
+    for i in range(500):
+        logger.warning("сообщение номер %d: двигатель в норме", i)
+    text = tail.log_text()
+    assert wire_size(text) <= 10_000 and tail.sizes()[0] == wire_size(text)
+    assert "номер 499" in text and "номер 0:" not in text
+    assert wire_size(tail.log_text(2_000)) <= 2_000 and tail.log_text(2_000).endswith("в норме\n")

@@ -1,0 +1,224 @@
+"""ARTEX ``video`` under a budget: frame choice (:class:`ArtexVideo`) and delivery (:class:`VideoDelivery`).
+
+Budgets (``video`` config section, docs/artex.md "Video budget"):
+
+- size: a ``video`` message never exceeds ``max_message_bytes`` on the wire; each camera
+  gets its share, a bigger frame is re-encoded at a lower quality, then smaller
+  (:func:`agent.video.fit_ladder`), else skipped, counted and logged once;
+- age: a frame older than ``max_frame_age_s`` when it would be handed to the socket
+  is not sent (``video_too_old``);
+- one in flight: the next message waits until the last one was delivered: the hub's
+  Socket.IO acknowledgement (python-socketio servers acknowledge every handled event
+  when asked), or, for a hub that never acknowledges, until Engine.IO, the transport
+  and the kernel wrote it (:func:`link_backlog`);
+- adaptation: a delivery slower than the period moves the camera one step down the
+  re-encode ladder, ten quick ones in a row one step back up.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import Counter
+from collections.abc import Callable
+from typing import Any
+
+from socketio.exceptions import SocketIOError
+
+from agent.config.video import VideoConfig
+from agent.ports import VideoPort
+from agent.video import FrameFormat, LinkPacer
+from agent.video.links import shrink_send_buffer, transport_backlog, wait_drained
+
+log = logging.getLogger("agent.adapters.artex")
+
+__all__ = ["ArtexVideo", "VideoDelivery", "is_raw_key", "link_backlog", "link_transport"]
+
+NAMESPACE = "/robot"
+#: Bytes of a ``video`` message besides the frames (event name, namespace, placeholders, keys).
+PAYLOAD_OVERHEAD = 512
+#: Longest wait for one delivery (ack or local drain) before it is counted as late, s.
+DELIVERY_WAIT_S = 5.0
+
+RAW_MARKERS = ("led", "rgb_strip")
+
+
+def is_raw_key(camera_id: str) -> bool:
+    """True when the SDK sends this key's value as is (``led`` / ``rgb_strip`` in the id)."""
+    low = camera_id.lower()
+    return any(m in low for m in RAW_MARKERS)
+
+
+def link_backlog(client: Any) -> int:
+    """What the Socket.IO ``client`` still has to write: Engine.IO packets queued or being
+    written (each counts 1), plus the websocket transport's write buffer and kernel send queue, bytes.
+    0 without a connection."""
+    eio = getattr(client, "eio", None)
+    if eio is None:
+        return 0
+    queue = getattr(eio, "queue", None)
+    # asyncio.Queue counts a packet until the write loop's task_done(), i.e. until it is written
+    packets = getattr(queue, "_unfinished_tasks", 0) if queue is not None else 0
+    writer = getattr(getattr(eio, "ws", None), "_writer", None)
+    return packets + transport_backlog(getattr(writer, "transport", None))
+
+
+def link_transport(client: Any) -> Any:
+    """The websocket transport of a Socket.IO ``client``, or None."""
+    return getattr(getattr(getattr(getattr(client, "eio", None), "ws", None), "_writer", None), "transport", None)
+
+
+class ArtexVideo:
+    """Newest frame per camera as ARTEX ``video`` payload values, within the link's budgets.
+
+    Args:
+        hub: the shared video hub (``camera_ids``, ``next_frame``, ``encoded_within``).
+        budget: the ``video`` config section (``max_message_bytes``, ``max_frame_age_s``).
+        counters: the adapter's counters (``video_reencoded``, ``video_oversize_skipped``,
+            ``video_too_old``).
+    """
+
+    def __init__(self, hub: VideoPort, budget: VideoConfig, counters: Counter[str],
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self._hub = hub
+        self._budget = budget
+        self._counters = counters
+        self._clock = clock
+        self._after: dict[str, int] = {}
+        self.pacers = {cam: LinkPacer(budget.max_frame_age_s, 0.05, clock) for cam in hub.camera_ids}
+        self._oversize_logged: set[str] = set()
+
+    @property
+    def camera_ids(self) -> tuple[str, ...]:
+        """Cameras streamed, in config order."""
+        return tuple(self._hub.camera_ids)
+
+    def _oversize(self, camera_id: str, what: str, limit: int) -> None:
+        self._counters["video_oversize_skipped"] += 1
+        if camera_id not in self._oversize_logged:
+            self._oversize_logged.add(camera_id)
+            log.warning("ARTEX: camera %s: %s does not fit its %d-byte share of the message budget "
+                        "(video.max_message_bytes); skipped (counted in video_oversize_skipped, logged once)",
+                        camera_id, what, limit)
+
+    async def _next(self, camera_id: str, quality: int, wait_s: float, limit: int) -> tuple[str, Any]:
+        pacer = self.pacers[camera_id]
+        frame = await self._hub.next_frame(camera_id, self._after.get(camera_id, 0), wait_s)
+        if frame is None:
+            return camera_id, None
+        self._after[camera_id] = frame.seq
+        if is_raw_key(camera_id):
+            data = frame.image.tobytes()
+            if len(data) > limit:
+                self._oversize(camera_id, f"a raw frame of {len(data)} bytes", limit)
+                return camera_id, None
+            return camera_id, (data, frame.t_mono_s)
+        fmt = FrameFormat("jpeg", quality=quality)
+        out, level = await self._hub.encoded_within(frame, fmt, limit, pacer.level)
+        if out is None:
+            self._oversize(camera_id, f"a {frame.width}x{frame.height} frame even at the smallest re-encode", limit)
+            return camera_id, None
+        if level > 0:
+            self._counters["video_reencoded"] += 1
+        pacer.level = level
+        return camera_id, (out.data, out.t_mono_s)
+
+    async def next_payload(self, quality: int, wait_s: float) -> dict[str, bytes]:
+        """Frames newer than the last ones returned, waiting up to ``wait_s`` s per camera.
+
+        Each frame fits its share of ``max_message_bytes`` (re-encoded smaller or skipped);
+        a frame older than ``max_frame_age_s`` by now is left out (``video_too_old``).
+
+        Returns:
+            camera id -> JPEG (or raw) bytes, only the cameras that produced a new, fresh frame.
+        """
+        cams = self.camera_ids
+        limit = (self._budget.max_message_bytes - PAYLOAD_OVERHEAD) // max(1, len(cams)) - 64
+        got = await asyncio.gather(*(self._next(cam, quality, wait_s, limit) for cam in cams))
+        payload: dict[str, bytes] = {}
+        for cam, item in got:
+            if item is None:
+                continue
+            if not self.pacers[cam].fresh(item[1]):
+                self._counters["video_too_old"] += 1
+                continue
+            payload[cam] = item[0]
+            self.pacers[cam].handed(item[1])
+        return payload
+
+    def drained(self, payload: dict[str, bytes], seconds: float, period_s: float) -> None:
+        """The link took ``seconds`` to write ``payload``: adapt every camera in it."""
+        for cam, data in payload.items():
+            self.pacers[cam].period_s = period_s
+            self.pacers[cam].drained(len(data), seconds)
+
+    def telem(self) -> dict[str, dict[str, Any]]:
+        """Per camera: frame age p50/p95 (capture -> handed to the socket, s), ladder level,
+        measured link throughput (kB/s), frames sent; plus the link counters."""
+        out: dict[str, Any] = {}
+        for cam, pacer in self.pacers.items():
+            ages = pacer.age_stats()
+            out[cam] = {"age_p50_s": _round(ages["p50_s"]), "age_p95_s": _round(ages["p95_s"]),
+                        "level": pacer.level, "kBps": round(pacer.throughput_bps / 1000, -1)}
+        for key in ("video_reencoded", "video_oversize_skipped", "video_too_old"):
+            out[key.removeprefix("video_")] = self._counters[key]
+        return out
+
+
+def _round(value: float | None) -> float | None:
+    """Ages to 0.05 s: the telem deadband would otherwise see a change on every poll."""
+    return None if value is None else round(value * 20) / 20
+
+
+class VideoDelivery:
+    """Sends one ``video`` message at a time and times its delivery.
+
+    Args:
+        counters: the adapter's counters (``sent_video``, ``video_late``).
+        clock: monotonic clock, s.
+    """
+
+    def __init__(self, counters: Counter[str], clock: Callable[[], float] = time.monotonic) -> None:
+        self._counters = counters
+        self._clock = clock
+        #: None until known; False when the hub never acknowledged (then the local drain paces).
+        self.acks: bool | None = None
+
+    async def send(self, client: Any, payload: dict[str, bytes]) -> float | None:
+        """Emit ``payload`` on ``client`` and wait for its delivery.
+
+        Returns:
+            Seconds from emit to delivery, or None when it was not sent (no link, emit failed).
+        """
+        if client is None or not getattr(client, "connected", False):
+            return None
+        loop = asyncio.get_running_loop()
+        acked: asyncio.Future = loop.create_future()
+        callback = None if self.acks is False else (lambda *_: acked.done() or acked.set_result(True))
+        start = self._clock()
+        try:
+            await client.emit("video", {"payload": payload}, namespace=NAMESPACE, callback=callback)
+        except (SocketIOError, OSError) as err:
+            log.debug("ARTEX: emit video failed: %s", err)
+            return None
+        self._counters["sent_video"] += 1
+        shrink_send_buffer(link_transport(client))
+        if callback is not None and await self._acked(acked):
+            return self._clock() - start
+        if not await wait_drained(lambda: link_backlog(client), DELIVERY_WAIT_S, clock=self._clock):
+            self._counters["video_late"] += 1
+        return self._clock() - start
+
+    async def _acked(self, acked: asyncio.Future) -> bool:
+        try:
+            await asyncio.wait_for(acked, DELIVERY_WAIT_S)
+        except TimeoutError:
+            if self.acks is None:
+                self.acks = False
+                log.info("ARTEX: the hub does not acknowledge video; pacing by the local send queue")
+            else:
+                self._counters["video_late"] += 1
+            return False
+        self.acks = True
+        return True

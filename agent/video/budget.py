@@ -1,0 +1,209 @@
+"""Video budgets: encoder CPU share, wire size of one message, and per-link pacing.
+
+- :class:`CpuBudget`: the encoders may use ``share`` of one core over a sliding
+  window; above it, a consumer waits (frames captured meanwhile are skipped:
+  frames are dropped before the control loop is starved).
+- :func:`socketio_wire_size`: bytes python-socketio really puts on the wire for
+  one event (the Socket.IO packet encoded by ``socketio.packet.Packet``: the text
+  part with JSON escapes, ``\\uXXXX`` for non-ASCII, plus each binary attachment raw,
+  as the websocket transport sends them).
+- :func:`fit_ladder`: the formats tried, in order, to bring a frame under a size
+  (quality first, then scale).
+- :class:`LinkPacer`: per link and camera, at most one frame in flight, frames
+  older than ``max_age_s`` never sent, throughput measured and the ladder level
+  adapted down (slow link, oversize frames) and back up.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import replace
+from typing import Any
+
+from agent.video.frames import FrameFormat
+
+__all__ = ["CpuBudget", "LinkPacer", "fit_ladder", "socketio_wire_size", "json_wire_size"]
+
+#: JPEG qualities tried (each capped by the requested one) before the frame is scaled down.
+QUALITY_STEPS = (60, 40)
+#: Scale factors tried after the quality steps, at the last quality.
+SCALE_STEPS = (0.75, 0.5, 0.35, 0.25)
+#: Most ladder steps one slow delivery moves a camera down.
+MAX_STEP = 3
+#: Smallest side, px, a frame is scaled down to.
+MIN_SIDE_PX = 64
+
+
+class CpuBudget:
+    """Share of one core the encoders may use, over a sliding window. Thread-safe.
+
+    Args:
+        share: fraction of one core, 0 < share <= 1 (1 or more: no limit).
+        window_s: averaging window, s.
+        clock: monotonic clock, s.
+    """
+
+    def __init__(self, share: float = 0.3, window_s: float = 1.0,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.share = share
+        self.window_s = window_s
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._spent: deque[tuple[float, float]] = deque()   # (end time, seconds of encoding)
+        self._total = 0.0
+        self.waits = 0
+
+    def _trim(self, now: float) -> None:
+        while self._spent and self._spent[0][0] <= now - self.window_s:
+            self._total -= self._spent.popleft()[1]
+
+    def spend(self, seconds: float) -> None:
+        """Record one encode that took ``seconds`` of CPU, ending now."""
+        with self._lock:
+            now = self._clock()
+            self._spent.append((now, seconds))
+            self._total += seconds
+            self._trim(now)
+
+    def wait_s(self) -> float:
+        """Seconds to wait before the next encode keeps within the share (0: go now)."""
+        if self.share >= 1.0:
+            return 0.0
+        with self._lock:
+            now = self._clock()
+            self._trim(now)
+            allowed = self.share * self.window_s
+            excess, wait = self._total - allowed - 1e-9, 0.0
+            for end, spent in self._spent:
+                if excess <= 0:
+                    break
+                excess -= spent
+                wait = end + self.window_s - now
+            if wait > 0:
+                self.waits += 1
+            return max(0.0, wait)
+
+    def used_share(self) -> float:
+        """Share of one core used by encoding over the last window."""
+        with self._lock:
+            self._trim(self._clock())
+            return self._total / self.window_s
+
+
+def socketio_wire_size(event: str, data: Any, namespace: str = "/robot") -> int:
+    """Bytes python-socketio sends for ``emit(event, data)`` on ``namespace``, websocket transport.
+
+    The text packet counts its UTF-8 length (JSON escapes as python-socketio's ``json``
+    writes them) plus one byte of Engine.IO packet type; binary attachments count raw.
+    """
+    from socketio import packet
+
+    pkt = packet.Packet(packet.EVENT, data=[event, data], namespace=namespace)
+    encoded = pkt.encode()
+    parts = encoded if isinstance(encoded, list) else [encoded]
+    size = 0
+    for part in parts:
+        size += len(part) if isinstance(part, bytes) else len(part.encode("utf-8")) + 1
+    return size
+
+
+def json_wire_size(text: str) -> int:
+    """Bytes of ``text`` as a JSON string value on the wire (python-socketio: ``ensure_ascii``)."""
+    from socketio import packet
+
+    return len(packet.Packet.json.dumps(text, separators=(",", ":")).encode("utf-8"))
+
+
+def fit_ladder(fmt: FrameFormat, width: int, height: int) -> list[FrameFormat]:
+    """Formats to try, in order, to make a ``width`` x ``height`` frame smaller than ``fmt`` gives.
+
+    Level 0 is ``fmt`` itself; then lower JPEG qualities; then smaller sizes (aspect kept).
+    Raw RGBA only scales.
+    """
+    out_w, out_h = fmt.output_size(width, height)
+    ladder = [fmt]
+    quality = fmt.quality
+    if fmt.codec == "jpeg":
+        for q in QUALITY_STEPS:
+            if q < quality:
+                quality = q
+                ladder.append(replace(fmt, quality=q))
+    for scale in SCALE_STEPS:
+        w, h = round(out_w * scale), round(out_h * scale)
+        if min(w, h) < MIN_SIDE_PX:
+            break
+        ladder.append(replace(fmt, width=w, height=h, quality=quality))
+    return ladder
+
+
+class LinkPacer:
+    """Pacing of one camera on one link: ladder level, age limit, throughput. Event-loop only.
+
+    Args:
+        max_age_s: a frame older than this (capture -> handed to the socket) is never sent.
+        period_s: the link's normal period between frames, s.
+        clock: monotonic clock, s.
+
+    The level is the :func:`fit_ladder` index the next frame starts from: raised when a
+    frame did not fit or the link took longer than the period to drain it (one step per
+    doubling of the period, at most :data:`MAX_STEP`), lowered again
+    after ``RECOVER_AFTER`` frames in a row that went out within half the period.
+    """
+
+    RECOVER_AFTER = 10
+
+    def __init__(self, max_age_s: float, period_s: float, clock: Callable[[], float] = time.monotonic) -> None:
+        self.max_age_s = max_age_s
+        self.period_s = period_s
+        self._clock = clock
+        self.level = 0
+        self._good = 0
+        self.throughput_bps = 0.0
+        self.ages: deque[float] = deque(maxlen=512)
+        self.sent = 0
+        self.too_old = 0
+
+    def fresh(self, t_mono_s: float) -> bool:
+        """True when a frame captured at ``t_mono_s`` may still be sent; counts the stale ones."""
+        if t_mono_s and self._clock() - t_mono_s > self.max_age_s:
+            self.too_old += 1
+            self.slower()
+            return False
+        return True
+
+    def handed(self, t_mono_s: float, at_s: float | None = None) -> None:
+        """A frame captured at ``t_mono_s`` was handed to the socket at ``at_s`` (default now)."""
+        self.sent += 1
+        if t_mono_s:
+            self.ages.append((self._clock() if at_s is None else at_s) - t_mono_s)
+
+    def drained(self, nbytes: int, seconds: float) -> None:
+        """The link took ``seconds`` to write ``nbytes``: update throughput and the level."""
+        if seconds > 0:
+            bps = nbytes / seconds
+            self.throughput_bps = bps if not self.throughput_bps else 0.7 * self.throughput_bps + 0.3 * bps
+        if seconds > self.period_s:
+            # one step per doubling of the period, at most MAX_STEP at once: a 4 s first frame on a
+            # slow link moves three steps, not one per frame
+            self.slower(min(MAX_STEP, max(1, int(seconds / self.period_s).bit_length() - 1)))
+        elif seconds < self.period_s / 2:
+            self._good += 1
+            if self._good >= self.RECOVER_AFTER and self.level > 0:
+                self.level -= 1
+                self._good = 0
+
+    def slower(self, steps: int = 1) -> None:
+        """Start the next frame ``steps`` ladder steps smaller."""
+        self.level += steps
+        self._good = 0
+
+    def age_stats(self) -> dict[str, float | None]:
+        """``{"p50_s", "p95_s", "max_s"}`` of recent frame ages (None before any)."""
+        if not self.ages:
+            return {"p50_s": None, "p95_s": None, "max_s": None}
+        ages = sorted(self.ages)
+        pick = lambda p: round(ages[min(len(ages) - 1, int(p * len(ages)))], 4)  # noqa: E731
+        return {"p50_s": pick(0.5), "p95_s": pick(0.95), "max_s": round(ages[-1], 4)}

@@ -1,0 +1,153 @@
+"""Frames and formats: what the hub captures (:class:`Frame`), how a consumer wants it
+(:class:`FrameFormat`) and what it gets (:class:`EncodedFrame`), plus :func:`encode`.
+
+Raw RGBA is bottom-up (the first row sent is the image's bottom row), as the
+Sim2Bot reference reader ``sim2bot.client.CameraFrame.image`` flips raw frames.
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import cv2
+import numpy as np
+
+from agent.errors import CommandError
+
+MAX_OUTPUT_SIZE = 4096
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Frame:
+    """One captured frame. Immutable; ``image`` is a read-only array.
+
+    Attributes:
+        camera_id: config id of the camera.
+        seq: per-camera frame counter, from 1, increasing across reopens.
+        t_mono_s: capture time, s, agent monotonic clock. t_unix_s: the same instant, Unix s.
+        image: BGR uint8, shape (height, width, 3).
+    """
+
+    camera_id: str
+    seq: int
+    t_mono_s: float
+    t_unix_s: float
+    image: np.ndarray
+
+    @property
+    def width(self) -> int:
+        """Frame width, px."""
+        return int(self.image.shape[1])
+
+    @property
+    def height(self) -> int:
+        """Frame height, px."""
+        return int(self.image.shape[0])
+
+
+def _encode_jpeg(image: np.ndarray, quality: int) -> bytes:
+    ok, buf = cv2.imencode(".jpg", image, [cv2.IMWRITE_JPEG_QUALITY, quality])
+    if not ok:
+        raise cv2.error("cv2.imencode('.jpg') returned False")
+    return buf.tobytes()
+
+
+def _encode_rgba(image: np.ndarray, quality: int) -> bytes:
+    """Raw RGBA, width*height*4 bytes, rows bottom-up (WebGL order); ``quality`` unused."""
+    return cv2.flip(cv2.cvtColor(image, cv2.COLOR_BGR2RGBA), 0).tobytes()
+
+
+#: codec -> ``(image_bgr, quality) -> bytes``.
+ENCODERS: dict[str, Callable[[np.ndarray, int], bytes]] = {"jpeg": _encode_jpeg, "rgba": _encode_rgba}
+
+
+def _optional_size(name: str, value: object) -> None:
+    if value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_OUTPUT_SIZE:
+        raise CommandError(f"frame {name} must be an integer 1..{MAX_OUTPUT_SIZE} or None, got {value!r}")
+
+
+@dataclass(frozen=True, slots=True)
+class FrameFormat:
+    """How a consumer wants frames encoded. Frozen and hashable: the encode-cache key.
+
+    Attributes:
+        codec: ``jpeg`` or ``rgba`` (raw, bottom-up rows).
+        width, height: output size, px; None keeps the camera's. One alone keeps the aspect ratio.
+        quality: JPEG quality 1..100 (ignored for ``rgba``).
+
+    Raises:
+        CommandError: unknown codec, size out of 1..4096, quality out of 1..100.
+    """
+
+    codec: str = "jpeg"
+    width: int | None = None
+    height: int | None = None
+    quality: int = 80
+
+    def __post_init__(self) -> None:
+        if self.codec not in ENCODERS:
+            raise CommandError(f"unknown frame codec {self.codec!r}; known: {', '.join(ENCODERS)}")
+        _optional_size("width", self.width)
+        _optional_size("height", self.height)
+        q = self.quality
+        if isinstance(q, bool) or not isinstance(q, int) or not 1 <= q <= 100:
+            raise CommandError(f"JPEG quality must be an integer 1..100, got {q!r}")
+
+    def output_size(self, width: int, height: int) -> tuple[int, int]:
+        """Size, px, of a ``width`` x ``height`` frame encoded in this format."""
+        if self.width is not None and self.height is not None:
+            return self.width, self.height
+        if self.width is not None:
+            return self.width, max(1, round(height * self.width / width))
+        if self.height is not None:
+            return max(1, round(width * self.height / height)), self.height
+        return width, height
+
+
+@dataclass(frozen=True, slots=True)
+class EncodedFrame:
+    """One frame in one format.
+
+    Attributes:
+        seq: the :class:`Frame` seq. t_unix_s: capture time, Unix s.
+        width, height: encoded size, px. codec: ``jpeg`` | ``rgba``.
+        data: JPEG file bytes, or width*height*4 RGBA bytes with bottom-up rows.
+        t_mono_s: capture time, s, agent monotonic clock (the :class:`Frame`'s).
+    """
+
+    seq: int
+    t_unix_s: float
+    width: int
+    height: int
+    codec: str
+    data: bytes
+    t_mono_s: float = 0.0
+
+    def age_s(self, now_mono_s: float) -> float:
+        """Seconds since capture at monotonic time ``now_mono_s`` (0 when the capture time is unknown)."""
+        return now_mono_s - self.t_mono_s if self.t_mono_s else 0.0
+
+
+def encode(frame: Frame, fmt: FrameFormat) -> EncodedFrame:
+    """Resize (area when shrinking, linear when growing) and encode ``frame``. Blocking: not on the event loop.
+
+    Raises:
+        cv2.error: OpenCV failed to encode.
+    """
+    w, h = fmt.output_size(frame.width, frame.height)
+    image = frame.image
+    if (w, h) != (frame.width, frame.height):
+        shrink = w * h < frame.width * frame.height
+        image = cv2.resize(image, (w, h), interpolation=cv2.INTER_AREA if shrink else cv2.INTER_LINEAR)
+    return EncodedFrame(frame.seq, frame.t_unix_s, w, h, fmt.codec, ENCODERS[fmt.codec](image, fmt.quality),
+                        frame.t_mono_s)
+
+
+def content_digest(image: np.ndarray) -> int:
+    """CRC32 of a ~64-row subsample: equal digests mean a frozen source, not a still scene (sensor noise)."""
+    step = max(1, min(image.shape[0], image.shape[1]) // 64)
+    return zlib.crc32(np.ascontiguousarray(image[::step, ::step]))

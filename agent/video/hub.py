@@ -1,0 +1,340 @@
+"""Video hub: capture once per camera, encode once per (camera, frame, format), fan out the latest frame.
+
+Threads (docs/architecture.md): one capture thread per configured camera
+(agent.video.capture) keeps only the newest :class:`Frame`; a small encoder pool
+turns frames into JPEG or raw RGBA; one supervisor thread notices reads or opens
+that hang. The asyncio side only awaits: :meth:`VideoHub.next_encoded` waits (on
+the caller's loop, woken with ``loop.call_soon_threadsafe``) for a frame newer
+than the one the consumer has, then awaits its encoding, shared by every
+consumer asking for the same frame and :class:`FrameFormat`. A slow consumer
+simply gets the newest frame on its next call: there is no queue.
+
+Budgets (agent.video.budget): the encoders keep within a share of one core (a
+consumer waits, frames captured meanwhile are dropped); the encode cache is
+bounded in entries and bytes and emptied when nobody watches;
+:meth:`VideoHub.encoded_within` fits a frame under a byte limit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import logging
+import random
+import threading
+import time
+from collections.abc import Callable, Sequence
+
+import cv2
+
+from agent.config import AgentConfig
+from agent.config.drivers import CameraConfig
+from agent.errors import CommandError, ConfigError
+from agent.model import DeviceHealth
+from agent.video.budget import CpuBudget, fit_ladder
+from agent.video.capture import CaptureThreads, _Feed
+from agent.video.frames import EncodedFrame, Frame, FrameFormat, encode
+from drivers.camera import Camera
+
+log = logging.getLogger("agent.video")
+
+#: Encodings kept per camera (a few recent frames x formats); older ones are dropped.
+MAX_CACHED_ENCODES = 32
+#: Encoded bytes kept per camera by default (4 raw full-HD frames would be 33 MB).
+CACHE_MAX_BYTES = 64 * 1024 * 1024
+
+
+class VideoHub(CaptureThreads):
+    """Latest-frame capture, shared encoding and health for every configured camera.
+
+    Args:
+        cameras: camera config sections (ids unique).
+        camera_factory: ``cfg -> Camera`` (not opened); called for every (re)open.
+        encode_workers: encoder threads (``cv2.imencode`` releases the GIL).
+        reopen_delay_s, reopen_delay_max_s: first and largest reopen backoff, s (jittered 50..100 %).
+        max_stuck_threads: capture threads left blocked in a driver call, per camera, before
+            the hub stops starting new ones until one returns.
+        probe_period_s: None: capture always. A number: capture only while someone watches
+            (a frame was asked for within ``idle_after_s``), else one frame every
+            ``probe_period_s`` s as a health probe; encodes are dropped when nobody watches.
+        idle_after_s: how long one request counts as someone watching, s.
+        cache_max_bytes: encoded bytes kept per camera (the oldest encodes go first).
+        encode_cpu_share: share of one core the encoders may use (1.0: no limit).
+        clock: monotonic clock, s. wall_clock: Unix clock, s. rng: jitter source.
+
+    Raises:
+        ConfigError: two cameras with the same id.
+    """
+
+    def __init__(self, cameras: Sequence[CameraConfig], *,
+                 camera_factory: Callable[[CameraConfig], Camera] = Camera, encode_workers: int = 2,
+                 reopen_delay_s: float = 0.2, reopen_delay_max_s: float = 5.0, max_stuck_threads: int = 2,
+                 probe_period_s: float | None = None, idle_after_s: float = 3.0,
+                 cache_max_bytes: int = CACHE_MAX_BYTES, encode_cpu_share: float = 1.0,
+                 clock: Callable[[], float] = time.monotonic, wall_clock: Callable[[], float] = time.time,
+                 rng: random.Random | None = None) -> None:
+        ids = [c.id for c in cameras]
+        if len(ids) != len(set(ids)):
+            raise ConfigError(f"camera ids used twice: {ids}", [("$.drivers.cameras", "camera ids used twice")])
+        self._feeds = {c.id: _Feed(c) for c in cameras}
+        self._camera_factory = camera_factory
+        self._encode_workers = max(1, encode_workers)
+        self._delay_s = reopen_delay_s
+        self._delay_max_s = reopen_delay_max_s
+        self._max_stuck = max(1, max_stuck_threads)
+        self._clock = clock
+        self._wall = wall_clock
+        self._rng = rng or random.Random()
+        self._probe_s = probe_period_s
+        self._idle_after_s = idle_after_s
+        self._cache_max_bytes = cache_max_bytes
+        self.cpu = CpuBudget(encode_cpu_share, clock=clock)
+        self._stop = threading.Event()
+        self._executor: concurrent.futures.ThreadPoolExecutor | None = None
+        self._supervisor: threading.Thread | None = None
+        self._stats_lock = threading.Lock()
+        self._encode_count = 0
+        self._encode_s = 0.0
+        self._started = False
+        self._closed = False
+
+    # ------------------------------------------------------------------ public API
+
+    @property
+    def camera_ids(self) -> tuple[str, ...]:
+        """Configured camera ids, in config order."""
+        return tuple(self._feeds)
+
+    @property
+    def encode_count(self) -> int:
+        """Encodes performed since start, all cameras and formats (one per frame, format)."""
+        return self._encode_count
+
+    def stats(self) -> dict[str, float | int]:
+        """``encodes``, ``encode_s`` (s spent encoding), ``encode_share`` (of one core, last second),
+        ``cpu_waits`` (times a consumer waited for the CPU budget), ``cache_bytes`` (all cameras)."""
+        return {"encodes": self._encode_count, "encode_s": round(self._encode_s, 4),
+                "encode_share": round(self.cpu.used_share(), 3), "cpu_waits": self.cpu.waits,
+                "cache_bytes": sum(f.cache_bytes for f in self._feeds.values())}
+
+    def watching(self, camera_id: str) -> bool:
+        """Someone asked for a frame of ``camera_id`` within ``idle_after_s`` (capture at full rate)."""
+        return self._clock() < self._feed(camera_id).watched_until
+
+    def latest(self, camera_id: str) -> Frame | None:
+        """Newest frame of ``camera_id``, or None before the first. Thread-safe.
+
+        Raises:
+            CommandError: unknown camera id.
+        """
+        return self._feed(camera_id).latest
+
+    def health(self) -> tuple[DeviceHealth, ...]:
+        """One :class:`DeviceHealth` per camera, named ``camera.<id>``, in config order."""
+        return tuple(feed.health.report() for feed in self._feeds.values())
+
+    async def next_frame(self, camera_id: str, after_seq: int, timeout_s: float) -> Frame | None:
+        """Wait for a frame of ``camera_id`` with ``seq > after_seq``; the newest such frame.
+
+        Returns:
+            The frame, or None on timeout (``timeout_s``, s) or hub close.
+
+        Raises:
+            CommandError: unknown camera id, ``after_seq`` not an integer.
+        """
+        feed = self._feed(camera_id)
+        if isinstance(after_seq, bool) or not isinstance(after_seq, int):
+            raise CommandError(f"after_seq must be an integer frame seq, got {after_seq!r}")
+        self._watch(feed)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        while True:
+            with feed.lock:
+                frame = feed.latest
+                if frame is not None and frame.seq > after_seq:
+                    return frame
+                if self._closed:
+                    return None
+                waiter = (loop, loop.create_future())
+                feed.waiters.append(waiter)
+            remaining = deadline - loop.time()
+            try:
+                woke = remaining > 0 and await asyncio.wait_for(waiter[1], remaining) is not None
+            except TimeoutError:
+                woke = False
+            finally:
+                with feed.lock:
+                    if waiter in feed.waiters:
+                        feed.waiters.remove(waiter)
+            if not woke:
+                return None
+
+    async def next_encoded(self, camera_id: str, fmt: FrameFormat, after_seq: int,
+                           timeout_s: float) -> EncodedFrame | None:
+        """Wait for a frame newer than ``after_seq`` and return it encoded as ``fmt``.
+
+        Every caller asking for the same (camera, frame, format) shares one encode,
+        run on the hub's encoder threads. Pass the last ``seq`` received as
+        ``after_seq``; frames in between are skipped.
+
+        Returns:
+            The encoded frame, or None on timeout (``timeout_s``, s), close, or an encoder failure.
+
+        Raises:
+            CommandError: unknown camera id, ``fmt`` not a FrameFormat, ``after_seq`` not an integer.
+        """
+        if not isinstance(fmt, FrameFormat):
+            raise CommandError(f"frame format must be a FrameFormat, got {type(fmt).__name__}")
+        frame = await self.next_frame(camera_id, after_seq, timeout_s)
+        if frame is None:
+            return None
+        return await self.encoded(frame, fmt)
+
+    async def encoded(self, frame: Frame, fmt: FrameFormat) -> EncodedFrame | None:
+        """``frame`` encoded as ``fmt``: the shared encode, cached or run now on the encoder threads.
+
+        A new encode first waits while the encoders are over their CPU share; the newest
+        frame of the camera is encoded then (the ones captured meanwhile are dropped).
+
+        Returns:
+            The encoded frame, or None on close or an encoder failure.
+        """
+        feed = self._feed(frame.camera_id)
+        with feed.lock:
+            cached = (frame.seq, fmt) in feed.encodes
+        if not cached and (wait := self.cpu.wait_s()) > 0:
+            await asyncio.sleep(wait)
+            frame = feed.latest or frame
+        future = self._encoding(feed, frame, fmt)
+        if future is None:
+            return None
+        return await asyncio.shield(asyncio.wrap_future(future))
+
+    async def encoded_within(self, frame: Frame, fmt: FrameFormat, max_bytes: int,
+                             level: int = 0) -> tuple[EncodedFrame | None, int]:
+        """``frame`` encoded at most ``max_bytes`` long: ``fmt``, else lower quality, else smaller.
+
+        Args:
+            frame: the frame. fmt: the wanted format. max_bytes: size limit of the data.
+            level: :func:`agent.video.budget.fit_ladder` step to start from (a link's pacer level).
+
+        Returns:
+            ``(encoded, level)``: the first ladder step that fits and its index, or
+            ``(None, steps)`` when even the smallest does not fit (skip the frame).
+        """
+        ladder = fit_ladder(fmt, frame.width, frame.height)
+        for index in range(min(level, len(ladder) - 1), len(ladder)):
+            out = await self.encoded(frame, ladder[index])
+            if out is not None and len(out.data) <= max_bytes:
+                return out, index
+        return None, len(ladder)
+
+    def start(self) -> None:
+        """Start the capture, encoder and supervisor threads. Idempotent; returns at once.
+
+        Raises:
+            RuntimeError: the hub was closed.
+        """
+        if self._closed:
+            raise RuntimeError("VideoHub.start() after close()")
+        if self._started:
+            return
+        self._started = True
+        self._executor = concurrent.futures.ThreadPoolExecutor(self._encode_workers, "video-encode")
+        for feed in self._feeds.values():
+            with feed.lock:
+                self._spawn(feed)
+        self._supervisor = threading.Thread(target=self._supervise, name="video-supervisor", daemon=True)
+        self._supervisor.start()
+
+    def close(self, timeout_s: float = 2.0) -> None:
+        """Stop every thread (waiting up to ``timeout_s`` in all) and release the cameras. Idempotent.
+
+        Blocking: call through ``asyncio.to_thread`` from a coroutine. Waiting
+        consumers get None. A capture thread blocked inside a driver call is
+        left behind; it releases its camera when the call returns.
+        """
+        if self._closed:
+            return
+        self._closed = True
+        self._stop.set()
+        deadline = time.monotonic() + timeout_s
+        threads = [f.run.thread for f in self._feeds.values() if f.run and f.run.thread]
+        for thread in threads + ([self._supervisor] if self._supervisor else []):
+            thread.join(max(0.0, deadline - time.monotonic()))
+            if thread.is_alive():
+                log.warning("video: thread %s still blocked in a driver call; left behind", thread.name)
+        if self._executor is not None:
+            self._executor.shutdown(wait=False)
+        for feed in self._feeds.values():
+            with feed.lock:
+                waiters, feed.waiters = feed.waiters, []
+            self._wake(waiters, None)
+
+    def __enter__(self) -> VideoHub:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------ encoding
+
+    def _feed(self, camera_id: str) -> _Feed:
+        feed = self._feeds.get(camera_id) if isinstance(camera_id, str) else None
+        if feed is None:
+            log.error("video: unknown camera %r requested; known: %s", camera_id, ", ".join(self._feeds))
+            raise CommandError(f"unknown camera {camera_id!r}; known: {', '.join(self._feeds) or 'none'}")
+        return feed
+
+    def _watch(self, feed: _Feed) -> None:
+        """Someone wants frames of ``feed``: capture at full rate for ``idle_after_s`` more."""
+        now = self._clock()
+        idle = now >= feed.watched_until
+        feed.watched_until = now + self._idle_after_s
+        if idle:
+            feed.released = False
+            feed.wake.set()
+
+    def _encoding(self, feed: _Feed, frame: Frame, fmt: FrameFormat) -> concurrent.futures.Future | None:
+        """The shared encode of (frame, fmt): cached or in flight, else submitted now."""
+        key = (frame.seq, fmt)
+        with feed.lock:
+            future = feed.encodes.get(key)
+            if future is None:
+                if self._executor is None or self._closed:
+                    return None
+                try:
+                    future = self._executor.submit(self._encode, feed, frame, fmt)
+                except RuntimeError:  # executor shut down by close() meanwhile
+                    return None
+                feed.encodes[key] = future
+                feed.trim_cache(MAX_CACHED_ENCODES, self._cache_max_bytes)
+        return future
+
+    def _encode(self, feed: _Feed, frame: Frame, fmt: FrameFormat) -> EncodedFrame | None:
+        start = time.perf_counter()
+        try:
+            out = encode(frame, fmt)
+        except cv2.error as err:
+            log.error("%s: encoding frame %d as %s failed: %s", feed.name, frame.seq, fmt, err)
+            return None
+        spent = time.perf_counter() - start
+        self.cpu.spend(spent)
+        key = (frame.seq, fmt)
+        with self._stats_lock:
+            self._encode_count += 1
+            self._encode_s += spent
+        with feed.lock:
+            if key in feed.encodes and key not in feed.sizes:
+                feed.sizes[key] = len(out.data)
+                feed.cache_bytes += len(out.data)
+                feed.trim_cache(MAX_CACHED_ENCODES, self._cache_max_bytes)
+        return out
+
+
+def hub_from_config(cfg: AgentConfig) -> VideoHub:
+    """The hub of ``cfg.drivers.cameras`` with the ``video`` section's budgets (capture on demand)."""
+    v = cfg.video
+    return VideoHub(cfg.drivers.cameras, probe_period_s=v.probe_period_s, idle_after_s=v.idle_after_s,
+                    cache_max_bytes=int(v.cache_max_mib * 1024 * 1024), encode_cpu_share=v.encode_cpu_share)
