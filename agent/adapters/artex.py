@@ -69,6 +69,8 @@ LOG_REPEAT_S = 10.0
 LINK_ERRORS = (SocketIOError, OSError, ValueError, TimeoutError)
 #: Longest a client's close may take (polite disconnect, then the transport is dropped), s.
 CLOSE_S = 0.5
+#: More unacknowledged bytes than this in the socket makes the video skip a round (a slow link).
+MAX_UNSENT_BYTES = 32 << 10
 #: A session the hub ends (server-side disconnect) within this long of connecting counts as a kick, s.
 KICK_WINDOW_S = 30.0
 
@@ -259,9 +261,14 @@ class ArtexAdapter:
         return True
 
     def _link_busy(self, limit: int = 8) -> bool:
-        """More than ``limit`` Engine.IO packets still waiting to go out (slow link)."""
-        queue = getattr(getattr(self._client, "eio", None), "queue", None)
-        return queue is not None and queue.qsize() > limit
+        """The link is behind: more than ``limit`` Engine.IO packets wait, or more than
+        :data:`MAX_UNSENT_BYTES` sit unacknowledged in the socket (a slow link: the video skips a round,
+        so a backlog never delays pongs, acks and telemetry by seconds)."""
+        client = self._client
+        queue = getattr(getattr(client, "eio", None), "queue", None)
+        if queue is not None and queue.qsize() > limit:
+            return True
+        return client is not None and client.unsent_bytes() > MAX_UNSENT_BYTES
 
     def _reject(self, what: str, problem: CommandError | str) -> None:
         """Count and log a rejection, rate-limited by (source, reason): varied junk costs one line per reason."""

@@ -31,7 +31,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import fcntl
 import logging
+import struct
+import termios
 from collections.abc import Callable
 
 import engineio.base_client
@@ -191,6 +194,21 @@ class HubClient(socketio.AsyncClient):
     async def _handle_eio_disconnect(self, reason) -> None:
         self._clear_binary()
         await super()._handle_eio_disconnect(reason)
+
+    def unsent_bytes(self) -> int:
+        """Bytes handed to the link and not yet acknowledged by the peer: the WebSocket transport's
+        buffer plus the kernel's send queue (``SIOCOUTQ``, Linux; 0 elsewhere); 0 when not connected.
+        A slow link shows here long before Engine.IO's own queue grows."""
+        ws = getattr(self.eio, "ws", None)
+        if ws is None or ws.closed:
+            return 0
+        transport = getattr(getattr(ws, "_writer", None), "transport", None)  # aiohttp's WebSocketWriter
+        queued = transport.get_write_buffer_size() if transport is not None else 0
+        sock = ws.get_extra_info("socket")
+        if sock is not None:
+            with contextlib.suppress(OSError, ValueError):
+                queued += struct.unpack("i", fcntl.ioctl(sock.fileno(), termios.TIOCOUTQ, b"\0" * 4))[0]
+        return queued
 
     async def close(self, timeout_s: float = 0.5) -> None:
         """Disconnect politely within ``timeout_s`` s, else drop the transport: never longer, no
