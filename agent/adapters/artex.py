@@ -16,10 +16,13 @@ docs/artex.md has the tables):
   at most every ``max_send_freq`` seconds, only what changed.
 
 Unlike the SDK (5 attempts), the adapter reconnects forever with jittered,
-capped backoff (``artex.reconnect_delay_s`` .. ``artex.reconnect_delay_max_s``);
-after a reconnect ``ready`` is ``init`` again and the streams wait for the next
-``Ready``. When the link drops the adapter releases its source at once, so the
-robot stops if ARTEX was driving. Motion commands are velocity commands under
+capped backoff (``artex.reconnect_delay_s`` .. ``artex.reconnect_delay_max_s``;
+``artex.refused_delay_s`` after the hub refused or kicked the robot); after a
+reconnect ``ready`` is ``init`` again and the streams wait for the next ``Ready``.
+Liveness: a WebSocket ping after ``artex.ping_interval_s`` of silence, the link
+dropped at 1.5 x that. When the link drops the adapter releases its source at
+once, so the robot stops if ARTEX was driving. Hub packets are checked by
+:class:`agent.adapters.artex_client.HubClient`; a stop in a command comes first. Motion commands are velocity commands under
 the control loop's watchdog: the hub must repeat them (every 100-200 ms).
 """
 
@@ -36,7 +39,7 @@ from typing import Any
 import socketio
 from socketio.exceptions import SocketIOError
 
-from agent.adapters.artex_client import HubClient
+from agent.adapters.artex_client import HubClient, HubRefused, KickCounter
 from agent.adapters.artex_commands import (
     FileRequest,
     WebSettings,
@@ -69,16 +72,6 @@ LOG_REPEAT_S = 10.0
 LINK_ERRORS = (SocketIOError, OSError, ValueError, TimeoutError)
 #: Longest a client's close may take (polite disconnect, then the transport is dropped), s.
 CLOSE_S = 0.5
-#: More unacknowledged bytes than this in the socket makes the video skip a round (a slow link).
-MAX_UNSENT_BYTES = 32 << 10
-#: A session the hub ends (server-side disconnect) within this long of connecting counts as a kick, s.
-KICK_WINDOW_S = 30.0
-
-
-class HubRefused(ConnectionError):
-    """The hub refused the robot on purpose: the namespace connect was rejected with a message
-    (auth), or the hub kicked the robot twice in a row within :data:`KICK_WINDOW_S` of connecting.
-    Retried after the Reconnector's longer ``refused_s`` period."""
 
 
 class ArtexAdapter:
@@ -109,9 +102,7 @@ class ArtexAdapter:
         self._ready = READY_INIT
         self._told_not_ready = False
         self._end_reason = ""
-        self._kicks = 0
-        self._up_at = 0.0
-        self._clock = clock
+        self._kicks = KickCounter(clock)
         self._settings_lock: asyncio.Lock | None = None
         self._throttle = RateLimitedLog(log, LOG_REPEAT_S)
         self.counters: Counter[str] = Counter()
@@ -177,7 +168,7 @@ class ArtexAdapter:
                 raise HubRefused(f"namespace {NAMESPACE} rejected; the hub says {client.refusal}") from err
             raise ConnectionError(f"{type(err).__name__}: {safe(str(err), 200)}") from err
         self._link.up()
-        self._up_at = self._clock()
+        self._kicks.up()
         try:
             await self._serve(client)
         except asyncio.CancelledError:
@@ -186,17 +177,7 @@ class ArtexAdapter:
             raise
         finally:
             await client.close(CLOSE_S)
-        self._count_kick()
-
-    def _count_kick(self) -> None:
-        """A server-side disconnect soon after connecting, twice in a row, is a kick (HubRefused)."""
-        if self._end_reason != socketio.AsyncClient.reason.SERVER_DISCONNECT:
-            self._kicks = 0
-            return
-        self._kicks = self._kicks + 1 if self._clock() - self._up_at < KICK_WINDOW_S else 1
-        if self._kicks >= 2:
-            raise HubRefused(f"kicked: the hub disconnected the robot {self._kicks} times in a row, each "
-                             f"within {KICK_WINDOW_S:.0f} s of connecting")
+        self._kicks.ended(self._end_reason == socketio.AsyncClient.reason.SERVER_DISCONNECT)  # may raise HubRefused
 
     def _apply_speed_limit(self) -> None:
         limit = self._cfg.artex.max_speed_mps
@@ -260,15 +241,9 @@ class ArtexAdapter:
         self.counters[f"sent_{event}"] += 1
         return True
 
-    def _link_busy(self, limit: int = 8) -> bool:
-        """The link is behind: more than ``limit`` Engine.IO packets wait, or more than
-        :data:`MAX_UNSENT_BYTES` sit unacknowledged in the socket (a slow link: the video skips a round,
-        so a backlog never delays pongs, acks and telemetry by seconds)."""
-        client = self._client
-        queue = getattr(getattr(client, "eio", None), "queue", None)
-        if queue is not None and queue.qsize() > limit:
-            return True
-        return client is not None and client.unsent_bytes() > MAX_UNSENT_BYTES
+    def _link_busy(self) -> bool:
+        """The link is behind (HubClient.behind): the video skips a round."""
+        return self._client is not None and self._client.behind()
 
     def _reject(self, what: str, problem: CommandError | str) -> None:
         """Count and log a rejection, rate-limited by (source, reason): varied junk costs one line per reason."""
@@ -326,7 +301,8 @@ class ArtexAdapter:
                 self._streams.start()
                 answer["Ready"] = "ok"
             else:
-                self._throttle(logging.WARNING, f"ARTEX: unknown heartbeat request {describe(req)} ignored")
+                self._throttle.log(logging.WARNING, (SOURCE, "heartbeat", "unknown request"),
+                                   "ARTEX: unknown heartbeat request %s ignored", describe(req))
         if "d_meta" in answer:
             answer["d_meta"] = self.d_meta()
         return answer

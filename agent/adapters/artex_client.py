@@ -45,7 +45,8 @@ from agent.ratelimit import safe
 
 log = logging.getLogger(__name__)
 
-__all__ = ["ATTACHMENT_WAIT_S", "MAX_ATTACHMENTS", "RESERVED_EVENTS", "HubClient", "HubPacket"]
+__all__ = ["ATTACHMENT_WAIT_S", "MAX_ATTACHMENTS", "RESERVED_EVENTS", "HubClient", "HubPacket", "HubRefused",
+           "KickCounter"]
 
 #: Most binary attachments one packet may declare (the ARTEX hub sends none; the agent's video has one per camera).
 MAX_ATTACHMENTS = 16
@@ -54,7 +55,48 @@ ATTACHMENT_WAIT_S = 1.0
 #: Event names the client library uses itself; a hub event by one of these names is refused.
 RESERVED_EVENTS = frozenset({"connect", "connect_error", "disconnect", "__disconnect_final", "message", "*"})
 
+#: A link is behind when more Engine.IO packets than this wait to go out...
+MAX_QUEUED_PACKETS = 8
+#: ... or more bytes than this sit unacknowledged in its socket.
+MAX_UNSENT_BYTES = 32 << 10
+#: A session the hub ends (server-side disconnect) within this long of connecting counts as a kick, s.
+KICK_WINDOW_S = 30.0
+
 Fault = Callable[[str, str], None]
+
+
+class HubRefused(ConnectionError):
+    """The hub refused the robot on purpose: the namespace connect was rejected (a CONNECT_ERROR:
+    auth refused), or the hub kicked the robot twice in a row (:class:`KickCounter`). The
+    Reconnector waits its longer ``refused_s`` period after it and says so at WARNING once."""
+
+
+class KickCounter:
+    """Tells a kick from a hub restart: one server-side disconnect reconnects at once; a second in a
+    row, each within :data:`KICK_WINDOW_S` of connecting, is a refusal.
+
+    Args:
+        clock: monotonic clock, s.
+    """
+
+    def __init__(self, clock: Callable[[], float]) -> None:
+        self._clock = clock
+        self._up_at = 0.0
+        self.kicks = 0
+
+    def up(self) -> None:
+        """A session is up."""
+        self._up_at = self._clock()
+
+    def ended(self, by_server: bool) -> None:
+        """The session ended; raises :class:`HubRefused` at the second quick server-side disconnect."""
+        if not by_server:
+            self.kicks = 0
+            return
+        self.kicks = self.kicks + 1 if self._clock() - self._up_at < KICK_WINDOW_S else 1
+        if self.kicks >= 2:
+            raise HubRefused(f"kicked: the hub disconnected the robot {self.kicks} times in a row, each "
+                             f"within {KICK_WINDOW_S:.0f} s of connecting")
 
 
 class HubPacket(sio_packet.Packet):
@@ -194,6 +236,13 @@ class HubClient(socketio.AsyncClient):
     async def _handle_eio_disconnect(self, reason) -> None:
         self._clear_binary()
         await super()._handle_eio_disconnect(reason)
+
+    def behind(self) -> bool:
+        """The link is behind: more than :data:`MAX_QUEUED_PACKETS` Engine.IO packets wait, or more
+        than :data:`MAX_UNSENT_BYTES` sit unacknowledged in the socket (a slow link; the video skips a
+        round, so a backlog never delays pongs, acks and telemetry by seconds)."""
+        queue = getattr(self.eio, "queue", None)
+        return (queue is not None and queue.qsize() > MAX_QUEUED_PACKETS) or self.unsent_bytes() > MAX_UNSENT_BYTES
 
     def unsent_bytes(self) -> int:
         """Bytes handed to the link and not yet acknowledged by the peer: the WebSocket transport's

@@ -50,8 +50,9 @@ async def test_a_broken_binary_packet_never_swallows_the_next_stop(hub, caplog, 
             assert await wait_for(lambda: adapter.status().get("rejected", 0) >= 1, 3)
         print(f"\n{junk[:40]!r}: stop at the motor driver {took * 1000:.1f} ms after the hub sent it")
         assert took < 1.0
-        snap = agent.control.snapshot()
-        assert snap.stopped and snap.active_source != "artex"   # the forward never ran
+        # the snapshot is published after the tick's device reads, just after the zero duty was written
+        assert await wait_for(lambda: agent.control.snapshot().stopped, 2)
+        assert agent.control.snapshot().active_source != "artex"   # the forward never ran
         d0 = distance(agent)
         await asyncio.sleep(0.6)
         assert agent.physics.duty == [0.0, 0.0] and distance(agent) - d0 < 0.01
@@ -78,7 +79,7 @@ async def test_a_stop_with_extra_keys_is_a_stop_and_comes_first(hub):
         assert await wait_for(lambda: agent.physics.duty[0] > 0.0, 5)
         await hub.command({"com": "stop", "extra": 1})       # before Ready, with a key the parser rejects
         assert await wait_for(lambda: agent.physics.duty == [0.0, 0.0], 3)
-        assert agent.control.snapshot().stopped
+        assert await wait_for(lambda: agent.control.snapshot().stopped, 2)
 
 
 GARBAGE = {
