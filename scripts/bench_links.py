@@ -43,6 +43,19 @@ def ms(values: list[float]) -> str:
     return f"median {statistics.median(values) * 1e3:.1f} ms, max {max(values) * 1e3:.1f} ms (n={len(values)})"
 
 
+async def outage(proxy: TcpProxy, agent, connected, back) -> tuple[float, float, float]:
+    """Black-hole the path: (s to declared dead, s to zero duty, s from the path's return to ``back()``)."""
+    proxy.blackhole, t0 = True, time.monotonic()
+    await wait_for(lambda: not connected(), 30, 0.005)
+    dead = time.monotonic() - t0
+    await wait_for(lambda: agent.physics.duty == [0.0, 0.0], 5, 0.005)
+    stopped = time.monotonic() - t0
+    await asyncio.sleep(0.5)
+    proxy.blackhole, t1 = False, time.monotonic()
+    await wait_for(back, 30, 0.005)
+    return dead, stopped, time.monotonic() - t1
+
+
 async def artex_blackhole() -> tuple[float, float, float]:
     async with ArtexHub(ready_delay_s=0.05) as hub, TcpProxy("127.0.0.1", hub.port) as proxy:
         params = artex_params(hub, **LONG)
@@ -50,17 +63,11 @@ async def artex_blackhole() -> tuple[float, float, float]:
         async with running_agent(params) as agent:
             adapter = agent.adapters["artex"]
             await wait_for(lambda: hub.heartbeats, 15)
+            n = len(hub.heartbeats)
             async with driving(hub, {"com": "forward"}):
                 await wait_for(lambda: agent.physics.duty[0] > 0.0, 5)
-                proxy.blackhole, t0 = True, time.monotonic()
-                await wait_for(lambda: not adapter.status()["connected"], 30, 0.005)
-                dead = time.monotonic() - t0
-                await wait_for(lambda: agent.physics.duty == [0.0, 0.0], 5, 0.005)
-                stopped = time.monotonic() - t0
-            n = len(hub.heartbeats)
-            proxy.blackhole, t1 = False, time.monotonic()
-            await wait_for(lambda: len(hub.heartbeats) > n, 30, 0.005)
-            return dead, stopped, time.monotonic() - t1
+                return await outage(proxy, agent, lambda: adapter.status()["connected"],
+                                    lambda: len(hub.heartbeats) > n)
 
 
 async def sim2bot_blackhole() -> tuple[float, float, float]:
@@ -73,14 +80,8 @@ async def sim2bot_blackhole() -> tuple[float, float, float]:
                 await wait_for(lambda: adapter.status()["connected"], 15)
                 agent.control.submit("sim2bot", BaseVelocity(0.4, 0.0))
                 await wait_for(lambda: agent.physics.duty[0] > 0.0, 5)
-                proxy.blackhole, t0 = True, time.monotonic()
-                await wait_for(lambda: not adapter.status()["connected"], 30, 0.005)
-                dead = time.monotonic() - t0
-                await wait_for(lambda: agent.physics.duty == [0.0, 0.0], 5, 0.005)
-                stopped = time.monotonic() - t0
-                proxy.blackhole, t1 = False, time.monotonic()
-                await wait_for(lambda: adapter.status()["connected"], 30, 0.005)
-                return dead, stopped, time.monotonic() - t1
+                up = lambda: adapter.status()["connected"]  # noqa: E731
+                return await outage(proxy, agent, up, up)
 
 
 async def stop_latency(rounds: int, rate_bps: float | None, junk: str | None) -> list[float]:
