@@ -21,13 +21,13 @@ from agent.testing.running_agent import running_agent, wait_for
 
 pytestmark = pytest.mark.timeout(120)
 
-PING_S = 1.0
+PING_S = 2.0
 #: ARTEX may drive for 5 s: only the link's release stops the tank sooner
 LONG = {"control": {"sources": {"artex": {"priority": 10, "timeout_s": 5.0}}}}
 
 
-def via(proxy: TcpProxy, hub: ArtexHub, **overrides) -> dict:
-    params = artex_params(hub, artex={"ping_interval_s": PING_S, "reconnect_delay_s": 0.2,
+def via(proxy: TcpProxy, hub: ArtexHub, ping_s: float = PING_S, **overrides) -> dict:
+    params = artex_params(hub, artex={"ping_interval_s": ping_s, "reconnect_delay_s": 0.2,
                                       "reconnect_delay_max_s": 0.5, "connect_timeout_s": 2.0}, **overrides)
     params["port"] = proxy.port
     return params
@@ -61,7 +61,7 @@ async def test_a_black_holed_path_is_declared_dead_the_tank_stops_and_nothing_is
 
 async def test_a_throttled_link_does_not_lose_a_stop(hub):
     async with TcpProxy("127.0.0.1", hub.port, rate_bps=125_000) as proxy, \
-            running_agent(via(proxy, hub, max_send_freq=0.05, **LONG)) as agent:
+            running_agent(via(proxy, hub, ping_s=4.0, max_send_freq=0.05, **LONG)) as agent:  # the default
         assert await wait_for(lambda: hub.heartbeats, 15)
         assert await wait_for(lambda: len(hub.video) > 0, 10)
         await asyncio.sleep(2.0)                             # video fills the 1 Mbit/s uplink

@@ -18,7 +18,7 @@ from agent.testing.sim2bot_bridge import Bridge, agent_params
 pytestmark = [pytest.mark.timeout(120),
               pytest.mark.filterwarnings("ignore:connect\\(\\) must be used as a context manager")]
 
-PING_S, PONG_S = 0.5, 1.0
+PING_S, PONG_S = 1.0, 2.0
 BOUND_S = PING_S + PONG_S + 0.5
 
 
