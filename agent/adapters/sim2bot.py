@@ -32,7 +32,7 @@ from collections.abc import Awaitable, Callable
 from urllib.parse import parse_qsl, urlencode, urlparse, urlunparse
 
 from websockets.asyncio.client import ClientConnection, connect
-from websockets.exceptions import WebSocketException
+from websockets.exceptions import InvalidStatus, WebSocketException
 
 from agent.adapters.sim2bot_commands import (
     COMMAND_TYPES,
@@ -66,6 +66,12 @@ WARN_REPEAT_S = 10.0
 CLOSE_S = 0.5
 #: Errors that end a session as a link fault (anything else is a bug, logged with its traceback).
 LINK_ERRORS = (OSError, WebSocketException, TimeoutError)
+
+
+def refused(err: BaseException) -> bool:
+    """The bridge refused the robot on purpose (HTTP 401/403 on the upgrade: a missing or wrong
+    token), not a network fault: retried after ``refused_delay_s`` with one WARNING."""
+    return isinstance(err, InvalidStatus) and err.response.status_code in (401, 403)
 
 
 def video_url(control_url: str) -> str:
@@ -132,7 +138,8 @@ class Sim2botAdapter:
         self._video_connected = False
         self._controllers: int | None = None
         self._link = Reconnector(f"sim2bot: bridge at {self._s.url}", log, first_s=self._s.reconnect_delay_s,
-                                 max_s=self._s.reconnect_delay_max_s, clock=clock, sleep=sleep)
+                                 max_s=self._s.reconnect_delay_max_s, refused=refused,
+                                 refused_s=self._s.refused_delay_s, clock=clock, sleep=sleep)
         self._video_reconnect = Reconnector(f"sim2bot: video socket to {video_url(self._s.url)}", log,
                                             first_s=self._s.reconnect_delay_s, max_s=self._s.reconnect_delay_max_s,
                                             clock=clock, sleep=sleep)

@@ -33,6 +33,8 @@ class Sim2botConfig(Section):
         ping_interval_s / ping_timeout_s: liveness of both sockets: a WebSocket ping every
             ping_interval_s, the link dropped when its pong has not come ping_timeout_s later, s
             (a dead bridge is noticed within their sum plus 0.5 s).
+        refused_delay_s: pause before the next attempt after the bridge refused the robot
+            (HTTP 401/403: a missing or wrong token), s.
         reconnect_delay_s / reconnect_delay_max_s: first and largest reconnect delay, s
             (doubled per failure, jittered, forever).
     """
@@ -50,6 +52,7 @@ class Sim2botConfig(Section):
     connect_timeout_s: float = Field(5.0, gt=0.0, le=60.0)
     ping_interval_s: float = Field(2.0, ge=0.2, le=60.0)
     ping_timeout_s: float = Field(3.0, ge=0.2, le=60.0)
+    refused_delay_s: float = Field(60.0, ge=1.0, le=3600.0)
     reconnect_delay_s: float = Field(0.5, gt=0.0, le=60.0)
     reconnect_delay_max_s: float = Field(10.0, gt=0.0, le=600.0)
 
