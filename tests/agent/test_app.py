@@ -104,3 +104,37 @@ async def test_every_adapter_meets_the_contract_and_reports_one_status_shape():
             assert status["connected"] is False and dict(status)["name"] == name
     finally:
         await agent.close()
+
+
+async def test_close_stops_tracks_and_a_running_trajectory_before_any_adapter_closes():
+    """SIGTERM path (Agent.close): the zero duty and the halted trajectory come first; an adapter that
+    is still closing sees the motors already stopped."""
+    from agent.model import JointTrajectory, TrajectoryPoint
+
+    cfg = sim_config(control={"sources": {"sim2bot": {"priority": 20, "timeout_s": 5.0}}})
+    cfg["drivers"]["cameras"] = []
+    seen: dict[str, object] = {}
+    async with running_agent(cfg) as agent:
+        pulses = agent.physics.servo_pulse_us
+        agent.control.submit("sim2bot", BaseVelocity(0.4, 0.0))
+        agent.control.submit("sim2bot", JointTrajectory((TrajectoryPoint(0.0, (0.0, 0.0)),
+                                                         TrajectoryPoint(20.0, (1.2, 0.6)))))
+        assert await wait_for(lambda: agent.physics.duty[0] > 0.0, 5)
+        assert await wait_for(lambda: pulses.get(0) is not None, 3)
+        p0 = pulses[0]
+        assert await wait_for(lambda: pulses[0] != p0, 3)           # the trajectory is moving
+
+        async def closing_adapter() -> None:
+            try:
+                await asyncio.sleep(60)
+            except asyncio.CancelledError:                         # what the motors do when links close
+                seen["duty"], seen["pulse"] = list(agent.physics.duty), pulses[0]
+                await asyncio.sleep(0.3)                           # (close waits up to ADAPTER_STOP_S)
+                seen["pulse_later"] = pulses[0]
+                raise
+
+        agent._tasks.append(asyncio.create_task(closing_adapter(), name="adapter-probe"))
+        await asyncio.sleep(0.05)
+        await agent.close()
+        assert seen["duty"] == [0.0, 0.0]
+        assert seen["pulse_later"] == seen["pulse"]                 # the trajectory had stopped
