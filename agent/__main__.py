@@ -7,6 +7,8 @@
   print a suggested ``drivers`` section.
 - ``robot-agent status``: the health of the running agent as a table (agent.status); exit 0
   healthy, 1 degraded, 2 no agent, 3 stale status.
+- ``robot-agent selftest [--config PATH] [--yes]``: open, read and check every configured device,
+  pulse each track after a confirmation (agent.selftest); exit 0 all passed, 1 any failed.
 
 ``--log-level`` overrides params.json ``logger_level``. Logs go to stderr with a timestamp;
 under systemd (stderr is the journal stream named by ``JOURNAL_STREAM``) they go to the
@@ -31,6 +33,7 @@ import os
 import queue
 import sys
 from pathlib import Path
+from typing import Any
 
 from agent.config import AgentConfig, ConfigError, load, log_level
 
@@ -174,18 +177,26 @@ def setup_logging(cfg: AgentConfig | None, override: str | None):
     root.addHandler(handler)
     for name in QUIET_LIBRARIES:  # their debug output is one line per frame/packet: keep it at INFO
         logging.getLogger(name).setLevel(max(level, logging.INFO))
-    if cfg is not None and cfg.logger_type == "file" and not cfg.log_dir:
-        log.warning("logger_type is 'file' but log_dir is not set: logging to stderr only")
     return tail
 
 
-def cmd_run(args: argparse.Namespace) -> int:
+def _config_and_logging(args: argparse.Namespace, level: str | None) -> tuple[AgentConfig | None, Any]:
+    """Load ``args.config`` (problems to stderr: None) and set up logging; returns (config, log tail)."""
     try:
         cfg = load(args.config)
     except ConfigError as err:
         print(str(err), file=sys.stderr)
+        return None, None
+    tail = setup_logging(cfg, level)
+    if cfg.ignored_keys:
+        log.warning("%s: %s", args.config, cfg.ignored_warning())
+    return cfg, tail
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    cfg, tail = _config_and_logging(args, args.log_level)
+    if cfg is None:
         return EXIT_CONFIG
-    tail = setup_logging(cfg, args.log_level)
     from agent.service import run
     from agent.status import status_path
     return asyncio.run(run(cfg, config_path=args.config, logs=tail, status_file=status_path(args.status_file)))
@@ -205,11 +216,22 @@ def cmd_check_config(args: argparse.Namespace) -> int:
         if not err.problems:
             print(str(err))
         return EXIT_CONFIG
+    if cfg.ignored_keys:
+        print(f"{args.path}: warning: {cfg.ignored_warning()}")
     devices = [n for n in ("motor", "imu", "power", "servo") if getattr(cfg.drivers, n) is not None]
     print(f"{args.path}: ok (devices: {', '.join(devices) or 'none'}; cameras: {len(cfg.drivers.cameras)}; "
           f"artex: {'on' if cfg.artex_enabled else 'off'}, sim2bot: {'on' if cfg.sim2bot.enabled else 'off'}, "
           f"robot_msg: {'on' if cfg.robot_msg.enabled else 'off'})")
     return 0
+
+
+def cmd_selftest(args: argparse.Namespace) -> int:
+    cfg, _ = _config_and_logging(args, args.log_level or "warning")
+    if cfg is None:
+        return EXIT_CONFIG
+    from agent.selftest import run
+    ask = input if sys.stdin is not None and sys.stdin.isatty() else None
+    return run(cfg, yes=args.yes, ask=ask, write=print, duty=args.duty, pulse_s=args.pulse_s)
 
 
 def cmd_probe(args: argparse.Namespace) -> int:
@@ -221,6 +243,19 @@ def cmd_probe(args: argparse.Namespace) -> int:
     else:
         print(format_probe(result))
     return 0
+
+
+def _bounded(low: float, high: float):
+    """argparse type: a float in low..high."""
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"{value:g} is outside {low:g}..{high:g}")
+        return value
+    return parse
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -243,6 +278,13 @@ def build_parser() -> argparse.ArgumentParser:
     pr.add_argument("--json", action="store_true", help="machine-readable output")
     pr.set_defaults(func=cmd_probe)
     pr.add_argument("--log-level", default=argparse.SUPPRESS, help="as above, after the command")
+    se = sub.add_parser("selftest", help="check every configured device, pulse the tracks; exit 1 on a failure")
+    se.add_argument("--config", default=DEFAULT_CONFIG, help=f"params.json (default {DEFAULT_CONFIG})")
+    se.add_argument("--yes", action="store_true", help="run the motion test without asking (tracks off the ground!)")
+    se.add_argument("--duty", type=_bounded(0.05, 0.5), default=0.15, help="pulse duty, 0.05..0.5 (default 0.15)")
+    se.add_argument("--pulse-s", type=_bounded(0.1, 3.0), default=0.5, help="pulse per track, 0.1..3 s (default 0.5)")
+    se.add_argument("--log-level", default=argparse.SUPPRESS, help="as above, after the command")
+    se.set_defaults(func=cmd_selftest)
     st = sub.add_parser("status", help="health of the running agent; exit 1 degraded, 2 no agent, 3 stale")
     st.add_argument("--status-file", default=None, help="as for run")
     st.set_defaults(func=cmd_status)

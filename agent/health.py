@@ -3,8 +3,12 @@
 One mechanism for every device (agent/supervisor.py) and camera (agent/video.py):
 :class:`HealthTracker` holds a :class:`Health` state and logs each transition
 once, on the owner's logger: ERROR going to ``lost``, WARNING going to
-``degraded`` (both with the reason), INFO on recovery. Repeating a state logs
-nothing, so a device that stays lost while it is retried fills no log.
+``degraded`` (both with the reason), INFO on recovery. A device that never
+came up (lost from the start) gets one WARNING with the reason of its first
+failure (no such port, no I2C bus, wrong chip, camera missing). Repeating a
+state logs nothing more, so a device that stays lost while it is retried fills
+no log. Every line carries ``extra={"device": name, "fault": reason}`` (journal
+fields ``DEVICE=`` / ``FAULT=``).
 Message form: ``<name>: <old> -> <new>[: <reason>]``.
 """
 
@@ -84,9 +88,12 @@ class HealthTracker:
     def _set(self, state: Health, error: str, *, count: bool) -> None:
         with self._lock:  # logged before the new state is visible: whoever sees it finds the line
             old = self._state
+            fields = {"device": self.name, "fault": error or "-"}
             if old != state:
                 self._log.log(_LEVEL[state], "%s: %s -> %s%s", self.name, old.value, state.value,
-                              f": {error}" if error else "")
+                              f": {error}" if error else "", extra=fields)
+            elif count and self._errors == 0:  # never came up: say why once (no port, no bus, wrong chip)
+                self._log.warning("%s: unavailable: %s", self.name, error, extra=fields)
             if error:
                 self._last_error = error
             if count:

@@ -11,7 +11,18 @@ source                                      kind     opened as
 ``"clip.avi"``                              file     ``cv2.VideoCapture(path)``, loops, paced at fps
 ``"rtsp://..."``, ``"http://..."``, ...     url      ``cv2.VideoCapture(url)``
 ``"sim://pattern"``                         sim      :class:`drivers.emulators.camera.PatternCapture`
+``"picam:0"`` (Pi camera module N)          picam    :class:`drivers.picamera.Picamera2Capture`
 =========================================== ======== ======================================
+
+Pi camera modules (libcamera) go through Picamera2 from the distro (drivers/picamera.py);
+on a Jetson a CSI camera is a ``gst:`` source through the distro's OpenCV (built with
+GStreamer), e.g. for 1280x720 at 30 fps::
+
+    gst:nvarguscamerasrc sensor-id=0 ! video/x-raw(memory:NVMM),width=1280,height=720,framerate=30/1
+    ! nvvidconv ! video/x-raw,format=BGRx ! videoconvert ! video/x-raw,format=BGR
+    ! appsink drop=true max-buffers=1
+
+(one line in the config; ``appsink drop=true max-buffers=1`` keeps only the newest frame).
 
 On open the driver applies FOURCC, width, height, fps and buffer size (in that
 order: a FOURCC change resets the V4L2 stream, and the size applies once both
@@ -21,7 +32,7 @@ GStreamer (hardware-reference §7.5); a ``gst:`` source then fails with a
 message saying so.
 
 Frames are BGR ``uint8`` arrays of shape (height, width, 3) stamped with the
-monotonic time at which ``read`` got them.
+monotonic time at which ``read`` got them (Picamera2: the sensor's exposure time).
 """
 
 from __future__ import annotations
@@ -34,12 +45,13 @@ import re
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import cv2
 import numpy as np
 
+from drivers import picamera
 from drivers.config import CameraConfig
 from drivers.errors import DeviceClosed, DriverError
 from drivers.base import Device
@@ -102,6 +114,8 @@ class Backend:
         configure: apply size/fps/FOURCC/buffers (devices yes; files, streams, pipelines no).
         rewind: the source ends (a file): loop at the end, pace reads at the configured fps.
         factory: default capture factory.
+        fourcc: the source has a selectable FOURCC (Picamera2: no).
+        stamped: the capture reports ``frame_age_s`` (sensor timestamp) for the frame it read.
     """
 
     label: str
@@ -111,6 +125,8 @@ class Backend:
     configure: bool = False
     rewind: bool = False
     factory: CaptureFactory = cv2.VideoCapture
+    fourcc: bool = True
+    stamped: bool = False
 
 
 def _v4l2_target(source: int | str) -> int | str:
@@ -172,11 +188,13 @@ BACKENDS: dict[str, Backend] = {
     "url": Backend("stream", cv2.CAP_ANY, _identity, _check_nothing),
     "sim": Backend("test pattern", cv2.CAP_ANY, _identity, _check_sim, configure=True,
                    factory=_pattern_capture),
+    "picam": Backend("Picamera2", cv2.CAP_ANY, picamera.camera_number, picamera.check_source, configure=True,
+                     factory=picamera.capture, fourcc=False, stamped=True),
 }
 
 #: URL scheme -> source kind (every scheme in ``CameraConfig.SOURCE_SCHEMES``).
 SCHEME_KINDS: dict[str, str] = {
-    "gst": "gst", "sim": "sim",
+    "gst": "gst", "sim": "sim", "picam": "picam",
     **{s: "url" for s in ("http", "https", "rtsp", "rtsps", "rtmp", "udp", "tcp")},
 }
 
@@ -265,10 +283,15 @@ class Camera(Device):
             cap.release()
             raise DriverError(f"{self.name}: OpenCV cannot open {source!r} through {backend.label}",
                               device=self.name)
-        self.kind, self._backend, self._cap = kind, backend, cap
-        if backend.configure:
-            self._configure(cap)
-        self.settings = self._read_back(cap)
+        try:
+            if backend.configure:
+                self._configure(cap, backend)
+            settings = self._read_back(cap)
+        except (cv2.error, OSError) as err:
+            cap.release()
+            raise DriverError(f"{self.name}: cannot start {source!r} through {backend.label}: {err}",
+                              device=self.name) from err
+        self.kind, self._backend, self._cap, self.settings = kind, backend, cap, settings
         self._next_due = self._clock()
         self._report(self.settings, backend)
 
@@ -297,7 +320,7 @@ class Camera(Device):
                 ok, image = cap.read()
         except cv2.error as err:
             raise DriverError(f"{self.name}: read failed: {err}", device=self.name) from err
-        t_mono_s = self._clock()
+        t_mono_s = self._clock() - (cap.frame_age_s if backend.stamped else 0.0)
         if self._closed:
             raise DeviceClosed(f"{self.name}: closed during read()", device=self.name)
         if not ok or image is None:
@@ -317,9 +340,9 @@ class Camera(Device):
 
     # ------------------------------------------------------------------ internals
 
-    def _configure(self, cap: Any) -> None:
+    def _configure(self, cap: Any, backend: Backend) -> None:
         c = self.cfg
-        props = ([(cv2.CAP_PROP_FOURCC, fourcc_code(c.fourcc))] if c.fourcc else []) + [
+        props = ([(cv2.CAP_PROP_FOURCC, fourcc_code(c.fourcc))] if c.fourcc and backend.fourcc else []) + [
             (cv2.CAP_PROP_FRAME_WIDTH, c.width), (cv2.CAP_PROP_FRAME_HEIGHT, c.height),
             (cv2.CAP_PROP_FPS, c.fps), (cv2.CAP_PROP_BUFFERSIZE, c.buffer_size)]
         for prop, value in props:
@@ -340,7 +363,8 @@ class Camera(Device):
         log.info("%s: opened %r through %s: %dx%d %s %g fps, %d buffers", self.name, self.cfg.source,
                  backend.label, s.width, s.height, s.fourcc or "-", s.fps, s.buffer_size)
         if backend.configure:
-            diff = s.differences(self.wanted)
+            wanted = self.wanted if backend.fourcc else replace(self.wanted, fourcc="")
+            diff = s.differences(wanted)
             if diff:
                 log.warning("%s: device did not accept every setting: %s", self.name, "; ".join(diff))
 

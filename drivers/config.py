@@ -12,24 +12,49 @@ Transports are chosen by value, pyserial-``serial_for_url`` style:
   opener (``sim://``: the simulated tank's emulator, drivers/transport.py);
 - I2C ``bus``: a bus number (``1`` -> ``/dev/i2c-1``), a path, or a registered URL (``sim://``);
 - camera ``source``: an index, ``/dev/videoN``, ``/dev/v4l/by-id/...``,
-  ``gst:<pipeline>``, a file path or URL, or ``sim://pattern``.
+  ``gst:<pipeline>``, ``picam:<N>``, a file path or URL, or ``sim://pattern``.
 """
 
 from __future__ import annotations
 
-from typing import ClassVar, Literal, Union
+import math
+from typing import Annotated, Any, ClassVar, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
 
 from drivers.transport import url_scheme
 
 I2cBus = Union[int, str]
 
 
-class DriverSection(BaseModel):
-    """A config section: unknown keys are errors, values are immutable after load."""
+def _int_or_hex(value: Any) -> Any:
+    """``"0x68"``, ``"0o150"``, ``"104"`` -> 104 (Python literal rules); anything else is left to pydantic."""
+    if isinstance(value, str):
+        try:
+            return int(value.strip(), 0)
+        except ValueError:
+            raise ValueError(f"address must be a number such as 0x68 or 104, got {value[:40]!r}") from None
+    return value
 
-    model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True)
+
+# Shared constrained types (one place for the bounds every config number needs). Floats are
+# finite everywhere: DriverSection sets allow_inf_nan=False, so Infinity / NaN never load.
+#: Device address: an int, or a string in hex / octal / decimal (``"0x68"``); range per field.
+Address = Annotated[int, BeforeValidator(_int_or_hex)]
+#: Serial line rate, baud (pyserial's standard rates span 50..4 000 000; below 300 nothing we drive).
+Baud = Annotated[int, Field(ge=300, le=4_000_000)]
+#: A rate, Hz: at least 0.1 (one read in 10 s); upper bound per field.
+RateHz = Annotated[float, Field(ge=0.1)]
+#: A delay or timeout, s: at least 10 ms (a smaller one would spin); upper bound per field.
+DelayS = Annotated[float, Field(ge=0.01)]
+#: A joint angle, rad: within one turn either way.
+AngleRad = Annotated[float, Field(ge=-2 * math.pi, le=2 * math.pi)]
+
+
+class DriverSection(BaseModel):
+    """A config section: unknown keys are errors, values are immutable after load, floats finite."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True, allow_inf_nan=False)
 
 
 class RoboclawConfig(DriverSection):
@@ -40,15 +65,15 @@ class RoboclawConfig(DriverSection):
 
     kind: Literal["roboclaw"]
     port: str
-    baud: int = Field(38400, gt=0)
-    address: int = Field(0x80, ge=0x80, le=0x87)
+    baud: Baud = 38400
+    address: Address = Field(0x80, ge=0x80, le=0x87)
     serial_timeout_s: float = Field(0.5, ge=0.1, le=25.5, description="controller's own stop timeout (cmd 14)")
     status_bytes: Literal[2, 4] = 4
     left_channel: Literal[1, 2] = 1
     invert_left: bool = False
     invert_right: bool = False
     reply_timeout_s: float = Field(0.05, ge=0.005, le=2.0, description="wait for an ack/reply before retrying")
-    feedback_hz: float = Field(20.0, gt=0, le=500, description="encoder/battery/status reads per second (7 transactions each)")
+    feedback_hz: RateHz = Field(20.0, le=500, description="encoder/battery/status reads per second (7 transactions each)")
 
 
 class SabertoothConfig(DriverSection):
@@ -59,8 +84,8 @@ class SabertoothConfig(DriverSection):
 
     kind: Literal["sabertooth"]
     port: str
-    baud: int = Field(9600, gt=0)
-    address: int = Field(128, ge=128, le=135)
+    baud: Baud = 9600
+    address: Address = Field(128, ge=128, le=135)
     serial_timeout_s: float = Field(0.5, ge=0.1, le=12.7, description="controller's own stop timeout (cmd 14)")
     autobaud: bool = True
     autobaud_wait_s: float = Field(0.5, ge=0.0, le=5.0, description="pause after the 0xAA autobaud byte (DE library: 500 ms)")
@@ -77,7 +102,7 @@ class LineMotorConfig(DriverSection):
 
     kind: Literal["line"]
     port: str
-    baud: int = Field(115200, gt=0)
+    baud: Baud = 115200
     firmware_timeout_s: float = Field(0.5, ge=0.1, le=5.0, description="firmware watchdog (T command)")
     max_pwm: int = Field(255, ge=1, le=255)
     checksum: bool = True
@@ -85,7 +110,7 @@ class LineMotorConfig(DriverSection):
     invert_left: bool = False
     invert_right: bool = False
     reply_timeout_s: float = Field(0.05, ge=0.005, le=2.0, description="wait for a reply line before retrying")
-    feedback_hz: float = Field(20.0, gt=0, le=500, description="encoder/status reads per second")
+    feedback_hz: RateHz = Field(20.0, le=500, description="encoder/status reads per second")
 
 
 class Mpu6050Config(DriverSection):
@@ -96,12 +121,12 @@ class Mpu6050Config(DriverSection):
 
     kind: Literal["mpu6050"]
     bus: I2cBus = 1
-    address: int = Field(0x68, ge=0x68, le=0x69)
+    address: Address = Field(0x68, ge=0x68, le=0x69)
     accel_range_g: Literal[2, 4, 8, 16] = 2
     gyro_range_dps: Literal[250, 500, 1000, 2000] = 250
     dlpf_cfg: int = Field(3, ge=0, le=6)
     sample_rate_div: int = Field(9, ge=0, le=255)
-    rate_hz: float = Field(100.0, gt=0, le=1000)
+    rate_hz: RateHz = Field(100.0, le=1000)
 
 
 class Bno055Config(DriverSection):
@@ -112,8 +137,8 @@ class Bno055Config(DriverSection):
 
     kind: Literal["bno055"]
     bus: I2cBus = 1
-    address: int = Field(0x28, ge=0x28, le=0x29)
-    rate_hz: float = Field(100.0, gt=0, le=100)
+    address: Address = Field(0x28, ge=0x28, le=0x29)
+    rate_hz: RateHz = Field(100.0, le=100)
 
 
 class BatteryConfig(DriverSection):
@@ -131,11 +156,11 @@ class Ina219Config(DriverSection):
 
     kind: Literal["ina219"]
     bus: I2cBus = 1
-    address: int = Field(0x40, ge=0x40, le=0x4F)
-    shunt_ohm: float = Field(0.1, gt=0)
-    max_current_a: float = Field(3.2, gt=0)
+    address: Address = Field(0x40, ge=0x40, le=0x4F)
+    shunt_ohm: float = Field(0.1, ge=1e-4, le=100.0)
+    max_current_a: float = Field(3.2, ge=0.01, le=1000.0)
     battery: BatteryConfig = Field(default_factory=BatteryConfig)
-    rate_hz: float = Field(10.0, gt=0, le=200)
+    rate_hz: RateHz = Field(10.0, le=200)
 
 
 class Ina226Config(DriverSection):
@@ -146,11 +171,11 @@ class Ina226Config(DriverSection):
 
     kind: Literal["ina226"]
     bus: I2cBus = 1
-    address: int = Field(0x40, ge=0x40, le=0x4F)
-    shunt_ohm: float = Field(0.002, gt=0)
-    max_current_a: float = Field(20.0, gt=0)
+    address: Address = Field(0x40, ge=0x40, le=0x4F)
+    shunt_ohm: float = Field(0.002, ge=1e-4, le=100.0)
+    max_current_a: float = Field(20.0, ge=0.01, le=1000.0)
     battery: BatteryConfig = Field(default_factory=BatteryConfig)
-    rate_hz: float = Field(10.0, gt=0, le=200)
+    rate_hz: RateHz = Field(10.0, le=200)
 
 
 class ServoJointConfig(DriverSection):
@@ -166,10 +191,10 @@ class ServoJointConfig(DriverSection):
     channel: int = Field(ge=0, le=15)
     min_us: float = Field(500.0, ge=100, le=3000)
     max_us: float = Field(2500.0, ge=100, le=3000)
-    min_rad: float = -1.5708
-    max_rad: float = 1.5708
-    home_rad: float = 0.0
-    max_speed_radps: float = Field(3.0, gt=0, le=50)
+    min_rad: AngleRad = -1.5708
+    max_rad: AngleRad = 1.5708
+    home_rad: AngleRad = 0.0
+    max_speed_radps: float = Field(3.0, ge=0.01, le=50)
 
     @model_validator(mode="after")
     def _ranges(self) -> "ServoJointConfig":
@@ -197,7 +222,7 @@ class Pca9685Config(DriverSection):
 
     kind: Literal["pca9685"]
     bus: I2cBus = 1
-    address: int = Field(0x40, ge=0x40, le=0x7F)
+    address: Address = Field(0x40, ge=0x40, le=0x7F)
     frequency_hz: float = Field(50.0, ge=24, le=1526)
     oscillator_hz: float = Field(25_000_000.0, ge=20e6, le=30e6)
     joints: list[ServoJointConfig] = Field(default_factory=list, max_length=16)
@@ -219,7 +244,8 @@ class CameraConfig(DriverSection):
 
     Attributes:
         id: name used by every protocol (ARTEX video key, Sim2Bot ``model:<i>`` label).
-        source: index, device path, ``gst:<pipeline>``, file/URL or ``sim://pattern``.
+        source: index, device path, ``gst:<pipeline>``, ``picam:<N>`` (Pi camera module through
+            Picamera2), file/URL or ``sim://pattern``.
         fourcc: e.g. ``MJPG``; "" keeps the device default.
         buffer_size: V4L2 buffers, 1..10 (1-2 lowest latency).
         jpeg_quality: default JPEG quality, 1..100.
@@ -233,7 +259,7 @@ class CameraConfig(DriverSection):
     source: Union[int, str]
     width: int = Field(640, ge=16, le=4096)
     height: int = Field(480, ge=16, le=4096)
-    fps: float = Field(30.0, gt=0, le=120)
+    fps: float = Field(30.0, ge=1.0, le=120)
     fourcc: str = Field("MJPG", max_length=4)
     buffer_size: int = Field(1, ge=1, le=10)
     jpeg_quality: int = Field(80, ge=1, le=100)
@@ -241,7 +267,7 @@ class CameraConfig(DriverSection):
 
     #: URL schemes a string ``source`` may carry; a source without one is a device or file path.
     SOURCE_SCHEMES: ClassVar[tuple[str, ...]] = (
-        "gst", "sim", "http", "https", "rtsp", "rtsps", "rtmp", "udp", "tcp")
+        "gst", "sim", "picam", "http", "https", "rtsp", "rtsps", "rtmp", "udp", "tcp")
 
     @staticmethod
     def source_scheme(source: int | str) -> str:
@@ -261,6 +287,8 @@ class CameraConfig(DriverSection):
         scheme = cls.source_scheme(value)
         if scheme and scheme not in cls.SOURCE_SCHEMES:
             raise ValueError(f"unknown camera source scheme {scheme!r}; known: {', '.join(cls.SOURCE_SCHEMES)}")
+        if scheme == "picam" and not value[len("picam:"):].strip().isdigit():
+            raise ValueError(f"a Pi camera source is picam:<camera number> (picam:0), got {value!r}")
         return value
 
     @field_validator("fourcc")

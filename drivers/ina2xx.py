@@ -28,9 +28,18 @@ OVF (the chip's current/power arithmetic overflowed: the readings are
 meaningless) raises :class:`DriverError` with the flag register as ``status``;
 the sample is not returned. CNVR/CVRF clear means no conversion finished
 since the last read: the sample repeats the previous values; it is still
-returned and counted in :attr:`repeated_reads`. If the Calibration register is
-found cleared (the chip was power-cycled), the chip is reconfigured and that
-read raises DriverError (its current would have read 0).
+returned and counted in :attr:`repeated_reads`.
+
+Every read first reads back Configuration and Calibration: a chip reset by a
+power glitch (both back to their power-on values) is found on the very next
+read, reconfigured, and that read raises DriverError (its current would have
+read 0), so health shows the glitch. The INA219's Calibration bit 0 is
+read-only 0 (SBOS448, Calibration Register): the value written has it
+cleared, so the read-back matches for every shunt (0.03 and 0.015 ohm give odd
+Cal values).
+
+A bus voltage of 0 V (sense lead off, or the battery side unpowered) is no
+battery reading: the sample carries ``voltage_v`` None and no percent.
 """
 
 from __future__ import annotations
@@ -93,7 +102,6 @@ INA226_CONFIG_FIXED = 0x4000
 
 #: Share of the read period the averaged conversion may take.
 CONVERSION_SHARE = 0.8
-CAL_CHECK_PERIOD_S = 1.0
 #: open() waits this many conversion cycles (the datasheet times are typical, not maximum).
 CONVERSION_MARGIN = 1.25
 
@@ -136,6 +144,7 @@ class _Ina2xx(PowerMonitor):
     CHIP = ""
     CAL_NUMERATOR = 0.0
     CAL_MAX = 0
+    CAL_MASK = 0xFFFF
     POWER_LSB_FACTOR = 0.0
 
     def __init__(self, cfg: Ina219Config | Ina226Config, bus: SMBusLike, *, name: str = "power",
@@ -147,11 +156,10 @@ class _Ina2xx(PowerMonitor):
         self._clock = clock
         self._sleep = sleep
         self.current_lsb_a = current_lsb_a(cfg.max_current_a, cfg.shunt_ohm, self.CAL_NUMERATOR, self.CAL_MAX)
-        self.cal = calibration(self.CAL_NUMERATOR, self.current_lsb_a, cfg.shunt_ohm)
+        self.cal = calibration(self.CAL_NUMERATOR, self.current_lsb_a, cfg.shunt_ohm) & self.CAL_MASK
         self.power_lsb_w = self.POWER_LSB_FACTOR * self.current_lsb_a
         self.config_word, self.conversion_s = self._config_word()
         self.repeated_reads = 0
-        self._cal_checked_t = -math.inf
 
     # ------------------------------------------------------------------ chip specifics
     @abstractmethod
@@ -197,27 +205,26 @@ class _Ina2xx(PowerMonitor):
         if (cal, config) != (self.cal, self.config_word):
             raise self._dev.error(f"read-back Cal 0x{cal:04x} config 0x{config:04x}, "
                                   f"wrote 0x{self.cal:04x} 0x{self.config_word:04x}")
-        self._cal_checked_t = self._clock()
 
     def close(self) -> None:
         """Mark the driver closed (the chip keeps converting; the bus stays open). Idempotent."""
         self._dev.close()
 
     def read(self) -> PowerSample:
-        """Bus voltage V, current A (+ discharging), power W, battery percent.
+        """Bus voltage V (None at 0 V), current A (+ discharging), power W, battery percent.
 
         Raises:
             DriverError: bus error (errno kept); OVF (``status`` = flag register);
-                chip found reset (reconfigured, sample dropped).
+                chip found reset (Configuration or Calibration not as written: reconfigured, sample dropped).
             DeviceClosed: after close().
         """
         self._dev.require_ready()
         t = self._clock()
-        if t - self._cal_checked_t >= CAL_CHECK_PERIOD_S:
-            if self._dev.read_u16_be(REG_CAL) != self.cal:
-                self._configure()
-                raise self._dev.error("Calibration register lost (chip reset); reconfigured, sample dropped")
-            self._cal_checked_t = t
+        config, cal = self._dev.read_u16_be(REG_CONFIG), self._dev.read_u16_be(REG_CAL)
+        if (config, cal) != (self.config_word, self.cal):
+            self._configure()
+            raise self._dev.error(f"chip reset (config 0x{config:04x}, Cal 0x{cal:04x}); reconfigured, "
+                                  "sample dropped")
         flags, ready, overflow, voltage = self._status()
         if overflow:
             raise self._dev.error(f"math overflow (OVF, flags 0x{flags:04x}): current/power out of range; "
@@ -227,6 +234,9 @@ class _Ina2xx(PowerMonitor):
         current = to_s16(self._dev.read_u16_be(REG_CURRENT)) * self.current_lsb_a
         power = self._dev.read_u16_be(REG_POWER) * self.power_lsb_w
         battery = self.cfg.battery
+        if voltage <= 0.0:  # no battery on the bus side: not a reading of 0 V
+            return PowerSample(t_mono_s=t, voltage_v=None, current_a=current,
+                               power_w=math.copysign(power, current), percent=None)
         return PowerSample(t_mono_s=t, voltage_v=voltage, current_a=current,
                            power_w=math.copysign(power, current),
                            percent=percent(voltage, battery.chemistry, battery.cells))
@@ -237,7 +247,8 @@ class Ina219(_Ina2xx):
 
     CHIP = "INA219"
     CAL_NUMERATOR = 0.04096
-    CAL_MAX = 0xFFFE           # bit 0 of the Calibration register is void
+    CAL_MAX = 0xFFFE
+    CAL_MASK = 0xFFFE          # Calibration bit 0 is read-only 0 (SBOS448)
     POWER_LSB_FACTOR = 20.0
 
     def _config_word(self) -> tuple[int, float]:
@@ -265,7 +276,8 @@ class Ina226(_Ina2xx):
 
     CHIP = "INA226"
     CAL_NUMERATOR = 0.00512
-    CAL_MAX = 0x7FFF           # bit 15 of the Calibration register is reserved
+    CAL_MAX = 0x7FFF
+    CAL_MASK = 0x7FFF          # bit 15 of the Calibration register is reserved
     POWER_LSB_FACTOR = 25.0
 
     def _config_word(self) -> tuple[int, float]:

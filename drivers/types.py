@@ -34,10 +34,13 @@ class ImuSample:
 
 @dataclass(frozen=True, slots=True)
 class PowerSample:
-    """Battery as seen by the power monitor: bus voltage V, current A (+ discharging), power W, 0..100 %."""
+    """Battery as seen by the power monitor: bus voltage V, current A (+ discharging), power W, 0..100 %.
+
+    ``voltage_v`` is None when the monitor reads no bus voltage (0 V: no battery on its sense lead).
+    """
 
     t_mono_s: float
-    voltage_v: float
+    voltage_v: float | None
     current_a: float
     power_w: float
     percent: float | None = None

@@ -112,7 +112,8 @@ def state_aux(snap: Snapshot, frames: StateFrames) -> list[NamedArray]:
         out.append(_aux("imu_age", snap.t_mono_s - imu.t_mono_s, "s"))
     power = snap.power
     if power is not None:
-        out.append(_aux("battery_voltage", power.voltage_v, "V"))
+        if power.voltage_v is not None:
+            out.append(_aux("battery_voltage", power.voltage_v, "V"))
         out.append(_aux("battery_current", power.current_a, "A"))
         out.append(_aux("battery_power", power.power_w, "W"))
         if power.percent is not None:

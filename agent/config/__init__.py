@@ -20,8 +20,13 @@ external       {}                    SDK externals (kept, unused)
 ============== ===================== =========================================
 
 The agent's own sections: ``drivers``, ``base``, ``watchdog``, ``control``,
-``artex``, ``sim2bot``, ``robot_msg``, ``console``, ``log_dir``. Unknown keys are errors
-with a "did you mean" hint. :func:`load` raises :class:`ConfigError` listing
+``artex``, ``sim2bot``, ``robot_msg``, ``console``, ``log_dir``. Unknown keys
+inside the agent's sections are errors with a "did you mean" hint; unknown
+top-level keys (the user's own, which the SDK ignores) are ignored with a
+warning, unless they look like a misspelt known key. Every float must be finite
+and every number lies within bounds (shared constrained types in
+drivers/config.py); addresses may be written ``"0x68"``. ``logger_type:
+"file"`` needs ``log_dir``. :func:`load` raises :class:`ConfigError` listing
 every problem with its JSON path.
 """
 
@@ -35,7 +40,7 @@ import typing
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, ValidationError, field_validator
+from pydantic import Field, PrivateAttr, ValidationError, ValidationInfo, field_validator
 
 from agent.config.artex import ArtexConfig
 from agent.config.base import Section
@@ -46,7 +51,7 @@ from agent.config.robotmsg import RobotMsgConfig
 from agent.config.sim2bot import Sim2botConfig
 from agent.errors import ConfigError
 
-__all__ = ["AgentConfig", "ConfigError", "load", "loads", "log_level", "problems_of"]
+__all__ = ["AgentConfig", "ConfigError", "foreign_keys", "load", "loads", "log_level", "problems_of"]
 
 #: The SDK's ``logger_level`` values that are not logging level names, mapped onto levels.
 SDK_LEVELS = {"all": logging.INFO, "skip_todo": logging.INFO}
@@ -82,7 +87,7 @@ class AgentConfig(Section):
     max_send_freq: float = Field(1 / 20, gt=0.0, le=60.0)
     logger_type: Literal["console", "file"] = "console"
     logger_level: str = "all"
-    max_main_freq: float = Field(0.1, gt=0.0)
+    max_main_freq: float = Field(0.1, ge=0.001, le=60.0)
     external: dict[str, Any] = Field(default_factory=dict)
 
     drivers: DriversConfig = Field(default_factory=DriversConfig)
@@ -101,6 +106,30 @@ class AgentConfig(Section):
     def _known_level(cls, value: str) -> str:
         log_level(value)  # checked at load, so check-config catches it, not only `run`
         return value
+
+    _ignored_keys: tuple[str, ...] = PrivateAttr(default=())
+
+    @field_validator("log_dir")
+    @classmethod
+    def _file_logging_needs_a_dir(cls, value: str | None, info: ValidationInfo) -> str | None:
+        if info.data.get("logger_type") == "file" and not value:
+            raise ValueError("logger_type is 'file' but log_dir is not set: set log_dir (a directory for "
+                             "robot-agent.log) or use logger_type 'console'")
+        return value
+
+    @property
+    def ignored_keys(self) -> tuple[str, ...]:
+        """Foreign top-level keys dropped at load (see :func:`foreign_keys`)."""
+        return self._ignored_keys
+
+    def ignored_warning(self) -> str:
+        """One line naming the foreign top-level keys dropped at load; "" when there were none."""
+        keys = self._ignored_keys
+        if not keys:
+            return ""
+        more = f" and {len(keys) - 20} more" if len(keys) > 20 else ""
+        return ("ignoring top-level keys the agent does not use (the ARTEX SDK ignores them too): "
+                + ", ".join(repr(k[:64]) for k in keys[:20]) + more)
 
     @property
     def artex_enabled(self) -> bool:
@@ -186,27 +215,60 @@ def problems_of(err: ValidationError) -> list[tuple[str, str]]:
     return out
 
 
-def loads(text: str, origin: str = "<string>") -> AgentConfig:
-    """Parse and validate params.json text. Raises ConfigError with every problem."""
+def _parse(text: str, origin: str) -> dict[str, Any]:
+    """JSON text -> the top-level object. Raises ConfigError for anything else, never a traceback."""
     try:
         data = json.loads(text)
     except json.JSONDecodeError as err:
         raise ConfigError(f"{origin}: not valid JSON: {err}", [("$", f"line {err.lineno} column {err.colno}: {err.msg}")]) from err
+    except ValueError as err:  # an integer beyond sys.get_int_max_str_digits()
+        raise ConfigError(f"{origin}: unusable number: {err}", [("$", f"unusable number: {err}")]) from err
+    except RecursionError as err:
+        raise ConfigError(f"{origin}: nested too deeply", [("$", "nested too deeply for the JSON parser")]) from err
     if not isinstance(data, dict):
         raise ConfigError(f"{origin}: top level must be an object", [("$", f"expected an object, got {type(data).__name__}")])
+    return data
+
+
+def foreign_keys(data: dict[str, Any]) -> list[str]:
+    """Top-level keys that are neither the SDK's nor the agent's, nor a likely misspelling of one.
+
+    A params.json written for the ARTEX SDK may carry the user's own keys (the SDK ignores them);
+    the agent ignores them too, with a warning. A key close to a known one (``driver`` for
+    ``drivers``) stays an error with a "did you mean".
+    """
+    known = list(AgentConfig.model_fields)
+    return [k for k in data if k not in known and not difflib.get_close_matches(k, known, n=1, cutoff=0.75)]
+
+
+def loads(text: str, origin: str = "<string>") -> AgentConfig:
+    """Parse and validate params.json text. Raises ConfigError with every problem.
+
+    Foreign top-level keys (:func:`foreign_keys`) are dropped; the config's ``ignored_keys``
+    lists them and :meth:`AgentConfig.ignored_warning` words the warning the CLI shows.
+    """
+    data = _parse(text, origin)
+    ignored = foreign_keys(data)
     try:
-        return AgentConfig.model_validate(data)
+        cfg = AgentConfig.model_validate({k: v for k, v in data.items() if k not in ignored})
     except ValidationError as err:
         problems = problems_of(err)
         lines = "\n".join(f"  {p}: {m}" for p, m in problems)
         raise ConfigError(f"{origin}: {len(problems)} problem(s)\n{lines}", problems) from err
+    except RecursionError as err:
+        raise ConfigError(f"{origin}: nested too deeply", [("$", "nested too deeply to validate")]) from err
+    cfg._ignored_keys = tuple(ignored)
+    return cfg
 
 
 def load(path: str | os.PathLike[str]) -> AgentConfig:
-    """Read and validate a params.json file. Raises ConfigError (missing file included)."""
+    """Read and validate a params.json file. Raises ConfigError (missing file, not UTF-8 included)."""
     p = Path(path)
     try:
         text = p.read_text(encoding="utf-8")
     except OSError as err:
         raise ConfigError(f"{p}: cannot read: {err.strerror}", [("$", f"cannot read {p}: {err.strerror}")]) from err
+    except UnicodeDecodeError as err:
+        where = f"byte {err.start}: {err.reason}"
+        raise ConfigError(f"{p}: not UTF-8 text ({where})", [("$", f"not UTF-8 text ({where})")]) from err
     return loads(text, str(p))

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pydantic import Field, field_validator, model_validator
 
-from agent.config.base import Section
+from agent.config.base import DelayS, Section
 
 #: ``com`` name handled by the adapter itself (a Stop); it cannot be configured.
 BUILTIN_STOP = "stop"
@@ -60,9 +60,9 @@ class ArtexConfig(Section):
     commands: dict[str, MotionConfig] = Field(default_factory=_default_commands, max_length=64)
     log_tail_kib: int = Field(64, ge=1, le=900)
     jpeg_quality: int = Field(80, ge=1, le=100)
-    reconnect_delay_s: float = Field(1.0, gt=0, le=60)
-    reconnect_delay_max_s: float = Field(5.0, gt=0, le=600)
-    connect_timeout_s: float = Field(5.0, gt=0, le=60)
+    reconnect_delay_s: DelayS = Field(1.0, le=60)
+    reconnect_delay_max_s: DelayS = Field(5.0, le=600)
+    connect_timeout_s: DelayS = Field(5.0, le=60)
     max_speed_mps: float | None = Field(None, gt=0, le=20)
     ping_interval_s: float = Field(4.0, ge=0.2, le=60)
     refused_delay_s: float = Field(60.0, ge=1, le=3600)

@@ -79,6 +79,6 @@ class BaseConfig(Section):
     """
 
     track_width_m: float = Field(0.30, gt=0.01, le=5.0)
-    max_speed_mps: float = Field(1.0, gt=0.0, le=20.0)
-    max_accel_mps2: float = Field(2.0, gt=0.0, le=100.0)
-    counts_per_m: float = Field(4000.0, ge=0.0)
+    max_speed_mps: float = Field(1.0, ge=0.01, le=20.0)
+    max_accel_mps2: float = Field(2.0, ge=0.01, le=100.0)
+    counts_per_m: float = Field(4000.0, ge=0.0, le=1e7)

@@ -16,7 +16,7 @@ from urllib.parse import urlsplit
 from pydantic import Field, field_validator, model_validator
 from robot_msg import ports
 
-from agent.config.base import Section
+from agent.config.base import DelayS, RateHz, Section
 
 #: What a ``ctrl_mode`` value can do (docs/robot_msg.md, "ctrl_mode").
 CtrlAction = Literal["stop", "hold", "home"]
@@ -134,7 +134,7 @@ class RobotMsgConfig(Section):
     command: SocketConfig = Field(
         default_factory=lambda: SocketConfig(address=f"tcp://127.0.0.1:{ports.CONTROLLER_COMMAND}"))
     action: SocketConfig = Field(default_factory=lambda: SocketConfig(address=f"tcp://127.0.0.1:{ports.ROBOT_ACTION}"))
-    state_hz: float = Field(50.0, gt=0, le=1000)
+    state_hz: RateHz = Field(50.0, le=1000)
     encoding: Literal["binary", "json"] = "binary"
     max_frame_bytes: int = Field(1 << 20, ge=1024, le=64 << 20)
     rcvhwm: int = Field(16, ge=1, le=10_000)
@@ -145,8 +145,8 @@ class RobotMsgConfig(Section):
     ctrl_modes: dict[int, CtrlAction] = Field(default_factory=_default_modes, max_length=51)
     curve: CurveConfig | None = None
     allow_unauthenticated: bool = False
-    reconnect_delay_s: float = Field(0.1, gt=0, le=60)
-    reconnect_delay_max_s: float = Field(5.0, gt=0, le=600)
+    reconnect_delay_s: DelayS = Field(0.1, le=60)
+    reconnect_delay_max_s: DelayS = Field(5.0, le=600)
 
     @field_validator("ctrl_modes")
     @classmethod

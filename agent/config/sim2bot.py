@@ -9,7 +9,7 @@ from urllib.parse import urlparse
 
 from pydantic import Field, ValidationInfo, field_validator
 
-from agent.config.base import Section
+from agent.config.base import DelayS, Section
 
 
 class Sim2botConfig(Section):
@@ -49,12 +49,12 @@ class Sim2botConfig(Section):
     max_samples: int = Field(64, ge=1, le=256)
     max_message_bytes: int = Field(4 << 20, ge=1024, le=16 << 20)
     subscription_ttl_s: float = Field(3.0, ge=0.5, le=60.0)
-    connect_timeout_s: float = Field(5.0, gt=0.0, le=60.0)
+    connect_timeout_s: DelayS = Field(5.0, le=60.0)
     ping_interval_s: float = Field(2.0, ge=0.2, le=60.0)
     ping_timeout_s: float = Field(3.0, ge=0.2, le=60.0)
     refused_delay_s: float = Field(60.0, ge=1.0, le=3600.0)
-    reconnect_delay_s: float = Field(0.5, gt=0.0, le=60.0)
-    reconnect_delay_max_s: float = Field(10.0, gt=0.0, le=600.0)
+    reconnect_delay_s: DelayS = Field(0.5, le=60.0)
+    reconnect_delay_max_s: DelayS = Field(10.0, le=600.0)
 
     @field_validator("url")
     @classmethod

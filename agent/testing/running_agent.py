@@ -39,11 +39,13 @@ def deep_merge(base: dict, extra: dict) -> dict:
 
 
 def sim_config(**overrides: Any) -> dict:
-    """The shipped simulated-tank params.json as a dict, adapters off, ``overrides`` deep-merged."""
+    """The shipped simulated-tank params.json as a dict, adapters and the console off (no fixed
+    port shared between tests), ``overrides`` deep-merged."""
     cfg = json.loads(PARAMS.read_text())
     cfg["server"] = None
     cfg["sim2bot"] = {**cfg.get("sim2bot", {}), "enabled": False}
     cfg["robot_msg"] = {**cfg.get("robot_msg", {}), "enabled": False}
+    cfg["console"] = {**cfg.get("console", {}), "enabled": False}
     return deep_merge(cfg, overrides)
 
 

@@ -73,7 +73,7 @@ def test_exposing_a_socket_needs_curve_or_an_explicit_choice():
     ({"state": {"address": "tcp://127.0.0.1:1", "mode": "listen"}}, "$.robot_msg.state.mode", "bind"),
     ({"encoding": "msgpack"}, "$.robot_msg.encoding", "binary"),
     ({"max_frame_bytes": 10}, "$.robot_msg.max_frame_bytes", "1024"),
-    ({"state_hz": 0}, "$.robot_msg.state_hz", "greater than 0"),
+    ({"state_hz": 0}, "$.robot_msg.state_hz", "greater than or equal to 0.1"),
     ({"ctrl_modes": {"0": "hold"}}, "$.robot_msg.ctrl_modes", "stop"),
     ({"ctrl_modes": {"51": "stop"}}, "$.robot_msg.ctrl_modes", "0..50"),
     ({"ctrl_modes": {"0": "stop", "1": "dance"}}, "$.robot_msg.ctrl_modes.1", "stop"),

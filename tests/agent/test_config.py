@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from agent.config import AgentConfig, ConfigError, load, loads
+from agent.__main__ import main
 from tests.conftest import PARAMS, ROOT
 
 SDK_PARAMS = {
@@ -150,4 +151,61 @@ def test_logger_settings_are_checked_at_load_not_only_at_run(doc, path, words):
     with pytest.raises(ConfigError) as info:
         loads(json.dumps(doc))
     assert [(p, m) for p, m in info.value.problems if p == path and words in m], info.value.problems
-    assert loads(json.dumps({"logger_level": "skip_TODO", "logger_type": "file"})).logger_level == "skip_TODO"
+    assert loads(json.dumps({"logger_level": "skip_TODO", "logger_type": "file", "log_dir": "/tmp"})).logger_level == "skip_TODO"
+
+
+def test_file_logging_without_log_dir_is_a_config_error():
+    with pytest.raises(ConfigError, match="log_dir is not set") as info:
+        loads(json.dumps({"logger_type": "file"}))
+    assert [p for p, _ in info.value.problems] == ["$.log_dir"]
+
+
+def test_foreign_top_level_keys_are_ignored_with_a_warning_but_typos_stay_errors(tmp_path):
+    cfg = loads(json.dumps({"name": "tank", "robot_ip": "10.0.0.5", "camera_index": 0}))
+    assert cfg.ignored_keys == ("robot_ip", "camera_index") and cfg.name == "tank"
+    assert "'robot_ip', 'camera_index'" in cfg.ignored_warning()
+    path = tmp_path / "params.json"
+    path.write_text(json.dumps({"robot_ip": "10.0.0.5"}))
+    res = _check_config(path)
+    assert res.returncode == 0 and "warning: ignoring top-level keys" in res.stdout and "'robot_ip'" in res.stdout
+    for typo, known in (("driver", "drivers"), ("watchdgo", "watchdog"), ("robot_mgs", "robot_msg")):
+        with pytest.raises(ConfigError, match=f"did you mean '{known}'"):
+            loads(json.dumps({typo: {}}))
+    with pytest.raises(ConfigError, match="unknown key 'colour'"):   # inside the agent's sections: errors
+        loads(json.dumps({"base": {"colour": "red"}}))
+
+
+@pytest.mark.parametrize("doc, path, words", [
+    ({"drivers": {"power": {"kind": "ina219", "max_current_a": float("inf")}}}, "$.drivers.power.max_current_a", "finite"),
+    ({"drivers": {"motor": {"kind": "roboclaw", "port": "/dev/x", "baud": 10**18}}}, "$.drivers.motor.baud", "less than"),
+    ({"drivers": {"cameras": [{"id": "a", "source": 0, "fps": 1e-300}]}}, "$.drivers.cameras[0].fps", "greater than"),
+    ({"drivers": {"servo": {"kind": "pca9685", "joints": [{"name": "j", "channel": 0, "max_rad": float("inf")}]}}},
+     "$.drivers.servo.joints[0].max_rad", "finite"),
+    ({"base": {"track_width_m": float("nan")}}, "$.base.track_width_m", "finite"),
+    ({"sim2bot": {"reconnect_delay_s": 1e-9}}, "$.sim2bot.reconnect_delay_s", "greater than"),
+    ({"drivers": {"imu": {"kind": "mpu6050", "address": "0xZZ"}}}, "$.drivers.imu.address", "such as 0x68"),
+])
+def test_non_finite_and_absurd_numbers_are_config_errors(doc, path, words):
+    with pytest.raises(ConfigError) as info:
+        loads(json.dumps(doc))
+    assert [m for p, m in info.value.problems if p == path and words in m], info.value.problems
+
+
+def test_addresses_accept_hex_strings():
+    cfg = loads(json.dumps({"drivers": {"imu": {"kind": "mpu6050", "address": "0x69"},
+                                        "motor": {"kind": "roboclaw", "port": "/dev/x", "address": "0x81"}}}))
+    assert (cfg.drivers.imu.address, cfg.drivers.motor.address) == (0x69, 0x81)
+
+
+@pytest.mark.parametrize("content, words", [
+    (b'{"name": "\xff\xfe"}', "not UTF-8"),
+    (b"[" * 100_000 + b"]" * 100_000, "nested too deeply"),
+    (b'{"port": ' + b"9" * 5000 + b"}", "unusable number"),
+])
+def test_unparseable_files_end_in_exit_2_with_a_message(tmp_path, capsys, content, words):
+    path = tmp_path / "params.json"
+    path.write_bytes(content)
+    assert main(["check-config", str(path)]) == 2
+    assert words in capsys.readouterr().out
+    assert main(["run", "--config", str(path)]) == 2                   # run stops before starting anything
+    assert words in capsys.readouterr().err

@@ -16,20 +16,6 @@ from agent.config import loads
 from tests.conftest import ROOT
 
 
-@pytest.fixture
-def root_handlers():
-    """Restore the root logger's handlers and level after the test."""
-    root = logging.getLogger()
-    before, level = list(root.handlers), root.level
-    yield root
-    for h in root.handlers:
-        if h not in before:
-            root.removeHandler(h)
-            if isinstance(h, LogQueueHandler):
-                _stop_listener(h)
-    root.setLevel(level)
-
-
 def test_callers_only_enqueue_and_the_writer_thread_fills_file_and_tail(tmp_path, root_handlers):
     cfg = loads(json.dumps({"logger_type": "file", "log_dir": str(tmp_path), "logger_level": "info"}))
     before = list(root_handlers.handlers)

@@ -73,7 +73,7 @@ def transitions(caplog) -> list[str]:
     """Health transitions logged by the hub, e.g. ``ok -> lost``."""
     out = []
     for r in caplog.records:
-        if r.name == "agent.video" and r.getMessage().startswith("camera.front: "):
+        if r.name == "agent.video" and r.getMessage().startswith("camera.front: ") and " -> " in r.getMessage():
             out.append(" ".join(r.getMessage().split(" ")[1:4]).rstrip(":"))
     return out
 
@@ -312,6 +312,7 @@ async def test_open_failures_back_off_and_recover(hubs, caplog):
     gaps = [b - a for a, b in zip(attempts, attempts[1:])]
     assert all(g >= 0.02 for g in gaps)  # backoff waited (>= 50 % of 0.05 s)
     assert transitions(caplog) == ["lost -> ok"]  # lost from the start: no repeated ERROR lines
+    assert len([r for r in caplog.records if "unavailable" in r.getMessage()]) == 1  # the reason, once
 
 
 async def test_a_capture_bug_is_logged_and_the_camera_reopened(hubs, caplog):

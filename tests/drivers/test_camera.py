@@ -1,4 +1,5 @@
-"""drivers/camera.py through the test-pattern emulator and through a real video file (cv2.VideoCapture)."""
+"""drivers/camera.py through the test-pattern emulator, through a real video file (cv2.VideoCapture),
+and (tests parametrised over ``backend``) through Picamera2 against a fake with its signatures."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from agent.errors import DeviceClosed, DriverError
 from drivers.camera import (
     BACKENDS, SCHEME_KINDS, Camera, fourcc_code, fourcc_text, gstreamer_available, source_kind)
 from drivers.emulators.camera import PatternCapture, write_test_video
+from tests.drivers import fake_picamera2
 
 
 class Recorder:
@@ -38,12 +40,40 @@ def cam_cfg(**kw) -> CameraConfig:
     return CameraConfig(**{"id": "front", "source": "sim://pattern", "width": 160, "height": 120, **kw})
 
 
+class Backend:
+    """One camera backend for the shared tests: ``sim`` (PatternCapture as a cv2.VideoCapture)
+    or ``picam`` (Picamera2, the fake module); ``made`` are the patterns behind the cameras opened."""
+
+    def __init__(self, kind: str, monkeypatch, **pattern) -> None:
+        self.kind = kind
+        if kind == "sim":
+            self._rec = Recorder(**pattern)
+        else:
+            self._cams = fake_picamera2.install(monkeypatch, modes=pattern.get("modes"))
+
+    def camera(self, **kw) -> Camera:
+        if self.kind == "sim":
+            return Camera(cam_cfg(**kw), capture_factory=self._rec)
+        return Camera(cam_cfg(source="picam:0", **kw))
+
+    @property
+    def made(self) -> list[PatternCapture]:
+        return self._rec.made if self.kind == "sim" else self._cams.patterns
+
+
+@pytest.fixture(params=["sim", "picam"])
+def backend(request, monkeypatch):
+    """Build with ``backend(**pattern_options)``."""
+    return lambda **pattern: Backend(request.param, monkeypatch, **pattern)
+
+
 # --------------------------------------------------------------------------- source selection
 
 
 @pytest.mark.parametrize("source, kind", [
     (0, "v4l2"), ("2", "v4l2"), ("/dev/video0", "v4l2"), ("/dev/v4l/by-id/usb-Cam-video-index0", "v4l2"),
     ("gst:libcamerasrc ! videoconvert ! appsink", "gst"), ("clip.avi", "file"), ("/home/pi/c.mp4", "file"),
+    ("picam:0", "picam"), ("picam:1", "picam"),
     ("rtsp://10.0.0.2:8554/cam", "url"), ("http://cam.local/mjpg", "url"), ("sim://pattern", "sim"),
 ])
 def test_source_kind_by_value(source, kind):
@@ -77,19 +107,28 @@ def test_fourcc_round_trip():
 # --------------------------------------------------------------------------- pattern camera
 
 
-def test_pattern_camera_frames_change_and_match_config():
-    rec = Recorder()
-    with Camera(cam_cfg(fps=60), capture_factory=rec) as cam:
+def test_frames_change_and_match_config(backend):
+    b = backend()
+    with b.camera(fps=60) as cam:
         frames = [cam.read() for _ in range(4)]
-        assert cam.kind == "sim"
-        assert (cam.settings.width, cam.settings.height, cam.settings.fourcc) == (160, 120, "MJPG")
+        assert cam.kind == b.kind
+        assert (cam.settings.width, cam.settings.height) == (160, 120)
+        assert cam.settings.fourcc == ("MJPG" if b.kind == "sim" else "")  # Picamera2 has no FOURCC
         assert cam.settings.buffer_size == 1
     images = [f[0] for f in frames]
     times = [f[1] for f in frames]
     assert all(i.shape == (120, 160, 3) and i.dtype == np.uint8 for i in images)
     assert all(not np.array_equal(a, b) for a, b in zip(images, images[1:]))
     assert times == sorted(times)
-    assert rec.made[0].isOpened() is False  # released on close
+    assert b.made[0].isOpened() is False  # released on close
+
+
+def test_frames_are_stamped_between_request_and_return(backend):
+    with backend().camera(fps=30) as cam:
+        for _ in range(3):
+            before = time.monotonic()
+            _, t_mono_s = cam.read()
+            assert before - 1.0 < t_mono_s <= time.monotonic()
 
 
 def test_settings_applied_fourcc_first_then_size():
@@ -108,8 +147,8 @@ def test_default_sim_source_uses_the_emulator():
     assert image.shape == (120, 160, 3)
 
 
-def test_reads_are_paced_at_fps():
-    with Camera(cam_cfg(fps=20), capture_factory=Recorder()) as cam:
+def test_reads_are_paced_at_fps(backend):
+    with backend().camera(fps=20) as cam:
         t0 = time.monotonic()
         for _ in range(5):
             cam.read()
@@ -117,18 +156,17 @@ def test_reads_are_paced_at_fps():
     assert elapsed >= 4 / 20 * 0.8  # never faster than the device rate (load only slows it)
 
 
-def test_device_refusals_read_back_and_logged_once(caplog):
-    rec = Recorder(modes=[(320, 240), (1280, 720)])
+def test_device_refusals_read_back_and_logged_once(backend, caplog):
+    b = backend(modes=[(320, 240), (1280, 720)])
     caplog.set_level(logging.INFO, logger="drivers.camera")
-    with Camera(cam_cfg(width=640, height=480, fourcc="H264"), capture_factory=rec) as cam:
+    with b.camera(width=640, height=480, fourcc="H264") as cam:
         image, _ = cam.read()
         cam.read()
         assert (cam.settings.width, cam.settings.height) == (320, 240)
-        assert cam.settings.fourcc == "MJPG"  # refused: previous kept
     assert image.shape == (240, 320, 3)
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
-    assert len(warnings) == 1
-    assert "size 640x480 -> 320x240" in warnings[0] and "fourcc H264 -> MJPG" in warnings[0]
+    assert len(warnings) == 1 and "size 640x480 -> 320x240" in warnings[0]
+    assert ("fourcc H264 -> MJPG" in warnings[0]) is (b.kind == "sim")  # refused: previous kept
 
 
 # --------------------------------------------------------------------------- real file via cv2.VideoCapture
@@ -187,17 +225,17 @@ def test_capture_factory_raising_opencv_error():
         Camera(cam_cfg(), capture_factory=broken).open()
 
 
-def test_failed_read_raises_driver_error():
-    rec = Recorder()
-    with Camera(cam_cfg(), capture_factory=rec) as cam:
+def test_failed_read_raises_driver_error(backend):
+    b = backend()
+    with b.camera() as cam:
         cam.read()
-        rec.made[0].fail()
+        b.made[0].fail()
         with pytest.raises(DriverError, match="no frame"):
             cam.read()
 
 
-def test_lifecycle_errors():
-    cam = Camera(cam_cfg(), capture_factory=Recorder())
+def test_lifecycle_errors(backend):
+    cam = backend().camera()
     with pytest.raises(DriverError, match="before open"):
         cam.read()
     cam.open()

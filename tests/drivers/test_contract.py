@@ -1,19 +1,15 @@
 """One contract for every driver in the registry, run against its emulator (drivers/config.py KINDS).
 
-Every driver: ``open()`` twice and ``close()`` twice are harmless; after ``close()`` its
-operations raise DeviceClosed; it reads in SI units; a transport fault comes out as DriverError.
-A new driver with its registry entry is picked up here with no change to this file.
-Serial drivers run on their emulator's pty, I2C drivers on a FakeSMBus on a hand-advanced
-clock, the camera on the test pattern; the physics moves only when a test steps it.
+The checks live in tests/drivers/contract.py, shared with the hardware suite (tests/hardware/),
+which runs them on real devices. A new driver with its registry entry is picked up here with no
+change to this file. Serial drivers run on their emulator's pty, I2C drivers on a FakeSMBus on a
+hand-advanced clock, the camera on the test pattern; the physics moves only when a test steps it.
 """
 
 from __future__ import annotations
 
 import inspect
-import math
-import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -22,24 +18,13 @@ from drivers.config import KINDS, CameraConfig
 from drivers.emulators.camera import PatternCapture
 from drivers.emulators.i2c import FakeSMBus, ManualClock
 from drivers.emulators.tank import TankPhysics
-from drivers.errors import DeviceClosed, DriverError
 from drivers.registry import driver_class, emulator_class, kind_of
-from drivers.types import ImuSample, MotorFeedback, PowerSample
+from tests.drivers.contract import Rig, check_open_close, check_si, check_transport_fault
 
 #: Settings that only make a test wait (the Sabertooth autobaud pause); applied where a model has them.
 QUICK = {"autobaud_wait_s": 0.0, "serial_timeout_s": 5.0}
 
 ENTRIES = [(kind, m) for kind, ms in KINDS.items() for m in ms]
-
-
-@dataclass
-class Rig:
-    """A driver (not yet opened) on its emulator, and how to break its transport."""
-
-    driver: Any
-    physics: TankPhysics
-    fault: Callable[[], None]
-    settle: Callable[[Callable[[], bool]], bool]
 
 
 def _accepted(fn: Callable[..., Any], **options: Any) -> dict[str, Any]:
@@ -97,82 +82,13 @@ def rig(request) -> Iterator[tuple[str, Rig]]:
             obj.close()
 
 
-def _use(kind: str, drv: Any) -> Any:
-    """The kind's everyday operation: what the agent calls most."""
-    if kind == "motor":
-        return drv.set_duty(0.1, 0.1)
-    if kind == "servo":
-        return drv.set_pulse_us(0, 1500.0)
-    return drv.read()
-
-
 def test_open_and_close_are_idempotent_and_a_closed_driver_raises_device_closed(rig):
-    kind, r = rig
-    r.driver.open()
-    r.driver.open()
-    _use(kind, r.driver)
-    r.driver.close()
-    r.driver.close()
-    with pytest.raises(DeviceClosed):
-        _use(kind, r.driver)
-    with pytest.raises(DeviceClosed):
-        r.driver.open()
+    check_open_close(*rig)
 
 
 def test_a_transport_fault_is_a_driver_error(rig):
-    kind, r = rig
-    r.driver.open()
-    r.fault()
-    deadline = time.monotonic() + 10.0  # loose: a write-only link may buffer a write or two while
-    with pytest.raises(DriverError):    # the kernel hangs the tty up (a USB adapter does the same)
-        while time.monotonic() < deadline:
-            _use(kind, r.driver)
-            time.sleep(0.01)
+    check_transport_fault(*rig)
 
 
 def test_reads_are_in_si_units(rig):
-    kind, r = rig
-    r.driver.open()
-    {"motor": _motor_si, "imu": _imu_si, "power": _power_si, "servo": _servo_si, "camera": _camera_si}[kind](r)
-
-
-def _motor_si(r: Rig) -> None:
-    r.driver.set_duty(0.5, 0.5)
-    assert r.settle(lambda: r.physics.duty == pytest.approx([0.5, 0.5], abs=0.01)), r.physics.duty
-    r.driver.read_feedback()
-    r.physics.step(1.0)
-    fb = r.driver.read_feedback()
-    assert isinstance(fb, MotorFeedback)
-    if fb.left_counts is not None:                          # encoder counts follow the physics
-        assert (fb.left_counts, fb.right_counts) == r.physics.encoder_counts()
-        assert fb.left_cps is not None and fb.left_cps > 0 and fb.right_cps > 0
-    if fb.battery_v is not None:
-        assert 6.0 < fb.battery_v < 30.0                    # volts, not tenths
-    for amps in (fb.left_a, fb.right_a):
-        assert amps is None or 0.0 <= amps < 50.0
-
-
-def _imu_si(r: Rig) -> None:
-    s = r.driver.read()
-    assert isinstance(s, ImuSample) and math.isfinite(s.t_mono_s)
-    assert math.dist(s.accel_mps2, (0.0, 0.0, 9.80665)) < 0.3     # m/s^2 at rest, z up
-    assert max(abs(g) for g in s.gyro_radps) < 0.02                 # rad/s at rest
-    if s.orientation_xyzw is not None:
-        assert math.hypot(*s.orientation_xyzw) == pytest.approx(1.0, abs=0.01)
-
-
-def _power_si(r: Rig) -> None:
-    s = r.driver.read()
-    assert isinstance(s, PowerSample)
-    assert 6.0 < s.voltage_v < 30.0 and 0.0 <= s.current_a < 20.0   # V and A (3S pack, idle draw)
-    assert s.power_w == pytest.approx(s.voltage_v * s.current_a, rel=0.1, abs=0.05)
-
-
-def _servo_si(r: Rig) -> None:
-    r.driver.set_pulse_us(3, 1500.0)
-    assert r.physics.servo_pulse_us[3] == pytest.approx(1500.0, abs=10.0)   # microseconds on the wire
-
-
-def _camera_si(r: Rig) -> None:
-    image, t_mono_s = r.driver.read()
-    assert image.shape == (120, 160, 3) and str(image.dtype) == "uint8" and math.isfinite(t_mono_s)
+    check_si(*rig)

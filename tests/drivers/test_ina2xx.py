@@ -11,6 +11,7 @@ from drivers.emulators.i2c import FakeSMBus, ManualClock
 from drivers.emulators.ina2xx import Ina219Chip, Ina226Chip
 from drivers.emulators.tank import TankPhysics
 from drivers.ina2xx import Ina219, Ina226, calibration, current_lsb_a
+from agent.supervisor import Supervised
 
 ADDR = 0x40
 
@@ -143,12 +144,50 @@ def test_ina219_chip_power_cycle_reconfigures():
     dev.open()
     bus.restore(ADDR, power_cycle=True)
     assert chip.regs[0x05] == 0
-    clock.sleep(1.0)
-    with pytest.raises(DriverError, match="Calibration register lost"):
+    with pytest.raises(DriverError, match="chip reset"):   # the very next read, not a second later
         dev.read()
     assert chip.regs[0x05] == 4096
     clock.sleep(0.1)
     assert dev.read().current_a == pytest.approx(0.5)
+
+
+def test_six_resets_each_cost_one_degraded_read_and_no_zero_current():
+    dev, chip, bus, clock, _ = make(Ina219, Ina219Chip, cfg219())
+    supervised = Supervised("power", lambda: dev, clock=clock)
+    assert supervised.try_open()
+    states, currents = [], []
+    for _ in range(6):
+        clock.sleep(0.1)
+        bus.restore(ADDR, power_cycle=True)
+        for _ in range(3):
+            sample = supervised.call(lambda d: d.read())
+            states.append(supervised.state)
+            if sample is not None:
+                currents.append(sample.current_a)
+            clock.sleep(0.1)
+    assert states == ["degraded", "ok", "ok"] * 6
+    assert currents == [pytest.approx(0.5)] * 12                  # no sample of 0 A after a reset
+
+
+@pytest.mark.parametrize("shunt_ohm, max_current_a", [(0.03, 3.2), (0.015, 5.0), (0.1, 3.2), (0.01, 3.2)])
+def test_ina219_odd_calibration_values_open(shunt_ohm, max_current_a):
+    cfg = cfg219(shunt_ohm=shunt_ohm, max_current_a=max_current_a)
+    raw = calibration(0.04096, current_lsb_a(max_current_a, shunt_ohm, 0.04096, 0xFFFE), shunt_ohm)
+    dev, chip, *_ = make(Ina219, Ina219Chip, cfg)
+    dev.open()                                                    # read-back matches: bit 0 cleared
+    assert dev.cal == raw & 0xFFFE and chip.regs[0x05] == dev.cal
+    assert dev.read().current_a == pytest.approx(0.5, abs=2 * dev.current_lsb_a + 0.5 / raw)
+
+
+@pytest.mark.parametrize("driver_cls, chip_cls, cfg", [(Ina219, Ina219Chip, cfg219()), (Ina226, Ina226Chip, None)])
+def test_zero_bus_voltage_is_no_battery_reading(driver_cls, chip_cls, cfg):
+    dev, chip, _, clock, _ = make(driver_cls, chip_cls, cfg or cfg226())
+    chip.bus_voltage_v = 0.0
+    dev.open()
+    clock.sleep(0.1)
+    sample = dev.read()
+    assert sample.voltage_v is None and sample.percent is None
+    assert sample.current_a == pytest.approx(0.5, abs=0.01)
 
 
 @pytest.mark.parametrize("code", [121, 110, 5])

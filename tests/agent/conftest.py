@@ -1,0 +1,23 @@
+"""Fixtures for tests that run the CLI's logging setup."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+from agent.__main__ import LogQueueHandler, _stop_listener
+
+
+@pytest.fixture
+def root_handlers():
+    """Restore the root logger's handlers and level after the test (stopping added logging threads)."""
+    root = logging.getLogger()
+    before, level = list(root.handlers), root.level
+    yield root
+    for h in list(root.handlers):
+        if h not in before:
+            root.removeHandler(h)
+            if isinstance(h, LogQueueHandler):
+                _stop_listener(h)
+    root.setLevel(level)
