@@ -6,30 +6,41 @@ owns their lifecycle. Used as::
     async with Agent(cfg, config_path="config/params.json") as agent:
         await stop_event.wait()
 
-On exit the adapters are cancelled first (each releases its source), then the
-control loop commands zero to the motors and confirms the write, then the
-video hub and the devices close. An adapter whose ``run()`` ends by itself (a
-bug: they run until cancelled) is logged with its traceback and its source is
-released at once; the rest of the agent keeps running.
+On exit the control loop first commands zero to the motors and confirms the
+write (tracks zero, trajectories stopped) before any adapter closes; then the
+adapters are cancelled, each close bounded (:data:`ADAPTER_STOP_S`), then the
+video hub and the devices close.
+
+Every adapter runs under a supervisor (:meth:`Agent._supervise`): a ``run()`` that
+ends by itself (a bug: they run until cancelled) or raises is logged (with its
+traceback, at most every :data:`BUG_LOG_S`), its source is released at once, and
+it is started again after :func:`agent.ratelimit.backoff_s` (1 s doubling to
+30 s), forever; the rest of the agent keeps running.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import logging
 from typing import Any
 
 from agent.config import AgentConfig
 from agent.control import ControlLoop
 from agent.hardware import Hardware
+from agent.ratelimit import RateLimitedLog, backoff_s
 from agent.simtank import SimTank, serves
 
 log = logging.getLogger(__name__)
 
-#: how long close() waits for cancelled adapters before it stops the motors without them, s
-ADAPTER_STOP_S = 5.0
+#: how long close() waits for the cancelled adapters (their links' closes are bounded shorter), s
+ADAPTER_STOP_S = 1.0
+#: how long close() waits for the zero duty to be confirmed, s
+ZERO_CONFIRM_S = 0.5
+#: first and largest pause before an ended adapter is started again, s
+RESTART_FIRST_S, RESTART_MAX_S = 1.0, 30.0
+#: an adapter's failure is logged with its traceback at most this often, s
+BUG_LOG_S = 10.0
 
 
 class Agent:
@@ -58,6 +69,8 @@ class Agent:
         self.adapters: dict[str, Any] = {}
         self._tasks: list[asyncio.Task] = []
         self._started = False
+        self._bugs = RateLimitedLog(log, BUG_LOG_S)
+        self.restarts: dict[str, int] = {}
 
     def _build_adapters(self) -> None:
         """One adapter per enabled protocol: each an agent.ports.Adapter on the RobotPort (the
@@ -93,26 +106,37 @@ class Agent:
         self._started = True
         self._build_adapters()
         for name, adapter in self.adapters.items():
-            task = asyncio.create_task(adapter.run(), name=f"adapter-{name}")
-            task.add_done_callback(functools.partial(self._adapter_ended, name))
-            self._tasks.append(task)
+            self._tasks.append(asyncio.create_task(self._supervise(name, adapter), name=f"adapter-{name}"))
         log.info("agent %r up: devices %s; adapters %s", self.cfg.name,
                  ", ".join(f"{h.name}={h.state}" for h in self.hardware.health()) or "none",
                  ", ".join(self.adapters) or "none")
 
-    def _adapter_ended(self, name: str, task: asyncio.Task) -> None:
-        """An adapter's ``run()`` ended other than by cancellation: a bug (adapters run until
-        cancelled). Log it with its traceback and release its source (adapter name = source name),
-        so whatever it drove stops now; the other adapters keep running."""
-        if task.cancelled():
-            return
-        err = task.exception()
-        log.error("adapter %s stopped unexpectedly (%s); source %s released, the other adapters keep running",
-                  name, "returned" if err is None else f"{type(err).__name__}: {err}", name, exc_info=err)
-        self.control.release(name, f"adapter {name} stopped")
+    async def _supervise(self, name: str, adapter: Any) -> None:
+        """Run ``adapter.run()`` forever: when it ends other than by cancellation (a bug: adapters run
+        until cancelled) log it, release its source (adapter name = source name) so whatever it drove
+        stops now, and start it again after a jittered, capped backoff. Ends only by cancellation."""
+        attempt = 0
+        while True:
+            try:
+                await adapter.run()
+                err: BaseException | None = None
+            except Exception as exc:  # any failure: the supervisor's whole point
+                err = exc
+            self.restarts[name] = self.restarts.get(name, 0) + 1
+            self.control.release(name, f"adapter {name} stopped")
+            pause = backoff_s(attempt, RESTART_FIRST_S, RESTART_MAX_S)
+            attempt += 1
+            self._bugs.log(logging.ERROR, name, "adapter %s stopped unexpectedly (%s); source %s released, "
+                           "restarting it in %.1f s; the other adapters keep running", name,
+                           "returned" if err is None else f"{type(err).__name__}: {err}", name, pause,
+                           exc_info=err is not None)
+            await asyncio.sleep(pause)
 
     async def close(self) -> None:
-        """Stop everything; motors are commanded to zero and the write confirmed before devices close."""
+        """Stop everything: the motors are commanded to zero and the write confirmed first (before any
+        adapter closes), then the adapters (bounded), the video hub and the devices."""
+        if self._started:
+            await asyncio.to_thread(self.control.close, ZERO_CONFIRM_S)
         for task in self._tasks:
             task.cancel()
         if self._tasks:
@@ -125,8 +149,6 @@ class Agent:
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     task.result()
         self._tasks.clear()
-        if self._started:
-            await asyncio.to_thread(self.control.close)
         if self.video is not None:
             await asyncio.to_thread(self.video.close)
         await asyncio.to_thread(self.hardware.close)

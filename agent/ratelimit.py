@@ -6,6 +6,12 @@ few seconds. :class:`RateLimitedLog` logs the first of a kind and then at most
 one per interval, saying how many it held back; :func:`backoff_s` spaces
 retries (doubled per failure, capped, jittered so a fleet does not retry in step), for the
 one reconnect loop (:mod:`agent.reconnect`) and device and camera supervision.
+
+Untrusted text (keys, message types, field names, authors) goes through :func:`safe`
+before it reaches a log line, so a newline or an escape sequence sent by a peer cannot
+forge log lines; rejections are rate-limited by ``(source, reason)``
+(:meth:`RateLimitedLog.rejected`), not by their full text, so junk that varies in every
+message still costs one line per reason per interval.
 """
 
 from __future__ import annotations
@@ -17,7 +23,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
 
-__all__ = ["RateLimitedLog", "backoff_s"]
+__all__ = ["RateLimitedLog", "backoff_s", "safe"]
 
 
 class RateLimitedLog:
@@ -67,6 +73,11 @@ class RateLimitedLog:
             self._log.log(level, msg, *args, exc_info=exc_info)
         return True
 
+    def rejected(self, level: int, err: BaseException, msg: str, *args: object) -> bool:
+        """Log a rejection keyed by ``(err.source, err.reason)`` (a CommandError's; other errors by type)."""
+        key = (getattr(err, "source", ""), getattr(err, "reason", type(err).__name__))
+        return self.log(level, key, msg, *args)
+
     def __call__(self, level: int, text: str) -> bool:
         """Log the finished ``text``, keyed by itself (identical texts are rate-limited)."""
         return self.log(level, text, "%s", text)
@@ -77,3 +88,15 @@ def backoff_s(attempt: int, first_s: float, max_s: float, rng: random.Random | N
     capped at ``max_s``, jittered down to 50..100 % of that."""
     ceiling = min(max_s, first_s * (2.0 ** min(max(attempt, 0), 30)))
     return (rng or random).uniform(0.5 * ceiling, ceiling)
+
+
+def safe(text: object, limit: int = 120) -> str:
+    """``text`` made fit for one log line: control characters, newlines and non-printable
+    characters escaped as ``repr`` does (quotes not added), clipped to ``limit`` characters
+    with ``...`` and the full length. Non-strings are shown by their ``repr``."""
+    whole = text if isinstance(text, str) else repr(text)
+    raw = whole[: 4 * limit]
+    out = "".join(c if c.isprintable() and c != "\\" else repr(c)[1:-1] for c in raw)
+    if len(out) <= limit and len(whole) == len(raw):
+        return out
+    return f"{out[:limit]}... ({len(whole)} chars)"

@@ -141,17 +141,19 @@ class Reconnector:
             self.since = self._clock()
         if err is not None:
             self.last_error = f"{type(err).__name__}: {err}"
-        if err is None or self._was_up:
-            self._refusing = False
-            return backoff_s(0, self._first_s, self._max_s, self._rng)
-        first = self.failures == 0
-        self._note_failure()
-        if self._refused is not None and self._refused(err):
+        if err is not None and self._refused is not None and self._refused(err):
+            # a refusal (auth rejected, kicked) waits the longer period even right after an up session
+            self._note_failure()
             if not self._refusing:
-                self._log.warning("%s refused the robot: %s; retrying every %.0f s", self.what, err, self._refused_s)
+                self._log.warning("%s refused the robot: %s; retrying every %.0f s (not a network fault)",
+                                  self.what, err, self._refused_s)
             self._refusing = True
             return self._refused_s
         self._refusing = False
+        if err is None or self._was_up:
+            return backoff_s(0, self._first_s, self._max_s, self._rng)
+        first = self.failures == 0
+        self._note_failure()
         if not logged:
             self._log.log(self._level if first else logging.DEBUG, "%s failed: %s; retrying forever "
                           "(backoff %.1f..%.1f s)", self.what, err or type(err).__name__, self._first_s, self._max_s)

@@ -12,8 +12,10 @@ systemd (``Type=notify``, ``WatchdogSec=``) is told, through the well-kept
   ``robot-agent status`` reads);
 - ``STOPPING=1`` when shutdown starts.
 
-SIGTERM / SIGINT stop the agent; the motors are commanded to zero and the write
-confirmed before the process exits (agent.app.Agent.close).
+SIGTERM / SIGINT stop the agent: the motors are commanded to zero (trajectories
+stopped) and the write confirmed first, before any link closes; each link's close
+is bounded, so the process exits within 2 s even with a hung peer
+(agent.app.Agent.close; tests/agent/test_service.py measures it).
 """
 
 from __future__ import annotations

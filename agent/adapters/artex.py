@@ -16,10 +16,13 @@ docs/artex.md has the tables):
   at most every ``max_send_freq`` seconds, only what changed.
 
 Unlike the SDK (5 attempts), the adapter reconnects forever with jittered,
-capped backoff (``artex.reconnect_delay_s`` .. ``artex.reconnect_delay_max_s``);
-after a reconnect ``ready`` is ``init`` again and the streams wait for the next
-``Ready``. When the link drops the adapter releases its source at once, so the
-robot stops if ARTEX was driving. Motion commands are velocity commands under
+capped backoff (``artex.reconnect_delay_s`` .. ``artex.reconnect_delay_max_s``;
+``artex.refused_delay_s`` after the hub refused or kicked the robot); after a
+reconnect ``ready`` is ``init`` again and the streams wait for the next ``Ready``.
+Liveness: a WebSocket ping after ``artex.ping_interval_s`` of silence, the link
+dropped at 1.5 x that. When the link drops the adapter releases its source at
+once, so the robot stops if ARTEX was driving. Hub packets are checked by
+:class:`agent.adapters.artex_client.HubClient`; a stop in a command comes first. Motion commands are velocity commands under
 the control loop's watchdog: the hub must repeat them (every 100-200 ms).
 """
 
@@ -34,14 +37,15 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import socketio
-from socketio import packet as sio_packet
 from socketio.exceptions import SocketIOError
 
+from agent.adapters.artex_client import HubClient, HubRefused, KickCounter
 from agent.adapters.artex_commands import (
     FileRequest,
     WebSettings,
     describe,
     file_answer,
+    is_stop,
     parse_command,
 )
 from agent.adapters.artex_settings import persist_settings, validate_settings
@@ -51,7 +55,7 @@ from agent.errors import CommandError, ConfigError
 from agent.logtail import LogTail
 from agent.model import Stop
 from agent.ports import LinkStatus, RobotPort, VideoPort
-from agent.ratelimit import RateLimitedLog
+from agent.ratelimit import RateLimitedLog, safe
 from agent.reconnect import Reconnector
 
 log = logging.getLogger(__name__)
@@ -65,28 +69,10 @@ READY_INIT, READY_OK = "init", "ok"
 MAX_HEARTBEAT_REQUESTS = 16
 #: Identical warnings within this many seconds are logged once (with a repeat count later).
 LOG_REPEAT_S = 10.0
-#: Event name given to a hub packet that cannot be decoded (see :class:`_HubPacket`).
-UNDECODABLE = "\x00undecodable"
 #: Errors of a connection attempt that count as a link failure (retried with backoff).
 LINK_ERRORS = (SocketIOError, OSError, ValueError, TimeoutError)
-
-
-class _HubPacket(sio_packet.Packet):
-    """A Socket.IO packet whose decoding never raises on hub junk.
-
-    python-socketio decodes in a task of its own: bad JSON, nesting deeper than the JSON
-    decoder's recursion limit or an integer over 100 digits (engineio's limit) end that task
-    with an unlogged-by-us "Task exception was never retrieved". Such a packet becomes an
-    :data:`UNDECODABLE` event on ``/robot`` instead, which the adapter rejects and counts.
-    """
-
-    def decode(self, encoded_packet: str) -> int:
-        try:
-            return super().decode(encoded_packet)
-        except (ValueError, RecursionError) as err:
-            self.packet_type, self.namespace, self.id = sio_packet.EVENT, NAMESPACE, None
-            self.data = [UNDECODABLE, f"{type(err).__name__}: {err}"]
-            return 0
+#: Longest a client's close may take (polite disconnect, then the transport is dropped), s.
+CLOSE_S = 0.5
 
 
 class ArtexAdapter:
@@ -116,15 +102,16 @@ class ArtexAdapter:
         self._sid: str | None = None
         self._ready = READY_INIT
         self._told_not_ready = False
-        self._refusal = ""
+        self._end_reason = ""
+        self._kicks = KickCounter(clock)
         self._settings_lock: asyncio.Lock | None = None
         self._throttle = RateLimitedLog(log, LOG_REPEAT_S)
         self.counters: Counter[str] = Counter()
         self._streams = ArtexStreams(cfg, robot, video, self._emit, lambda: self._client, self.counters,
                                      clock=clock, sleep=sleep)
-        # a bug propagates (retry_bugs=False): the agent logs it and releases the source
         self._link = Reconnector(f"ARTEX: connection to {self.url}", log, first_s=cfg.artex.reconnect_delay_s,
-                                 max_s=cfg.artex.reconnect_delay_max_s, retry_bugs=False, clock=clock, sleep=sleep)
+                                 max_s=cfg.artex.reconnect_delay_max_s, refused=lambda e: isinstance(e, HubRefused),
+                                 refused_s=cfg.artex.refused_delay_s, clock=clock, sleep=sleep)
 
     # ------------------------------------------------------------------ public
     @property
@@ -166,21 +153,32 @@ class ArtexAdapter:
             await self._shutdown()
 
     async def _session(self) -> None:
-        """One connection: connect (bounded), serve until the link drops, close the client."""
+        """One connection: connect (bounded), serve until the link drops, close the client (bounded)."""
         client = self._new_client()
         self._gone = asyncio.Event()
-        self._refusal = ""
+        self._end_reason = ""
         timeout = self._cfg.artex.connect_timeout_s
         try:  # the outer bound also covers a hub that never answers the TCP handshake
             await asyncio.wait_for(client.connect(self.url, auth=self.passport(), namespaces=[NAMESPACE],
                                                   wait_timeout=timeout), 2 * timeout)
-        except LINK_ERRORS as err:
+        except Exception as err:  # any failure of the library's connect (a truncated HTTP answer raises
+            # aiohttp.ClientPayloadError or RuntimeError) is a failed attempt, retried with backoff
             self.counters["connect_failures"] += 1
-            await self._discard(client)
-            raise ConnectionError(f"{err or type(err).__name__}{self._refusal}") from err
+            await client.close(CLOSE_S)
+            if client.refusal is not None:
+                raise HubRefused(f"namespace {NAMESPACE} rejected; the hub says {client.refusal}") from err
+            raise ConnectionError(f"{type(err).__name__}: {safe(str(err), 200)}") from err
         self._link.up()
-        await self._serve(client)
-        await self._discard(client)
+        self._kicks.up()
+        try:
+            await self._serve(client)
+        except asyncio.CancelledError:
+            log.info("ARTEX: disconnecting from %s (agent stopping)", self.url)
+            self._link_lost("agent stopping")
+            raise
+        finally:
+            await client.close(CLOSE_S)
+        self._kicks.ended(self._end_reason == socketio.AsyncClient.reason.SERVER_DISCONNECT)  # may raise HubRefused
 
     def _apply_speed_limit(self) -> None:
         limit = self._cfg.artex.max_speed_mps
@@ -192,13 +190,14 @@ class ArtexAdapter:
             log.error("ARTEX: artex.max_speed_mps %s not applied: %s", limit, err)
 
     # ------------------------------------------------------------------ link
-    def _new_client(self) -> socketio.AsyncClient:
-        client = socketio.AsyncClient(reconnection=False, handle_sigint=False, serializer=_HubPacket)
+    def _new_client(self) -> HubClient:
+        # liveness: aiohttp sends a WebSocket ping after ping_interval_s without inbound data and drops
+        # the link when no pong comes within half of that (RFC 6455: every WebSocket stack answers)
+        client = HubClient(on_fault=self._on_fault, reconnection=False, handle_sigint=False,
+                           websocket_extra_options={"heartbeat": self._cfg.artex.ping_interval_s})
         for event, handler in (("connect", self._on_connect), ("disconnect", self._on_disconnect),
-                               ("connect_error", self._on_connect_error),
                                ("heartbeat", self._on_heartbeat), ("token_ask", self._on_token_ask),
-                               ("command", self._on_command), (UNDECODABLE, self._on_undecodable),
-                               ("*", self._on_other)):
+                               ("command", self._on_command), ("*", self._on_other)):
             client.on(event, handler, namespace=NAMESPACE)
         self._client = client
         return client
@@ -212,19 +211,11 @@ class ArtexAdapter:
             if not client.connected and not self._gone.is_set():
                 self._link_lost("transport closed")
 
-    async def _discard(self, client: socketio.AsyncClient) -> None:
-        try:
-            await asyncio.wait_for(client.disconnect(), 2.0)
-        except (TimeoutError, SocketIOError, OSError) as err:
-            log.debug("ARTEX: closing the old client: %s", err)
-
     async def _shutdown(self) -> None:
         client = self._client
         if client is not None:
-            if client.connected:
-                log.info("ARTEX: disconnecting from %s (agent stopping)", self.url)
-                self._link_lost("agent stopping")
-            await self._discard(client)  # also a half-open attempt cancelled mid-connect
+            self._link_lost("agent stopping")
+            await client.close(CLOSE_S)  # a half-open attempt cancelled mid-connect
         await self._streams.close()
 
     def _link_lost(self, reason: str) -> None:
@@ -251,9 +242,19 @@ class ArtexAdapter:
         self.counters[f"sent_{event}"] += 1
         return True
 
-    def _reject(self, what: str, problem: str) -> None:
+    def _reject(self, what: str, problem: CommandError | str) -> None:
+        """Count and log a rejection, rate-limited by (source, reason): varied junk costs one line per reason."""
         self.counters["rejected"] += 1
-        self._throttle(logging.ERROR, f"ARTEX: rejected {what}: {problem}")
+        reason = problem.reason if isinstance(problem, CommandError) else "invalid"
+        self._throttle.log(logging.ERROR, (SOURCE, what, reason), "ARTEX: rejected %s: %s", what, problem)
+
+    def _on_fault(self, kind: str, detail: str) -> None:
+        """A hub message the client discarded (artex_client.HubClient): counted, logged once per kind."""
+        self.counters["received"] += 1
+        self.counters["rejected"] += 1
+        self.counters[f"fault_{kind}"] += 1
+        self._throttle.log(logging.ERROR, (SOURCE, "fault", kind), "ARTEX: discarded a message from the hub "
+                           "(%s): %s", kind, detail)
 
     # ------------------------------------------------------------------ handlers
     async def _on_connect(self) -> None:
@@ -265,18 +266,12 @@ class ArtexAdapter:
         log.info("ARTEX: connected to %s as %r (sid %s); waiting for Ready", self.url, self._cfg.name, self._sid)
 
     async def _on_disconnect(self, reason: object = None) -> None:
-        self._link_lost(str(reason or "server disconnect"))
-
-    async def _on_connect_error(self, *args: object) -> None:
-        self._refusal = f"; the hub says {describe(args[0] if len(args) == 1 else args, 200)}" if args else ""
+        self._end_reason = str(reason or "")
+        self._link_lost(safe(reason or "server disconnect", 80))
 
     async def _on_other(self, event: object, *args: object) -> None:
         self.counters["received"] += 1
         self._reject("event", f"unknown event {describe(event)}")
-
-    async def _on_undecodable(self, reason: object = None) -> None:
-        self.counters["received"] += 1
-        self._reject("packet", f"undecodable packet from the hub: {describe(reason, 120)}")
 
     async def _on_token_ask(self, *args: object) -> str | None:
         self.counters["received"] += 1
@@ -303,25 +298,28 @@ class ArtexAdapter:
                 self._streams.start()
                 answer["Ready"] = "ok"
             else:
-                self._throttle(logging.WARNING, f"ARTEX: unknown heartbeat request {describe(req)} ignored")
+                self._throttle.log(logging.WARNING, (SOURCE, "heartbeat", "unknown request"),
+                                   "ARTEX: unknown heartbeat request %s ignored", describe(req))
         if "d_meta" in answer:
             answer["d_meta"] = self.d_meta()
         return answer
 
     async def _on_command(self, *args: object) -> None:
         self.counters["received"] += 1
+        data = args[0] if len(args) == 1 else list(args)
+        if is_stop(data):  # first: before Ready, whatever else the payload holds
+            self._obey_stop(data)
+            return
         if self._ready != READY_OK:
-            if self._stop_before_ready(args):
-                return
             self.counters["ignored"] += 1
             level = logging.DEBUG if self._told_not_ready else logging.INFO
             self._told_not_ready = True
             log.log(level, "ARTEX: command ignored: not ready (the hub has not sent Ready yet)")
             return
         try:
-            cmd = parse_command(args[0] if len(args) == 1 else list(args), self._cfg.artex.commands)
+            cmd = parse_command(data, self._cfg.artex.commands)
         except CommandError as err:
-            self._reject("command", str(err))
+            self._reject("command", err)
             return
         action = cmd.action
         if isinstance(action, FileRequest):
@@ -332,27 +330,23 @@ class ArtexAdapter:
             try:
                 self._robot.submit(SOURCE, action)
             except CommandError as err:
-                self._reject("command", f"payload.{cmd.kind}: refused by the robot: {err}")
+                self._reject("command", type(err)(f"payload.{cmd.kind}: refused by the robot: {err}",
+                                                  SOURCE, err.reason))
                 return
             self.counters["accepted"] += 1
             log.debug("ARTEX: %s from %r -> %s", cmd.kind, cmd.author, action)
 
-    def _stop_before_ready(self, args: tuple[object, ...]) -> bool:
-        """Obey a ``stop`` that arrives before ``Ready`` (stop always wins); True when it was one."""
+    def _obey_stop(self, data: object) -> None:
+        """Submit the stop (stop always wins: before Ready, with a malformed author or extra keys)."""
         try:
-            cmd = parse_command(args[0] if len(args) == 1 else list(args), self._cfg.artex.commands)
-        except CommandError:
-            return False
-        if not isinstance(cmd.action, Stop):
-            return False
-        try:
-            self._robot.submit(SOURCE, cmd.action)
+            self._robot.submit(SOURCE, Stop())
         except CommandError as err:  # only a closed control loop refuses a stop
-            self._reject("command", f"payload.com: refused by the robot: {err}")
-            return True
+            self._reject("command", err)
+            return
         self.counters["accepted"] += 1
-        log.info("ARTEX: stop from %r obeyed before Ready", cmd.author)
-        return True
+        author = data.get("author") if isinstance(data, dict) else None
+        log.log(logging.DEBUG if self._ready == READY_OK else logging.INFO, "ARTEX: stop from %s obeyed%s",
+                describe(author), "" if self._ready == READY_OK else " before Ready")
 
     async def _on_file(self, kind: str) -> None:
         self.counters["accepted"] += 1
@@ -372,7 +366,7 @@ class ArtexAdapter:
             try:
                 new_cfg, changes = validate_settings(self._cfg, settings)
             except CommandError as err:
-                self._reject("web_settings", str(err))
+                self._reject("web_settings", err)
                 return
             where = "not persisted: no config file"
             if self._config_path:

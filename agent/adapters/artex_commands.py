@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from agent.config.artex import BUILTIN_STOP, MotionConfig
 from agent.errors import CommandError, CommandRejected
 from agent.model import BaseVelocity, Command, Stop, TrackDuty, finite_number
+from agent.ratelimit import safe
 
 __all__ = [
     "file_answer",
@@ -41,6 +42,7 @@ __all__ = [
     "FileRequest",
     "WebSettings",
     "describe",
+    "is_stop",
     "parse_command",
 ]
 
@@ -82,13 +84,26 @@ class ArtexCommand:
 
 
 def describe(value: object, limit: int = 40) -> str:
-    """Short, bounded description of an untrusted value for log messages: type and clipped repr."""
+    """Short, bounded description of an untrusted value for log messages: type and clipped repr
+    (``repr`` escapes newlines and control characters, so the text stays one log line)."""
     if isinstance(value, (str, bytes, bytearray)) and len(value) > limit:
         return f"{type(value).__name__} of length {len(value)}"
     text = repr(value)
     if len(text) > limit:
         text = text[:limit] + "..."
     return f"{type(value).__name__} {text}"
+
+
+def is_stop(data: object) -> bool:
+    """The ``command`` event carries a stop: ``payload.com == "stop"`` whatever else the payload or
+    the event holds (``{"com": "stop", "extra": 1}``: the SDK obeys it), or ``com: "stop"`` at the
+    top level, or such an object among several event arguments. Stop always wins."""
+    if isinstance(data, list):
+        return any(is_stop(item) for item in data[:8])
+    if not isinstance(data, dict):
+        return False
+    payload = data.get("payload")
+    return data.get("com") == BUILTIN_STOP or (isinstance(payload, dict) and payload.get("com") == BUILTIN_STOP)
 
 
 def _text(where: str, value: object, limit: int = MAX_TEXT_CHARS) -> str:
@@ -166,7 +181,7 @@ def _web_settings(value: object) -> WebSettings:
     out: list[tuple[str, bool | int | float | str | None]] = []
     for key, item in value.items():
         key = _text("payload.web_settings key", key, 64)
-        where = f"payload.web_settings.{key}"
+        where = f"payload.web_settings.{safe(key, 64)}"
         if isinstance(item, str):
             item = _text(where, item)
         elif isinstance(item, float):
@@ -194,7 +209,8 @@ def parse_command(data: object, commands: Mapping[str, MotionConfig]) -> ArtexCo
     Args:
         data: the event's data as received (untrusted): ``{"author": str, "payload": {TYPE: COMMAND}}``.
             Other top-level keys are ignored; the payload must hold exactly one TYPE. A malformed
-            ``author`` rejects the command, except a ``stop`` (stop always wins; author "").
+            ``author`` rejects the command, except a ``stop`` (stop always wins; author ""): any
+            event :func:`is_stop` accepts is a stop, whatever else it carries.
         commands: ``cfg.artex.commands``, the ``com`` name -> twist table (``stop`` is built in).
 
     Returns:
@@ -203,6 +219,10 @@ def parse_command(data: object, commands: Mapping[str, MotionConfig]) -> ArtexCo
     Raises:
         CommandError: naming the offending field (``payload.tracks.left duty must be within -1..1``).
     """
+    if is_stop(data):
+        author = data.get("author") if isinstance(data, dict) else None
+        return ArtexCommand(author if isinstance(author, str) and len(author) <= MAX_TEXT_CHARS else "",
+                            "com", Stop())
     if not isinstance(data, dict):
         raise CommandRejected(f"command must be an object, got {describe(data)}", "artex")
     if "payload" not in data:

@@ -9,8 +9,10 @@ Both send at most every ``max_send_freq`` s, and never faster than every
 :data:`MIN_SEND_PERIOD_S` (0.02 s) whatever ``max_send_freq`` says.
 
 - ``telem``: every ``max_send_freq`` s the whole dict (agent.adapters.artex_telem),
-  sent only if it changed beyond the deadbands since the last send, or a value
-  settled (:class:`agent.adapters.artex_telem.TelemGate`).
+  sent if it changed beyond the deadbands since the last send, or a value
+  settled (:class:`agent.adapters.artex_telem.TelemGate`), and at least every
+  ``artex.telem_keepalive_s`` (1 s) even at rest, so a hub that reads telemetry as
+  "last seen" never marks an idle robot stale.
 - ``video``: ``{camera_id: JPEG bytes}`` for the cameras with a frame newer than the
   last one sent, no two sends closer than ``max_send_freq`` s (ARTEX protocol page,
   "video"). Keys containing ``led`` or ``rgb_strip`` are sent as they are, not
@@ -138,13 +140,16 @@ class ArtexStreams:
 
     async def _telem_loop(self) -> None:
         gate = TelemGate()
+        last = -float("inf")
         while True:
             await self._sleep(self.period_s)
             data = telemetry(self._robot.snapshot())
-            due = gate.due(data)
+            keepalive = self._clock() - last >= self.cfg.artex.telem_keepalive_s - 1e-6
+            due = keepalive or gate.due(data)
             extra = self._video_telem(due)
             if (due or extra) and await self._emit("telem", {"payload": {**data, **extra}}):
                 gate.mark_sent(data)
+                last = self._clock()
 
     def _video_telem(self, due: bool) -> dict[str, Any]:
         """``{"video": stats}`` when telem goes out anyway, or every :data:`VIDEO_TELEM_PERIOD_S` s

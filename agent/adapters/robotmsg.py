@@ -44,7 +44,7 @@ from agent.config.robotmsg import SocketConfig
 from agent.errors import CommandError
 from agent.model import CalibrateImu
 from agent.ports import LinkStatus, RobotPort, VideoPort
-from agent.ratelimit import RateLimitedLog
+from agent.ratelimit import RateLimitedLog, safe
 from agent.reconnect import Reconnector
 
 log = logging.getLogger(__name__)
@@ -236,10 +236,10 @@ class RobotMsgAdapter:
     def _reject(self, ch: _Channel, rejected: Rejected, *, logged: bool = False) -> None:
         self._rejected[rejected.reason] += 1
         if logged:
-            log.debug("robot_msg %s: rejected (%s): %s", ch.where, rejected.reason, rejected.detail)
+            log.debug("robot_msg %s: rejected (%s): %s", ch.where, rejected.reason, safe(rejected.detail, 200))
             return
         self._warn.log(logging.WARNING, (ch.name, rejected.reason), "robot_msg %s: rejected (%s): %s",
-                       ch.where, rejected.reason, rejected.detail)
+                       ch.where, rejected.reason, safe(rejected.detail, 200))
 
     def _translate(self, message: object) -> Translation:
         dof = self._robot.description.dof

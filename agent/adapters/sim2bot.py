@@ -7,6 +7,12 @@ every reconnect re-announces), sends ``telemetry`` at ``telemetry_hz`` and
 executes the controller commands the bridge relays. Camera frames go to the
 sibling ``/video`` socket (:mod:`agent.adapters.sim2bot_video`).
 
+Liveness: both sockets send a WebSocket ping every ``ping_interval_s`` (2 s) and
+drop the link when the pong has not come ``ping_timeout_s`` (3 s) later; with the
+closing handshake bounded to :data:`CLOSE_S` a dead bridge is noticed within
+``ping_interval_s + ping_timeout_s + CLOSE_S`` (5.5 s by default), the source is
+released and the adapter reconnects (a new socket: nothing held is replayed).
+
 Translation only: :mod:`agent.adapters.sim2bot_commands` maps messages onto
 agent.model commands submitted as source ``sim2bot``;
 :mod:`agent.adapters.sim2bot_telemetry` maps snapshots onto packets. On
@@ -26,9 +32,10 @@ from collections.abc import Awaitable, Callable
 from urllib.parse import parse_qsl, urlencode, urlparse, urlunparse
 
 from websockets.asyncio.client import ClientConnection, connect
-from websockets.exceptions import WebSocketException
+from websockets.exceptions import InvalidStatus, WebSocketException
 
 from agent.adapters.sim2bot_commands import (
+    COMMAND_TYPES,
     CameraRequest,
     ParseContext,
     Parsed,
@@ -42,7 +49,7 @@ from agent.config import AgentConfig
 from agent.config.robotmsg import is_local_address
 from agent.errors import CommandDeclined, CommandError
 from agent.ports import LinkStatus, RobotPort, VideoPort
-from agent.ratelimit import RateLimitedLog
+from agent.ratelimit import RateLimitedLog, safe
 from agent.reconnect import Reconnector, backoff_s  # noqa: F401  (backoff_s: re-exported)
 
 log = logging.getLogger(__name__)
@@ -55,9 +62,16 @@ TRANSPORT_MAX_BYTES = (16 << 20) + (64 << 10)
 OFFLOAD_BYTES = 64 << 10
 #: Identical warnings are repeated at most this often, s.
 WARN_REPEAT_S = 10.0
-_PING_S = 10.0
+#: Longest a socket's closing handshake may take before the transport is dropped, s.
+CLOSE_S = 0.5
 #: Errors that end a session as a link fault (anything else is a bug, logged with its traceback).
 LINK_ERRORS = (OSError, WebSocketException, TimeoutError)
+
+
+def refused(err: BaseException) -> bool:
+    """The bridge refused the robot on purpose (HTTP 401/403 on the upgrade: a missing or wrong
+    token), not a network fault: retried after ``refused_delay_s`` with one WARNING."""
+    return isinstance(err, InvalidStatus) and err.response.status_code in (401, 403)
 
 
 def video_url(control_url: str) -> str:
@@ -124,7 +138,8 @@ class Sim2botAdapter:
         self._video_connected = False
         self._controllers: int | None = None
         self._link = Reconnector(f"sim2bot: bridge at {self._s.url}", log, first_s=self._s.reconnect_delay_s,
-                                 max_s=self._s.reconnect_delay_max_s, clock=clock, sleep=sleep)
+                                 max_s=self._s.reconnect_delay_max_s, refused=refused,
+                                 refused_s=self._s.refused_delay_s, clock=clock, sleep=sleep)
         self._video_reconnect = Reconnector(f"sim2bot: video socket to {video_url(self._s.url)}", log,
                                             first_s=self._s.reconnect_delay_s, max_s=self._s.reconnect_delay_max_s,
                                             clock=clock, sleep=sleep)
@@ -151,7 +166,8 @@ class Sim2botAdapter:
     # ------------------------------------------------------------------ run
     def _connect(self, url: str, max_size: int) -> connect:
         return connect(url, additional_headers=self._headers, open_timeout=self._s.connect_timeout_s,
-                       max_size=max_size, compression=None, ping_interval=_PING_S, ping_timeout=_PING_S,
+                       max_size=max_size, compression=None, ping_interval=self._s.ping_interval_s,
+                       ping_timeout=self._s.ping_timeout_s, close_timeout=CLOSE_S,
                        proxy=None if is_loopback(url) else True)
 
     async def run(self) -> None:
@@ -225,7 +241,7 @@ class Sim2botAdapter:
         kind = "message"
         try:
             message = decode(raw, self._s.max_message_bytes)
-            kind = str(message.get("type"))[:64]
+            kind = safe(message.get("type"), 64)  # untrusted: escaped before it reaches a log line
             if kind in ("bridge_status", "scene"):
                 return kind, message
             return kind, parse(message, self._ctx)
@@ -241,7 +257,7 @@ class Sim2botAdapter:
             return "status"
         if isinstance(outcome, CommandDeclined):  # valid, does nothing on a tank
             self._counters["declined"] += 1
-            self._note(f"declined:{kind}:{outcome}", logging.INFO, f"sim2bot: {kind} accepted but ignored: {outcome}")
+            self._warn.log(logging.INFO, self._key(kind, outcome), "sim2bot: %s accepted but ignored: %s", kind, outcome)
             return "declined"
         try:
             if isinstance(outcome, CommandError):
@@ -257,8 +273,14 @@ class Sim2botAdapter:
             return "camera"
         except CommandError as err:  # bad input, or a subscription the streams refuse
             self._counters["rejected"] += 1
-            self._warn(logging.WARNING, f"sim2bot: rejected {kind}: {err}")
+            self._warn.log(logging.WARNING, self._key(kind, err), "sim2bot: rejected %s: %s", kind, err)
             return "rejected"
+
+    @staticmethod
+    def _key(kind: str, err: CommandError) -> tuple[str, str, str]:
+        """Rate-limit key of a rejection: source, reason and the message type when it is a known one
+        (a bounded set), so junk with ever-new types or texts still costs one line per reason."""
+        return SOURCE, err.reason, kind if kind in COMMAND_TYPES else "?"
 
     def _submit(self, kind: str, outcome: Submit) -> str:
         try:

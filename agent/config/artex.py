@@ -45,6 +45,13 @@ class ArtexConfig(Section):
         jpeg_quality: video JPEG quality (the SDK's 80).
         reconnect_delay_s / reconnect_delay_max_s: first and largest reconnect delay, s (jittered, forever).
         connect_timeout_s: how long one connection attempt (Engine.IO + ``/robot`` namespace) may take, s.
+        ping_interval_s: liveness: after this long without a byte from the hub the agent sends a
+            WebSocket ping and drops the link when no pong comes within half of it, so a dead link is
+            declared within 1.5 x ping_interval_s (6 s by default) of the last byte received, s.
+        refused_delay_s: pause before the next attempt after the hub refused the robot (namespace
+            connect rejected, or kicked twice in a row soon after connecting), s.
+        telem_keepalive_s: telemetry is sent when it changed, and at least this often even when it did
+            not (a hub may use it as "last seen"), s.
         max_speed_mps: operator speed limit, m/s, set from the ARTEX web UI (``web_settings``);
             applied with ``robot.set_limits`` when the adapter starts; None = no extra limit.
             Must not exceed ``base.max_speed_mps`` (the track speed at full duty).
@@ -57,6 +64,9 @@ class ArtexConfig(Section):
     reconnect_delay_max_s: DelayS = Field(5.0, le=600)
     connect_timeout_s: DelayS = Field(5.0, le=60)
     max_speed_mps: float | None = Field(None, gt=0, le=20)
+    ping_interval_s: float = Field(4.0, ge=0.2, le=60)
+    refused_delay_s: float = Field(60.0, ge=1, le=3600)
+    telem_keepalive_s: float = Field(1.0, ge=0.05, le=60)
 
     @field_validator("commands")
     @classmethod

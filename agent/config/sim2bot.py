@@ -30,6 +30,11 @@ class Sim2botConfig(Section):
         max_message_bytes: larger incoming commands are rejected (the connection stays up).
         subscription_ttl_s: a camera subscription not renewed for this long stops, s.
         connect_timeout_s: WebSocket opening handshake timeout, s.
+        ping_interval_s / ping_timeout_s: liveness of both sockets: a WebSocket ping every
+            ping_interval_s, the link dropped when its pong has not come ping_timeout_s later, s
+            (a dead bridge is noticed within their sum plus 0.5 s).
+        refused_delay_s: pause before the next attempt after the bridge refused the robot
+            (HTTP 401/403: a missing or wrong token), s.
         reconnect_delay_s / reconnect_delay_max_s: first and largest reconnect delay, s
             (doubled per failure, jittered, forever).
     """
@@ -45,6 +50,9 @@ class Sim2botConfig(Section):
     max_message_bytes: int = Field(4 << 20, ge=1024, le=16 << 20)
     subscription_ttl_s: float = Field(3.0, ge=0.5, le=60.0)
     connect_timeout_s: DelayS = Field(5.0, le=60.0)
+    ping_interval_s: float = Field(2.0, ge=0.2, le=60.0)
+    ping_timeout_s: float = Field(3.0, ge=0.2, le=60.0)
+    refused_delay_s: float = Field(60.0, ge=1.0, le=3600.0)
     reconnect_delay_s: DelayS = Field(0.5, le=60.0)
     reconnect_delay_max_s: DelayS = Field(10.0, le=600.0)
 

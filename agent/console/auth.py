@@ -19,7 +19,7 @@ from urllib.parse import urlsplit
 from aiohttp import web
 
 from agent.config.console import ConsoleConfig
-from agent.ratelimit import RateLimitedLog
+from agent.ratelimit import RateLimitedLog, safe
 
 log = logging.getLogger(__name__)
 
@@ -66,7 +66,7 @@ class TokenGate:
     def _refuse(self, request: web.Request, status: int, why: str) -> web.Response:
         self.refused += 1
         self._warn.log(logging.WARNING, (status, request.remote), "console: %d for %s %s from %s: %s",
-                       status, request.method, request.path, request.remote, why)
+                       status, safe(request.method, 16), safe(request.path, 80), request.remote, why)
         return web.Response(status=status, text=f"{status}: {why}\n", content_type="text/plain")
 
     @web.middleware

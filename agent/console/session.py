@@ -22,6 +22,7 @@ from aiohttp import WSMsgType, web
 from agent.console.messages import SOURCE, FrameReady, decode, parse
 from agent.console.state import state_message
 from agent.errors import CommandError
+from agent.ratelimit import safe
 from agent.model import BaseVelocity
 
 if TYPE_CHECKING:
@@ -70,8 +71,8 @@ class Session:
             parsed = parse(decode(raw, console.settings.max_message_bytes), console.limits)
         except CommandError as err:
             console.counters["rejected"] += 1
-            console.warn.log(logging.WARNING, ("rejected", self.peer, str(err)[:60]),
-                             "console: rejected message from %s: %s", self.peer, err)
+            console.warn.log(logging.WARNING, ("rejected", self.peer, err.reason),  # by reason, not text
+                             "console: rejected message from %s: %s", self.peer, safe(str(err), 200))
             await self._send_json({"type": "error", "message": f"rejected: {err}"})
             return
         if isinstance(parsed, FrameReady):

@@ -49,6 +49,8 @@ class ArtexHub:
         history: how many telem / video / heartbeat records are kept (oldest dropped).
         max_http_buffer_size: python-socketio's message limit, bytes (its default is 1,000,000;
             a bigger message closes the link).
+        refuse: when set, every robot's namespace connect is rejected with this message (auth refused).
+        kick_after_s: when set, every robot is disconnected by the hub this long after it connected (kicked).
 
     Attributes:
         passports: sid -> auth passport of every robot connected so far.
@@ -61,10 +63,13 @@ class ArtexHub:
 
     def __init__(self, *, host: str = "127.0.0.1", port: int = 0, auto_ready: bool = True,
                  ready_delay_s: float = 0.1, on_event: Callable[[str, str, Any], None] | None = None,
-                 history: int = 10_000, max_http_buffer_size: int = 16 << 20) -> None:
+                 history: int = 10_000, max_http_buffer_size: int = 16 << 20, refuse: str | None = None,
+                 kick_after_s: float | None = None) -> None:
         self.host, self.port = host, port
         self.max_http_buffer_size = max_http_buffer_size
         self.auto_ready = auto_ready
+        self.refuse = refuse
+        self.kick_after_s = kick_after_s
         self.ready_delay_s = ready_delay_s
         self.on_event = on_event
         self.passports: dict[str, Any] = {}
@@ -141,11 +146,21 @@ class ArtexHub:
 
     # ------------------------------------------------------------------ server events
     async def _connect(self, sid: str, environ: dict, auth: Any = None) -> None:
+        if self.refuse is not None:
+            self._record("refused", sid, auth)
+            raise socketio.exceptions.ConnectionRefusedError(self.refuse)
         self.passports[sid] = auth
         self.connected.append(sid)
         self._record("connect", sid, auth)
         if self.auto_ready:
             self._spawn(self._handshake(sid))
+        if self.kick_after_s is not None:
+            self._spawn(self._kick(sid, self.kick_after_s))
+
+    async def _kick(self, sid: str, after_s: float) -> None:
+        await asyncio.sleep(after_s)
+        if self.sio is not None:
+            await self.sio.disconnect(sid, namespace=NAMESPACE)
 
     async def _handshake(self, sid: str) -> None:
         await asyncio.sleep(self.ready_delay_s)
@@ -217,6 +232,12 @@ class ArtexHub:
         """Emit any event with any data (for malformed-input tests)."""
         sid = self._target(sid)
         await self.sio.emit(event, data, to=sid, namespace=NAMESPACE)
+
+    async def send_packet(self, text: str | bytes, sid: str | None = None) -> None:
+        """Send one raw Engine.IO message (a Socket.IO packet as text, or a binary attachment), as a
+        broken or hostile hub would: ``await hub.send_packet('51-/robot,["command",{}]')``."""
+        sid = self._target(sid)
+        await self.sio.eio.send(self.sio.manager.eio_sid_from_sid(sid, NAMESPACE), text)
 
 
 

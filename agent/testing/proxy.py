@@ -23,12 +23,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import socket
 import time
 
 __all__ = ["TcpProxy"]
 
 #: bytes forwarded per write; small enough to pace a 1 Mbit/s link smoothly
 CHUNK = 4096
+#: receive buffer of a throttled connection's sockets, bytes (the kernel doubles it)
+RCVBUF = 16384
 
 
 class TcpProxy:
@@ -65,7 +68,10 @@ class TcpProxy:
             self._path.set()
 
     async def start(self) -> "TcpProxy":
-        self._server = await asyncio.start_server(self._serve, self.host, self.port)
+        # throttled: small buffers, as a radio link's, so a backlog stays with the sender (its own
+        # socket buffer, where a real sender sees it) instead of hiding in this proxy
+        limit = CHUNK if self.rate_bps else 1 << 16
+        self._server = await asyncio.start_server(self._serve, self.host, self.port, limit=limit)
         self.port = self._server.sockets[0].getsockname()[1]
         return self
 
@@ -100,7 +106,12 @@ class TcpProxy:
         self._writers.add(c_writer)
         try:
             await self._path.wait()  # accepted during a black-hole: the SYN "arrives" when it ends
-            u_reader, u_writer = await asyncio.open_connection(*self.target)
+            u_reader, u_writer = await asyncio.open_connection(*self.target, limit=CHUNK if self.rate_bps else 1 << 16)
+            if self.rate_bps:
+                for writer in (c_writer, u_writer):
+                    sock = writer.get_extra_info("socket")
+                    if sock is not None:
+                        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, RCVBUF)
             self._writers.add(u_writer)
             try:
                 await asyncio.gather(self._pipe(c_reader, u_writer), self._pipe(u_reader, c_writer))
@@ -108,6 +119,10 @@ class TcpProxy:
                 u_writer.close()
                 self._writers.discard(u_writer)
         except (OSError, asyncio.IncompleteReadError):
+            pass
+        except asyncio.CancelledError:
+            # close() cancels us; ending normally keeps Python 3.11's StreamReaderProtocol callback from
+            # logging the cancellation as an error (it calls task.exception() on a cancelled task)
             pass
         finally:
             c_writer.close()

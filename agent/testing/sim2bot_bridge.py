@@ -23,7 +23,7 @@ from sim2bot import Robot
 from agent.testing.ports import free_ports
 from agent.testing.running_agent import sim_config, wait_for
 
-__all__ = ["SIM2BOT", "Bridge", "agent_params", "controller"]
+__all__ = ["SIM2BOT", "Bridge", "HungBridge", "agent_params", "controller"]
 
 #: the ``sim2bot`` command installed next to this interpreter
 SIM2BOT = str(Path(sys.executable).with_name("sim2bot"))
@@ -91,3 +91,41 @@ async def controller(bridge: Bridge, room: str | None = None):
         yield robot
     finally:
         await asyncio.to_thread(robot.close)
+
+
+class HungBridge:
+    """A "bridge" that accepts the WebSocket upgrade and then never reads or answers again (a hung
+    process, a stuck proxy): pings, the closing handshake and every message go unanswered.
+
+    ``url`` is its control-socket URL once started; ``connections`` counts accepted upgrades.
+    """
+
+    def __init__(self, host: str = "127.0.0.1") -> None:
+        self.host, self.port = host, free_ports(1)[0]
+        self.url = f"ws://{host}:{self.port}/ws"
+        self.connections = 0
+        self._server: asyncio.base_events.Server | None = None
+        self._writers: list[asyncio.StreamWriter] = []
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        import base64
+        import hashlib
+        head = await reader.readuntil(b"\r\n\r\n")
+        key = next((line.split(b":", 1)[1].strip() for line in head.split(b"\r\n")
+                    if line.lower().startswith(b"sec-websocket-key:")), b"")
+        accept = base64.b64encode(hashlib.sha1(key + b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11").digest())
+        writer.write(b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+                     b"Sec-WebSocket-Accept: " + accept + b"\r\n\r\n")
+        await writer.drain()
+        self.connections += 1
+        self._writers.append(writer)              # held open, never read again
+
+    async def __aenter__(self) -> Self:
+        self._server = await asyncio.start_server(self._serve, self.host, self.port)
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self._server is not None:
+            self._server.close()
+        for writer in self._writers:
+            writer.close()

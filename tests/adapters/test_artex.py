@@ -146,8 +146,11 @@ async def test_bad_input_is_logged_rejected_and_harmless(hub, caplog):
             for event, data, _ in bad:
                 await hub.send_raw(event, data)
             assert await wait_for(lambda: adapter.status().get("rejected", 0) >= len(bad), 5)
-        for _, _, problem in bad:
-            assert problem in caplog.text, problem
+        # logged once per (source, reason), not per text: the first of each reason, the rest counted
+        lines = [r.getMessage() for r in caplog.records if r.name == ADAPTER_LOG]
+        assert bad[0][2] in caplog.text and "payload.drive.vx must be finite" in caplog.text
+        assert "unknown event str 'shutdown'" in caplog.text
+        assert len(lines) == 3, lines  # reasons invalid, non_finite (commands) and invalid (event)
         with caplog.at_level(logging.ERROR, logger=ADAPTER_LOG):
             for _ in range(5):  # the same bad command again: counted, not logged again (rate limit)
                 await hub.command({"fly": 1})
@@ -234,12 +237,12 @@ async def test_telem_rate_limit_and_only_on_change(hub):
         # at most one per max_send_freq (exact pacing: test_artex_telem.py, on a virtual clock);
         # counted over the whole drive, since receipt times jitter with the load
         assert len(times) <= 1.2 / 0.1 + 3, np.diff(times)
-        # still robot: once the tracks have settled the dict stops changing and nothing is sent
+        # still robot: once the tracks have settled the dict stops changing; only the keepalive goes out
         assert await wait_for(lambda: agent.control.snapshot().watchdog == "expired", 3)
         await asyncio.sleep(2.5)  # tracks coast to rest (~1.2 s) and the settled values go out (10 polls)
         n = len(hub.telem)
-        await asyncio.sleep(1.0)
-        assert len(hub.telem) - n <= 1, [p for _, p in list(hub.telem)[n:]]
+        await asyncio.sleep(3.0)
+        assert 2 <= len(hub.telem) - n <= 5, [p for _, p in list(hub.telem)[n:]]  # ~3 at 1 s keepalive
         ax = []
         for _ in range(5):
             ax.append(agent.control.snapshot().imu.accel_mps2[0])
@@ -337,7 +340,7 @@ async def test_web_settings_applied_persisted_and_rejected(hub, tmp_path, caplog
             await hub.command({"web_settings": {"telem_can": "no"}})
             assert await wait_for(lambda: adapter.status().get("rejected", 0) >= 3, 5)
         assert "key 'server' is not settable" in caplog.text
-        assert "web_settings.jpeg_quality" in caplog.text and "web_settings.telem_can" in caplog.text
+        assert caplog.text.count("ARTEX: rejected web_settings") == 1  # one line per (source, reason)
         assert path.read_text() == before and adapter.cfg.max_send_freq == 0.25  # all or nothing
 
         await hub.command({"web_settings": {"telem_can": False}})

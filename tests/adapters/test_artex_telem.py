@@ -163,9 +163,11 @@ class Drive:
         return snap(odom=Odometry(x_m=x, y_m=0.0, yaw_rad=0.0, vx_mps=0.0, omega_radps=0.0, distance_m=x))
 
 
-async def run_telem(robot, *, period_s: float, polls: int, emit_ok=lambda n: True) -> tuple[list, VirtualClock]:
+async def run_telem(robot, *, period_s: float, polls: int, emit_ok=lambda n: True,
+                    keepalive_s: float = 60.0) -> tuple[list, VirtualClock]:
     clock = VirtualClock()
-    cfg = AgentConfig.model_validate(sim_config(max_send_freq=period_s, telem_can=True, video_can=False))
+    cfg = AgentConfig.model_validate(sim_config(max_send_freq=period_s, telem_can=True, video_can=False,
+                                                artex={"telem_keepalive_s": keepalive_s}))
     sent: list[tuple[float, dict]] = []
 
     async def emit(event: str, data: dict) -> bool:
@@ -188,6 +190,16 @@ async def test_telem_goes_out_once_per_period_while_moving_and_not_at_all_when_s
     assert all(b - a == pytest.approx(0.1) for a, b in zip(times, times[1:]))
     assert all(p == pytest.approx(0.1) for p in clock.sleeps)
     assert sent[-1][1]["odom"]["distance_m"] == pytest.approx(1.0)
+
+
+async def test_at_rest_the_whole_dict_still_goes_out_once_per_keepalive_period():
+    """An idle robot is not silent: a hub that reads telemetry as "last seen" gets it every keepalive_s."""
+    sent, _ = await run_telem(Drive(moving_polls=20), period_s=0.1, polls=60, keepalive_s=1.0)
+    times = [t for t, _ in sent]
+    assert times[:20] == pytest.approx([0.1 * (i + 1) for i in range(20)])  # on change while moving
+    rest = times[20:]
+    assert len(rest) == 4 and all(b - a == pytest.approx(1.0) for a, b in zip(times[19:], rest))
+    assert all(set(p) == set(sent[0][1]) for _, p in sent)                  # always the whole dict
 
 
 async def test_a_telem_the_link_did_not_take_is_sent_again_next_period():

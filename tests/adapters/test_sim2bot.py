@@ -88,17 +88,21 @@ def lan_address() -> str | None:
     return None if address.startswith("127.") else address
 
 
-async def test_a_non_loopback_bridge_needs_the_token():
+async def test_a_non_loopback_bridge_needs_the_token(caplog):
     address = lan_address()
     if address is None:
         pytest.skip("no non-loopback address to reach the bridge from")
     own = Bridge(host=address, token="s3cret-token")
     await asyncio.to_thread(own.start)
     try:
-        async with running_agent(agent_params(own)) as agent:
-            adapter = agent.adapters["sim2bot"]
-            assert await wait_for(lambda: "403" in adapter.status()["last_error"], 5)
-            assert not adapter.status()["connected"]
+        with caplog.at_level(logging.WARNING, logger=LOG):
+            async with running_agent(agent_params(own, refused_delay_s=30.0)) as agent:
+                adapter = agent.adapters["sim2bot"]
+                assert await wait_for(lambda: "403" in adapter.status()["last_error"], 5)
+                await asyncio.sleep(1.0)                   # a refusal waits refused_delay_s, not the 0.5 s backoff
+                assert not adapter.status()["connected"] and adapter._link.total_failures == 1
+        refusals = [r.getMessage() for r in caplog.records if "refused the robot" in r.getMessage()]
+        assert len(refusals) == 1 and "not a network fault" in refusals[0]
         async with running_agent(agent_params(own, token="s3cret-token")) as agent:
             assert await wait_for(lambda: agent.adapters["sim2bot"].status()["connected"], 5)
             robot = Robot(url=own.url, api_key="s3cret-token")

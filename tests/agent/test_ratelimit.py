@@ -6,7 +6,8 @@ import logging
 import random
 import threading
 
-from agent.ratelimit import RateLimitedLog, backoff_s
+from agent.errors import CommandDeclined, CommandRejected, NonFiniteValue
+from agent.ratelimit import RateLimitedLog, backoff_s, safe
 
 LOGGER = "test.ratelimit"
 
@@ -69,3 +70,29 @@ def test_the_traceback_of_the_handled_exception_is_kept(caplog):
             except RuntimeError:
                 warn.log(logging.ERROR, "bug", "failed", exc_info=True)
     assert len(caplog.records) == 1 and caplog.records[0].exc_info[0] is RuntimeError
+
+
+def test_safe_escapes_what_could_forge_a_log_line_and_clips():
+    assert safe("forward") == "forward"
+    assert safe("a\nERROR forged\r\x1b[31m\x00") == "a\\nERROR forged\\r\\x1b[31m\\x00"
+    assert safe("back\\slash") == "back\\\\slash"             # an escape cannot be faked either
+    assert safe("\u2028line sep") == "\\u2028line sep"       # a Unicode line separator too
+    assert safe("x" * 1000, 10) == "xxxxxxxxxx... (1000 chars)"
+    assert safe(5) == "5" and safe(["a\n"]) == "['a\\\\n']"
+    assert "\n" not in safe("\n" * 500, 20) and len(safe("\n" * 500, 20)) < 40
+
+
+def test_rejections_are_rate_limited_by_source_and_reason_not_text(caplog):
+    now = [0.0]
+    lim = RateLimitedLog(logging.getLogger("t"), 10.0, clock=lambda: now[0])
+    with caplog.at_level(logging.WARNING):
+        for i in range(1000):                                  # junk that differs in every message
+            lim.rejected(logging.WARNING, CommandRejected(f"bad key {i}", "artex"), "rejected: %s", i)
+            lim.rejected(logging.WARNING, NonFiniteValue(f"vx {i}", "artex"), "rejected: %s", i)
+        lim.rejected(logging.WARNING, CommandDeclined("latched", "sim2bot"), "declined")
+        now[0] = 11.0
+        lim.rejected(logging.WARNING, CommandRejected("again", "artex"), "rejected: %s", "again")
+    lines = [r.getMessage() for r in caplog.records]
+    assert lines[:3] == ["rejected: 0", "rejected: 0", "declined"]      # invalid, non_finite, sim2bot
+    assert lines[3] == "rejected: again (999 more like it since the last report)"
+    assert len(lines) == 4

@@ -94,3 +94,59 @@ def test_unit_declares_the_safety_settings():
     for line in ("Type=notify", "WatchdogSec=", "Restart=on-failure", "NoNewPrivileges=yes",
                  "ProtectSystem=strict", "SupplementaryGroups=dialout i2c video", "ReadWritePaths="):
         assert line in unit
+
+
+# ---------------------------------------------------------------- SIGTERM with links up (issue 9)
+
+async def _sigterm_exit(tmp_path, cfg: dict, ready: "Callable[[], bool]") -> tuple[float, str]:
+    """Run ``python -m agent run`` on ``cfg`` until ``ready()``, SIGTERM it; (seconds to exit, stderr)."""
+    import asyncio
+
+    from agent.testing.running_agent import wait_for
+
+    cfg["drivers"]["cameras"] = []
+    params = tmp_path / "params.json"
+    params.write_text(json.dumps(cfg))
+    env = {k: v for k, v in os.environ.items() if k not in ("NOTIFY_SOCKET", "WATCHDOG_USEC")}
+    proc = await asyncio.create_subprocess_exec(sys.executable, "-m", "agent", "run", "--config", str(params),
+                                                cwd=ROOT, env=env, stderr=asyncio.subprocess.PIPE)
+    try:
+        assert await wait_for(ready, 30), "the link never came up"
+        await asyncio.sleep(0.5)
+        t0 = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        _, err = await asyncio.wait_for(proc.communicate(), 15)
+        took = time.monotonic() - t0
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+    text = err.decode()
+    assert proc.returncode == 0, text
+    assert "Traceback" not in text and "Unclosed" not in text, text
+    lines = text.splitlines()
+    zero = next(i for i, line in enumerate(lines) if "zero duty confirmed" in line)
+    assert all("disconnect" not in line for line in lines[:zero]), text   # the motors first, then the links
+    return took, text
+
+
+@pytest.mark.timeout(90)
+async def test_sigterm_with_artex_connected_exits_within_2_s_zero_duty_first(tmp_path):
+    from agent.testing.artex_hub import ArtexHub
+
+    async with ArtexHub() as hub:
+        cfg = sim_config(server="http://127.0.0.1", port=hub.port)
+        took, _ = await _sigterm_exit(tmp_path, cfg, lambda: hub.heartbeats)
+    print(f"\nSIGTERM to exit with ARTEX connected: {took:.2f} s")
+    assert took < 2.0
+
+
+@pytest.mark.timeout(90)
+async def test_sigterm_with_a_hung_sim2bot_bridge_exits_within_2_s_zero_duty_first(tmp_path):
+    from agent.testing.sim2bot_bridge import HungBridge
+
+    async with HungBridge() as bridge:
+        cfg = sim_config(sim2bot={"enabled": True, "url": bridge.url})
+        took, _ = await _sigterm_exit(tmp_path, cfg, lambda: bridge.connections >= 1)
+    print(f"\nSIGTERM to exit with a hung Sim2Bot bridge: {took:.2f} s")
+    assert took < 2.0
