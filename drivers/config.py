@@ -51,10 +51,35 @@ DelayS = Annotated[float, Field(ge=0.01)]
 AngleRad = Annotated[float, Field(ge=-2 * math.pi, le=2 * math.pi)]
 
 
+#: stands in for a bool or string given to a number field (see DriverSection)
+_NOT_A_NUMBER = object()
+
+
+def _numeric(field: Any) -> bool:
+    """A plain int/float field (Optional included) without a parser of its own (``Address``)."""
+    if any(isinstance(m, BeforeValidator) for m in field.metadata):
+        return False
+    args = getattr(field.annotation, "__args__", None) or (field.annotation,)
+    return any(a in (int, float) for a in args) and all(a in (int, float, type(None)) for a in args)
+
+
 class DriverSection(BaseModel):
-    """A config section: unknown keys are errors, values are immutable after load, floats finite."""
+    """A config section: unknown keys are errors, values are immutable after load, floats finite,
+    and a number field takes a JSON number only (not ``true`` or ``"8080"``, which pydantic's lax
+    mode would turn into 1 and 8080)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True, allow_inf_nan=False)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _numbers_are_numbers(cls, data: Any) -> Any:
+        """A bool or string given to a number field becomes a value no number type accepts, so
+        pydantic reports it at that field's path ("Input should be a valid number")."""
+        if not isinstance(data, dict):
+            return data
+        bad = [key for key, field in cls.model_fields.items()
+               if isinstance(data.get(field.alias or key), (bool, str)) and _numeric(field)]
+        return {**data, **{field: _NOT_A_NUMBER for field in bad}} if bad else data
 
 
 class RoboclawConfig(DriverSection):

@@ -217,10 +217,31 @@ def problems_of(err: ValidationError) -> list[tuple[str, str]]:
     return out
 
 
+#: largest params.json read, bytes (a real one is a few KiB; /dev/zero must not hang the loader)
+MAX_CONFIG_BYTES = 1 << 20
+
+
+class _NotStrictJson(ValueError):
+    """A JSON extension the strict config format refuses: duplicate keys. (NaN and Infinity
+    literals parse, and every number field refuses them with its JSON path.)"""
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    data: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in data:
+            raise _NotStrictJson(f"duplicate key {key[:60]!r} (the file would mean only its last value)")
+        data[key] = value
+    return data
+
+
 def _parse(text: str, origin: str) -> dict[str, Any]:
-    """JSON text -> the top-level object. Raises ConfigError for anything else, never a traceback."""
+    """Strict JSON text -> the top-level object. Raises ConfigError for anything else (duplicate
+    keys included), never a traceback."""
     try:
-        data = json.loads(text)
+        data = json.loads(text, object_pairs_hook=_unique_keys)
+    except _NotStrictJson as err:
+        raise ConfigError(f"{origin}: {err}", [("$", str(err))]) from err
     except json.JSONDecodeError as err:
         raise ConfigError(f"{origin}: not valid JSON: {err}", [("$", f"line {err.lineno} column {err.colno}: {err.msg}")]) from err
     except ValueError as err:  # an integer beyond sys.get_int_max_str_digits()
@@ -267,7 +288,12 @@ def load(path: str | os.PathLike[str]) -> AgentConfig:
     """Read and validate a params.json file. Raises ConfigError (missing file, not UTF-8 included)."""
     p = Path(path)
     try:
-        text = p.read_text(encoding="utf-8")
+        with p.open("rb") as f:
+            raw = f.read(MAX_CONFIG_BYTES + 1)
+        if len(raw) > MAX_CONFIG_BYTES:
+            raise ConfigError(f"{p}: larger than {MAX_CONFIG_BYTES} bytes; not a params.json",
+                              [("$", f"larger than {MAX_CONFIG_BYTES} bytes")])
+        text = raw.decode("utf-8")
     except OSError as err:
         raise ConfigError(f"{p}: cannot read: {err.strerror}", [("$", f"cannot read {p}: {err.strerror}")]) from err
     except UnicodeDecodeError as err:

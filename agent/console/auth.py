@@ -7,11 +7,15 @@
 - The WebSocket must come from the console's own page: a browser sends ``Origin``, and an
   origin whose host:port differs from the request's ``Host`` gets 403 (another web site open
   in the same browser cannot drive the robot through a loopback console).
+- Without a token, the request's ``Host`` must name a loopback address (``localhost``,
+  ``127.x.y.z``, ``[::1]``), else 421: a DNS-rebinding page (``evil.example`` resolving to
+  127.0.0.1) sends its own name as both Host and Origin, which the origin check alone lets by.
 """
 
 from __future__ import annotations
 
 import hmac
+import ipaddress
 import logging
 from collections.abc import Awaitable, Callable
 from urllib.parse import urlsplit
@@ -47,6 +51,18 @@ def same_origin(request: web.Request) -> bool:
     return parts.netloc.lower() == request.host.lower()
 
 
+def loopback_host(request: web.Request) -> bool:
+    """True when the ``Host`` header names a loopback address (any port)."""
+    host = request.host.rsplit(":", 1)[0] if not request.host.endswith("]") else request.host
+    host = host.strip("[]").lower()
+    if host == "localhost" or host.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
 class TokenGate:
     """The token rule of the module docstring; ``middleware`` goes into the aiohttp app.
 
@@ -74,6 +90,9 @@ class TokenGate:
         if request.path == "/ws" and not same_origin(request):
             return self._refuse(request, 403, "WebSocket from a foreign origin")
         if self._token is None:
+            if not loopback_host(request):
+                return self._refuse(request, 421, "Host is not a loopback name (set console.token to "
+                                                  "reach the console under another name)")
             return await handler(request)
         query = request.query.get("token")
         if query is not None:

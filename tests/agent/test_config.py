@@ -209,3 +209,21 @@ def test_unparseable_files_end_in_exit_2_with_a_message(tmp_path, capsys, conten
     assert words in capsys.readouterr().out
     assert main(["run", "--config", str(path)]) == 2                   # run stops before starting anything
     assert words in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("text, path, words", [
+    ('{"watchdog": {"velocity_timeout_s": true}}', "$.watchdog.velocity_timeout_s", "valid number"),
+    ('{"console": {"port": "8080"}}', "$.console.port", "valid integer"),
+    ('{"name": "a", "name": "b"}', "$", "duplicate key 'name'"),
+])
+def test_strict_json_numbers_are_numbers_and_keys_are_unique(text, path, words):
+    """Lax coercions would turn true into 1 s and "8080" into 8080; a duplicate key would mean
+    only its last value. Each is a config error at its path."""
+    with pytest.raises(ConfigError) as err:
+        loads(text)
+    assert any(p == path and words in m for p, m in err.value.problems), err.value.problems
+
+
+def test_an_endless_file_is_refused_not_read_forever():
+    with pytest.raises(ConfigError, match="larger than"):
+        load("/dev/zero")

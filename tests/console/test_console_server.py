@@ -104,6 +104,24 @@ async def test_foreign_origin_websocket_is_refused() -> None:
         assert still(agent)
 
 
+async def test_dns_rebinding_host_is_refused_without_a_token() -> None:
+    """A page on evil.example that rebinds its name to 127.0.0.1 sends Host and Origin both
+    evil.example: same-origin, but not a loopback name, so no tab and no motion."""
+    port = free_port()
+    async with console_agent(port) as agent, aiohttp.ClientSession() as http:
+        rebound = {"Host": f"rebind.evil.example:{port}", "Origin": f"http://rebind.evil.example:{port}"}
+        with pytest.raises(aiohttp.WSServerHandshakeError) as err:
+            await http.ws_connect(f"http://127.0.0.1:{port}/ws", headers=rebound)
+        assert err.value.status == 421
+        async with http.get(f"http://127.0.0.1:{port}/", headers={"Host": f"rebind.evil.example:{port}"}) as page:
+            assert page.status == 421
+        for host in (f"localhost:{port}", f"127.0.0.1:{port}", f"[::1]:{port}"):
+            async with http.get(f"http://127.0.0.1:{port}/", headers={"Host": host}) as page:
+                assert page.status == 200, host
+        assert agent.adapters["console"].status()["auth_refused"] == 2
+        assert still(agent)
+
+
 BAD = [
     "not json", "[1]", json.dumps({"type": "fly"}), json.dumps({"type": "drive", "vx": 0.3}),
     json.dumps({"type": "drive", "vx": "0.3", "omega": 0}), '{"type": "drive", "vx": NaN, "omega": 0}',
