@@ -54,9 +54,6 @@ __all__ = ["ArtexStreams", "ArtexVideo", "is_raw_key", "link_backlog"]
 #: control loop thread of the GIL, delaying even the watchdog's stop.
 MIN_SEND_PERIOD_S = 0.02
 
-#: Video stats ride in ``telem`` at least this often while they change, s.
-VIDEO_TELEM_PERIOD_S = 2.0
-
 Emit = Callable[[str, dict[str, Any]], Awaitable[bool]]
 
 
@@ -92,8 +89,6 @@ class ArtexStreams:
         self._counters = counters
         self._telem: asyncio.Task | None = None
         self._frames: asyncio.Task | None = None
-        self._video_sent: dict[str, Any] = {}
-        self._video_sent_at = -float("inf")
 
     @property
     def has_video(self) -> bool:
@@ -146,22 +141,16 @@ class ArtexStreams:
             data = telemetry(self._robot.snapshot())
             keepalive = self._clock() - last >= self.cfg.artex.telem_keepalive_s - 1e-6
             due = keepalive or gate.due(data)
-            extra = self._video_telem(due)
-            if (due or extra) and await self._emit("telem", {"payload": {**data, **extra}}):
+            if due and await self._emit("telem", {"payload": {**data, **self._video_telem()}}):
                 gate.mark_sent(data)
                 last = self._clock()
 
-    def _video_telem(self, due: bool) -> dict[str, Any]:
-        """``{"video": stats}`` when telem goes out anyway, or every :data:`VIDEO_TELEM_PERIOD_S` s
-        when the stats changed; else ``{}`` (the frame ages change on every poll)."""
+    def _video_telem(self) -> dict[str, Any]:
+        """``{"video": stats}`` for a telem that goes out anyway (a change or the keepalive), or ``{}``
+        without video: the frame ages change on every poll, so they ride along, never cause a send."""
         if self._video is None or not self.video_run:
             return {}
-        stats = self._video.telem()
-        now = self._clock()
-        if due or (stats != self._video_sent and now - self._video_sent_at >= VIDEO_TELEM_PERIOD_S):
-            self._video_sent, self._video_sent_at = stats, now
-            return {"video": stats}
-        return {}
+        return {"video": self._video.telem()}
 
     async def _video_loop(self) -> None:
         assert self._video is not None

@@ -33,7 +33,7 @@ __all__ = ["DEADBANDS", "SETTLE_POLLS", "TelemGate", "changed", "telemetry"]
 DEADBANDS: dict[str, float] = {
     "battery": 0.05,        # V; INA219 bus LSB is 4 mV, load ripple is tens of mV
     "battery_a": 0.05,      # A
-    "battery_pct": 1.0,     # %
+    "battery_pct": 2.0,     # %; a 1 % step flips with voltage noise at a step boundary
     "speed": 0.005,         # m/s
     "imu": 0.2,             # m/s^2; MPU-6050 400 ug/sqrt(Hz) at 44 Hz DLPF: ~0.035 m/s^2 rms, 0.2 is ~4 sigma
                             # of the difference of two samples (about 1.2 deg of tilt)
