@@ -151,7 +151,8 @@ async def _main(args: argparse.Namespace) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--host", default="0.0.0.0", help="address to listen on (default all)")
+    p.add_argument("--host", default="127.0.0.1",
+                   help="address to listen on (default loopback; 0.0.0.0 for robots on other machines)")
     p.add_argument("--port", type=int, default=8765, help="port (default 8765)")
     p.add_argument("--repeat-ms", type=float, default=0.0,
                    help="resend the last motion command every this many ms until stop (0 = off)")

@@ -103,7 +103,9 @@ run install -d -m 0755 "$ROOT/usr/local/bin"
 run ln -sfn /opt/robot-agent/venv/bin/robot-agent "$ROOT/usr/local/bin/robot-agent"   # robot-agent on PATH
 
 # ----------------------------------------------------------------------------- config
-install_config() {   # install_config FILE: to $ETC/params.json, backing up a different existing one
+install_config() {   # install_config FILE: checked, then to $ETC/params.json, backing up a different existing one
+  # a config that does not load never replaces a working one (exit 2 with its problems)
+  run "$VENV/bin/robot-agent" check-config "$1"
   if [ -f "$ETC/params.json" ]; then
     if cmp -s "$1" "$ETC/params.json"; then say "$ETC/params.json is already $1"; return; fi
     run cp -p "$ETC/params.json" "$ETC/params.json.bak-$(date +%Y%m%d-%H%M%S)"

@@ -19,4 +19,5 @@ host = f"[{c.host}]" if ":" in c.host else c.host
 print(f"Console: open http://{host}:{c.port}/{'?token=<console.token>' if c.token else ''} in a browser "
       "(arrows/WASD or the pad drive, space or STOP stops)" if c.enabled else "Console: off (console.enabled false)")
 PY
-"$PY" -m agent run --config config/params.json "$@"
+# health for `robot-agent status --status-file logs/status.json` (the service's default is under /run)
+"$PY" -m agent run --config config/params.json --status-file logs/status.json "$@"

@@ -75,3 +75,15 @@ def test_the_journal_is_used_only_when_stderr_is_the_stream_systemd_named(tmp_pa
                              cwd=ROOT, env=dict(os.environ, JOURNAL_STREAM=stream), stdout=subprocess.PIPE,
                              stderr=f, text=True, timeout=30)
     assert res.stdout.strip() == str(matching), err.read_text()
+
+
+def test_status_into_a_closed_pipe_ends_without_a_traceback(tmp_path):
+    """`robot-agent status | head -1`: the reader leaves before the table is written."""
+    import subprocess
+    import sys
+
+    proc = subprocess.Popen([sys.executable, "-m", "agent", "status", "--status-file", str(tmp_path / "none.json")],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc.stdout.close()
+    _, err = proc.communicate(timeout=60)
+    assert b"Traceback" not in err and b"BrokenPipe" not in err, err.decode()

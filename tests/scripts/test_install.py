@@ -114,6 +114,12 @@ def test_upgrade_keeps_the_config_unless_forced_and_then_backs_it_up(installed):
     assert params.read_text() == EXAMPLE.read_text()
     backups = list(params.parent.glob("params.json.bak-*"))
     assert len(backups) == 1 and backups[0].read_text() == before
+    bad = params.parent.parent.parent / "bad.json"
+    bad.write_text('{"base": {"track_width_m": -1}}')
+    refused = script(INSTALL, "--root", str(root), "--config", str(bad), "--force-config")
+    assert refused.returncode != 0 and "track_width_m" in refused.stdout + refused.stderr
+    assert params.read_text() == EXAMPLE.read_text()                    # a bad config never replaces a good one
+    assert len(list(params.parent.glob("params.json.bak-*"))) == 1
 
 
 def test_uninstall_keeps_the_config_unless_purged(tmp_path, installed):
