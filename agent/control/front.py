@@ -205,12 +205,14 @@ class Front:
             log.info("reset from %s: its base command dropped, joints going home", source)
 
     def _check_stop_latch(self, source: str, now: float) -> None:
-        """Refuse a velocity command from a source that was streaming when another source said stop.
+        """Refuse a velocity command from a source that was streaming when a stop came.
 
-        ``stop`` always wins: a source whose velocity commands were fresh when a different source
-        stopped the robot does not simply drive on with its next command. Its velocity commands are
-        refused until it has sent none for its own timeout (the stream stopped), or it sends a
-        ``Reset``. Caller holds the lock.
+        ``stop`` always wins: a source whose velocity commands were fresh when the robot was
+        stopped does not simply drive on with its next command, whoever said stop. That includes
+        the stopping source itself: one source name can stand for several senders (two Sim2Bot
+        controllers on one bridge, two console tabs), and the bridge does not say which sent
+        what. Its velocity commands are refused until it has sent none for its own timeout (the
+        stream stopped), or it sends a ``Reset`` (a deliberate resume). Caller holds the lock.
         """
         last = self._muted.get(source)
         if last is None:
@@ -218,8 +220,8 @@ class Front:
         timeout = self._state.arbiter.timeout_s(source)
         if now - last < timeout:
             self._muted[source] = now
-            raise CommandDeclined(f"{source} was driving when a stop came from another source; its velocity "
-                               f"commands are refused until it pauses for {timeout:.2f} s or sends reset")
+            raise CommandDeclined(f"{source} was driving when a stop came; its velocity commands are refused "
+                                  f"until it pauses for {timeout:.2f} s or sends reset")
         del self._muted[source]
         log.info("%s: velocity commands accepted again after the stop (its stream paused)", source)
 
@@ -229,7 +231,7 @@ class Front:
             now = self._clock()
             dropped = state.arbiter.drop()
             for claim in dropped:  # sources streaming velocity commands: latched out (see _check_stop_latch)
-                if claim.command is not None and claim.source != source and claim.deadline_s > now:
+                if claim.command is not None and claim.deadline_s > now:
                     self._muted[claim.source] = now
             moving = state.cmd != (0.0, 0.0) or state.joints.moving
             state.joints.hold()

@@ -277,7 +277,7 @@ def test_stop_from_lower_source_wins_over_higher(rig, caplog):
     assert rig.duty == (0.0, 0.0) and snap.stopped and snap.joints.qd == (0.0, 0.0)
     # robot_msg was streaming when the stop came: it does not simply drive on (stop wins) ...
     for _ in range(30):                                                # 0.6 s of a 20 ms stream
-        with pytest.raises(CommandError, match="stop came from another source"):
+        with pytest.raises(CommandError, match="was driving when a stop came"):
             rig.loop.submit("robot_msg", BaseVelocity(0.2, 0.0))
         snap = rig.tick()
         assert rig.duty == (0.0, 0.0) and snap.stopped
@@ -309,6 +309,23 @@ def test_stop_latch_leaves_the_stopper_free_and_reset_rearms(rig):
     rig.loop.submit("artex", BaseVelocity(0.2, 0.0))
     rig.tick()
     assert rig.loop.snapshot().active_source == "artex"
+
+
+def test_a_stop_latches_the_stoppers_own_stream_too(rig):
+    """Two Sim2Bot controllers reach the agent as one source: A streams, B says stop. A's next
+    commands must not undo the stop; a deliberate reset (or a paused stream) resumes."""
+    for _ in range(5):
+        rig.loop.submit("sim2bot", BaseVelocity(0.5, 0.0))             # controller A's stream
+        rig.tick()
+    rig.loop.submit("sim2bot", Stop())                                 # controller B
+    for _ in range(10):
+        with pytest.raises(CommandError, match="was driving when a stop came"):
+            rig.loop.submit("sim2bot", BaseVelocity(0.5, 0.0))         # A streams on
+        assert rig.tick().stopped and rig.duty == (0.0, 0.0)
+    rig.loop.submit("sim2bot", Reset())
+    rig.loop.submit("sim2bot", BaseVelocity(0.3, 0.0))
+    rig.tick(3)
+    assert rig.duty[0] > 0.0 and rig.loop.snapshot().active_source == "sim2bot"
 
 
 MOTION = st.one_of(
