@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import gc
 import logging
 from typing import Any
 
@@ -96,6 +97,8 @@ class Agent:
             task = asyncio.create_task(adapter.run(), name=f"adapter-{name}")
             task.add_done_callback(functools.partial(self._adapter_ended, name))
             self._tasks.append(task)
+        gc.collect()    # what startup built lives as long as the agent: keep it out of every later
+        gc.freeze()     # collection, so a full one scans only newer objects (scripts/bench_pi.py: gc pauses)
         log.info("agent %r up: devices %s; adapters %s", self.cfg.name,
                  ", ".join(f"{h.name}={h.state}" for h in self.hardware.health()) or "none",
                  ", ".join(self.adapters) or "none")

@@ -9,6 +9,7 @@ the tick times from the snapshot ring, then writes the figures as JSON.
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import logging
 import os
@@ -93,10 +94,32 @@ def tick_figures(times: list[float], rate_hz: float, window_s: float) -> dict:
             "worst_gap_ms": 1e3 * max(gaps), "gaps_over_30": sum(g > 0.030 for g in gaps)}
 
 
-async def run_agent(ports: dict, seconds: float, out: str, switch_interval: float | None) -> None:
+class GcPauses:
+    """Duration of every garbage collection, s, per generation (gc.callbacks; bench-only)."""
+
+    def __init__(self) -> None:
+        self.pauses: dict[int, list[float]] = {0: [], 1: [], 2: []}
+        self._start = 0.0
+        gc.callbacks.append(self._note)
+
+    def _note(self, phase: str, info: dict) -> None:
+        if phase == "start":
+            self._start = time.perf_counter()
+        else:
+            self.pauses[info["generation"]].append(time.perf_counter() - self._start)
+
+    def figures(self) -> dict:
+        return {str(g): [len(p), 1e3 * max(p, default=0.0)] for g, p in self.pauses.items()}
+
+
+async def run_agent(ports: dict, seconds: float, out: str, switch_interval: float | None,
+                    gc_freeze: bool = True) -> None:
     logging.basicConfig(level=logging.ERROR)
     cfg = config(ports)
     async with Agent(cfg) as agent:
+        if not gc_freeze:
+            gc.unfreeze()       # A/B: the agent's startup objects back in the collected generations
+        pauses = GcPauses()
         if switch_interval is not None:
             sys.setswitchinterval(switch_interval)
         duty = DutyEvents(agent.physics)
@@ -118,7 +141,7 @@ async def run_agent(ports: dict, seconds: float, out: str, switch_interval: floa
             "rss_mib": _rss_mib("VmRSS"), "rss_peak_mib": _rss_mib("VmHWM"),
             "switch_interval_ms": sys.getswitchinterval() * 1e3,
             "baud": motor.baud, "duty_wire_s": transfer_s(DUTY_PACKET_BYTES, motor.baud),
-            "duty_events": duty.events,
+            "duty_events": duty.events, "gc_pauses": pauses.figures(), "gc_frozen": gc.get_freeze_count(),
             "emulator_cpu_pct": 100 * sum(v - threads0.get(k, 0.0) for k, v in threads1.items()
                                           if k.endswith("-pty")) / window,
             "threads_cpu_pct": sorted(((100 * (v - threads0.get(k, 0.0)) / window, k) for k, v in threads1.items()),
