@@ -14,7 +14,7 @@ Bench-only instrumentation (instance attributes wrapped here, nothing in the hot
 Stages printed: submit t0->t1, wake t1->t2, tick t2->t3, handoff t3->t4 (includes waiting for a
 feedback transaction in progress), wire+device t4->t6 (the duty packet's wire time 2.08 ms at 38400
 baud is its floor), ack t6->t5, and the total t0->t6 with and without the wire floor.
-Usage: ``python scripts/bench_latency_stages.py [--trials 300]`` (adapters off: the control path alone;
+Usage: ``python scripts/bench_latency_stages.py [--trials 300] [--switch-interval S]`` (adapters off: the control path alone;
 run it beside a busy agent or under bench_pi's quota to see load).
 """
 
@@ -25,7 +25,6 @@ import asyncio
 import gc
 import random
 import sys
-import threading
 import time
 
 from agent.model import BaseVelocity
@@ -139,6 +138,8 @@ def report(rows: list[list[float]], wire_s: float) -> None:
 async def main(args: argparse.Namespace) -> None:
     cfg = sim_config()
     async with running_agent(cfg) as agent:
+        if args.switch_interval is not None:
+            sys.setswitchinterval(args.switch_interval)
         await asyncio.sleep(1.0)
         baud = agent.cfg.drivers.motor.baud
         rows = await asyncio.to_thread(run_trials, agent, args.trials)
@@ -150,4 +151,5 @@ async def main(args: argparse.Namespace) -> None:
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--trials", type=int, default=300)
+    parser.add_argument("--switch-interval", type=float, default=None, help="sys.setswitchinterval, s")
     asyncio.run(main(parser.parse_args()))

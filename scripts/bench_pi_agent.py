@@ -112,6 +112,38 @@ class GcPauses:
         return {str(g): [len(p), 1e3 * max(p, default=0.0)] for g, p in self.pauses.items()}
 
 
+async def loop_lag(lags: list[float], stop: asyncio.Event) -> None:
+    """How late a 5 ms sleep on the event loop wakes, s (the loop busy with adapters, video, telemetry)."""
+    while not stop.is_set():
+        t = time.monotonic()
+        await asyncio.sleep(0.005)
+        lags.append(time.monotonic() - t - 0.005)
+
+
+def _pct(values: list[float], q: float) -> float:
+    ordered = sorted(values) or [0.0]
+    return ordered[min(len(ordered) - 1, round(q / 100 * (len(ordered) - 1)))]
+
+
+async def tick_times(agent: Agent, seconds: float) -> tuple[list[float], list[float]]:
+    """Every tick's time over ``seconds`` from the snapshot ring, and the event loop's lags meanwhile, s."""
+    times: list[float] = []
+    lags: list[float] = []
+    stop = asyncio.Event()
+    lag_task = asyncio.create_task(loop_lag(lags, stop))
+    seq = agent.control.snapshot().seq
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < seconds:
+        await asyncio.sleep(0.5)
+        got = agent.control.samples_since(seq, limit=512)
+        if got:
+            seq = got[-1].seq
+            times.extend(s.t_mono_s for s in got)
+    stop.set()
+    await lag_task
+    return times, lags
+
+
 async def run_agent(ports: dict, seconds: float, out: str, switch_interval: float | None,
                     gc_freeze: bool = True) -> None:
     logging.basicConfig(level=logging.ERROR)
@@ -124,15 +156,8 @@ async def run_agent(ports: dict, seconds: float, out: str, switch_interval: floa
             sys.setswitchinterval(switch_interval)
         duty = DutyEvents(agent.physics)
         await asyncio.sleep(WARMUP_S)
-        times: list[float] = []
-        seq = agent.control.snapshot().seq
         cpu0, t0, threads0 = os.times(), time.monotonic(), thread_cpu_s()
-        while time.monotonic() - t0 < seconds:
-            await asyncio.sleep(0.5)
-            got = agent.control.samples_since(seq, limit=512)
-            if got:
-                seq = got[-1].seq
-                times.extend(s.t_mono_s for s in got)
+        times, lags = await tick_times(agent, seconds)
         cpu1, window, threads1 = os.times(), time.monotonic() - t0, thread_cpu_s()
         motor = cfg.drivers.motor
         result = {
@@ -142,6 +167,7 @@ async def run_agent(ports: dict, seconds: float, out: str, switch_interval: floa
             "switch_interval_ms": sys.getswitchinterval() * 1e3,
             "baud": motor.baud, "duty_wire_s": transfer_s(DUTY_PACKET_BYTES, motor.baud),
             "duty_events": duty.events, "gc_pauses": pauses.figures(), "gc_frozen": gc.get_freeze_count(),
+            "loop_lag_ms": [1e3 * _pct(lags, 50), 1e3 * _pct(lags, 99), 1e3 * max(lags, default=0.0)],
             "emulator_cpu_pct": 100 * sum(v - threads0.get(k, 0.0) for k, v in threads1.items()
                                           if k.endswith("-pty")) / window,
             "threads_cpu_pct": sorted(((100 * (v - threads0.get(k, 0.0)) / window, k) for k, v in threads1.items()),
