@@ -77,8 +77,8 @@ def spawn_child(args: argparse.Namespace, ports: dict, out: str) -> tuple[subpro
            "--ports", json.dumps(ports)]
     if args.switch_interval is not None:
         cmd += ["--switch-interval", str(args.switch_interval)]
-    if args.no_gc_freeze:
-        cmd += ["--no-gc-freeze"]
+    cmd += ["--no-gc-freeze"] if args.no_gc_freeze else []
+    cmd += ["--no-video"] if args.no_video else []
     if args.quota <= 0:
         return subprocess.Popen(cmd), "none (--quota 0)", None
     procs, how = make_cgroup(args.quota, args.period_ms)
@@ -157,6 +157,7 @@ def main() -> None:
     ap.add_argument("--period-ms", type=float, default=10.0, help="quota period, ms")
     ap.add_argument("--switch-interval", type=float, default=None, help="sys.setswitchinterval in the agent, s")
     ap.add_argument("--no-gc-freeze", action="store_true", help="undo the agent's gc.freeze() (A/B)")
+    ap.add_argument("--no-video", action="store_true", help="no camera in the agent (A/B)")
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--out", help=argparse.SUPPRESS)
     ap.add_argument("--ports", help=argparse.SUPPRESS)
@@ -164,7 +165,7 @@ def main() -> None:
     if args.child:
         from bench_pi_agent import run_agent
         asyncio.run(run_agent(json.loads(args.ports), args.seconds, args.out, args.switch_interval,
-                              gc_freeze=not args.no_gc_freeze))
+                              gc_freeze=not args.no_gc_freeze, video=not args.no_video))
     else:
         asyncio.run(parent(args))
 

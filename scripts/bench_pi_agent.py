@@ -29,12 +29,16 @@ WARMUP_S = 3.0
 DUTY_PACKET_BYTES = 8
 
 
-def config(ports: dict) -> AgentConfig:
+def config(ports: dict, video: bool = True) -> AgentConfig:
     """The shipped params.json (its camera, 640x480 at 15 fps, and ARTEX send period) with the three
-    protocol adapters on, pointed at the parent's peers (the web console off)."""
+    protocol adapters on, pointed at the parent's peers (the web console off); ``video`` False: no
+    camera configured (A/B of the video path's share)."""
     cfg = json.loads((ROOT / "config" / "params.json").read_text())
     cfg.update(server="http://127.0.0.1", port=ports["artex"], telem_can=True, video_can=True,
                logger_level="warning")
+    if not video:
+        cfg["video_can"] = False
+        cfg["drivers"]["cameras"] = []
     cfg["console"] = {**cfg.get("console", {}), "enabled": False}    # its fixed port may be taken here
     cfg["sim2bot"] = {**cfg.get("sim2bot", {}), "enabled": True, "url": ports["sim2bot"],
                       "reconnect_delay_s": 0.1, "reconnect_delay_max_s": 0.5}
@@ -145,9 +149,9 @@ async def tick_times(agent: Agent, seconds: float) -> tuple[list[float], list[fl
 
 
 async def run_agent(ports: dict, seconds: float, out: str, switch_interval: float | None,
-                    gc_freeze: bool = True) -> None:
+                    gc_freeze: bool = True, video: bool = True) -> None:
     logging.basicConfig(level=logging.ERROR)
-    cfg = config(ports)
+    cfg = config(ports, video)
     async with Agent(cfg) as agent:
         if not gc_freeze:
             gc.unfreeze()       # A/B: the agent's startup objects back in the collected generations
