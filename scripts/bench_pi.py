@@ -132,7 +132,7 @@ def report(args, how: str, code: int, relays: dict, sends: dict, result: dict) -
     print(f"  gc: {result['gc_frozen']} objects frozen; collections (count, longest ms) "
           + ", ".join(f"gen{g} {n} / {ms:.1f}" for g, (n, ms) in gcs.items()))
     lag = result["loop_lag_ms"]
-    print(f"  event loop lag (a 5 ms sleep wakes late by): p50 {lag[0]:.2f} ms  p99 {lag[1]:.2f} ms  max {lag[2]:.1f} ms")
+    print(f"  event loop lag (a 50 ms sleep wakes late by): p50 {lag[0]:.2f} ms  p99 {lag[1]:.2f} ms  max {lag[2]:.1f} ms")
     print("  busiest threads: " + ", ".join(f"{name} {share:.1f} %" for share, name in result["threads_cpu_pct"]))
     print(f"  command -> motor emulator receipt; wire floor of the duty packet {wire * 1e3:.2f} ms "
           f"(RoboClaw 8 bytes at {result['baud']} baud), figures net of it:")

@@ -25,6 +25,8 @@ from agent.config import AgentConfig  # noqa: E402
 from drivers.serialport import transfer_s  # noqa: E402
 
 WARMUP_S = 3.0
+#: Sleep of the event loop lag probe, s.
+LAG_PROBE_S = 0.05
 #: RoboClaw duty packet (cmd 34): address, command, 2 x int16, CRC16.
 DUTY_PACKET_BYTES = 8
 
@@ -117,11 +119,12 @@ class GcPauses:
 
 
 async def loop_lag(lags: list[float], stop: asyncio.Event) -> None:
-    """How late a 5 ms sleep on the event loop wakes, s (the loop busy with adapters, video, telemetry)."""
+    """How late a 50 ms sleep on the event loop wakes, s (the loop busy with adapters, video, telemetry);
+    20 wake-ups a second: a denser probe costs the quota it measures."""
     while not stop.is_set():
         t = time.monotonic()
-        await asyncio.sleep(0.005)
-        lags.append(time.monotonic() - t - 0.005)
+        await asyncio.sleep(LAG_PROBE_S)
+        lags.append(time.monotonic() - t - LAG_PROBE_S)
 
 
 def _pct(values: list[float], q: float) -> float:
