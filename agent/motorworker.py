@@ -12,8 +12,8 @@ driver is closed here too (agent/supervisor.py drops it inside the failed call).
 Bounds (docs/architecture.md, "Hardware"): a posted duty waits at most for the
 transaction in progress: a serial controller's feedback set is read with the
 duty slipped in between its transactions (drivers/serialport.py,
-``read_feedback(between)``), so not for a whole set (7 RoboClaw transactions,
-~15 ms of wire time at 38400 baud) but for one (~2.6 ms); with a silent
+``read_feedback(between)``), so not for a whole set (5 RoboClaw transactions,
+~17 ms of wire time at 38400 baud with the reply latency) but for one (~4 ms at most); with a silent
 controller, for the driver's reply timeout times its retries.
 """
 

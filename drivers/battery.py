@@ -29,7 +29,7 @@ from __future__ import annotations
 import logging
 import math
 
-import numpy as np
+import bisect
 
 from drivers.errors import DriverConfigError
 
@@ -48,8 +48,18 @@ CURVES: dict[str, tuple[tuple[float, float], ...]] = {
         (10.50, 0), (11.51, 10), (11.66, 20), (11.81, 30), (11.96, 40), (12.10, 50), (12.24, 60),
         (12.37, 70), (12.50, 80), (12.62, 90), (12.73, 100))),
 }
-_TABLES = {name: (np.array([v for v, _ in c]), np.array([p for _, p in c], dtype=float))
-           for name, c in CURVES.items()}
+_TABLES = {name: (tuple(v for v, _ in c), tuple(float(p) for _, p in c)) for name, c in CURVES.items()}
+
+
+def _interp(x: float, xs: tuple[float, ...], ys: tuple[float, ...]) -> float:
+    """Piecewise-linear ``ys(x)`` through the points, clamped to the end values (as ``numpy.interp``)."""
+    if x <= xs[0]:
+        return ys[0]
+    if x >= xs[-1]:
+        return ys[-1]
+    i = bisect.bisect_right(xs, x)
+    x0, x1, y0, y1 = xs[i - 1], xs[i], ys[i - 1], ys[i]
+    return y0 + (y1 - y0) * (x - x0) / (x1 - x0)
 
 
 def percent(voltage_v: float, chemistry: str, cells: int) -> float | None:
@@ -75,4 +85,4 @@ def percent(voltage_v: float, chemistry: str, cells: int) -> float | None:
         log.error("battery percent: voltage %r is not a finite number", voltage_v)
         return None
     volts, pct = table
-    return float(np.interp(voltage_v / cells, volts, pct))
+    return _interp(voltage_v / cells, volts, pct)

@@ -47,3 +47,19 @@ def update_imu(q: Quat, gyr: tuple[float, float, float], acc: tuple[float, float
     w, x, y, z = qw + dw * dt, qx + dx * dt, qy + dy * dt, qz + dz * dt
     n = math.sqrt(w * w + x * x + y * y + z * z)
     return w / n, x / n, y / n, z / n
+
+
+def acc2q(acc: tuple[float, float, float]) -> Quat:
+    """Orientation (w, x, y, z) from gravity alone, yaw 0: ``ahrs.common.orientation.acc2q`` in plain floats.
+
+    Roll ``atan2(ay, az)``, pitch ``atan2(-ax, hypot(ay, az))``; an all-zero reading gives the identity.
+    """
+    norm = math.sqrt(acc[0] * acc[0] + acc[1] * acc[1] + acc[2] * acc[2])
+    if norm <= 0.0:
+        return (1.0, 0.0, 0.0, 0.0)
+    ax, ay, az = acc[0] / norm, acc[1] / norm, acc[2] / norm
+    ex, ey = math.atan2(ay, az), math.atan2(-ax, math.sqrt(ay * ay + az * az))
+    cx, sx, cy, sy = math.cos(ex / 2), math.sin(ex / 2), math.cos(ey / 2), math.sin(ey / 2)
+    q = (cx * cy, sx * cy, cx * sy, -sx * sy)
+    n = math.sqrt(sum(v * v for v in q))
+    return (q[0] / n, q[1] / n, q[2] / n, q[3] / n)

@@ -13,7 +13,7 @@ flat, components up, X arrow to the front), so chip axes are the body axes
 it that way or remap the axes in a wrapper.
 
 Orientation comes from Madgwick's IMU filter (drivers/madgwick.py: the
-``ahrs`` library's update in plain floats; the first sample from ahrs' ``acc2q``;
+``ahrs`` library's update in plain floats; the first sample from its ``acc2q``, also in plain floats;
 no magnetometer: yaw is integrated gyro, relative to the heading at
 ``open()``); its quaternion is w, x, y, z body->world and is reported as
 x, y, z, w.
@@ -27,13 +27,12 @@ import struct
 import time
 from typing import Callable, TYPE_CHECKING
 
-import numpy as np
-from ahrs.common.orientation import acc2q
+import statistics
 
 from drivers.types import ImuSample, Quat, Vec3
 from drivers.base import Imu
 from drivers.i2c import I2cDevice, SMBusLike
-from drivers.madgwick import update_imu
+from drivers.madgwick import acc2q, update_imu
 
 if TYPE_CHECKING:
     from drivers.config import Mpu6050Config
@@ -174,8 +173,7 @@ class Mpu6050(Imu):
 
     def _update_orientation(self, t: float, accel: Vec3, gyro: Vec3) -> Quat:
         if self._q is None:
-            w, x, y, z = (float(v) for v in acc2q(np.asarray(accel, dtype=float)))
-            self._q = (w, x, y, z)
+            self._q = acc2q(accel)
         else:
             dt = t - (self._t_last if self._t_last is not None else t)
             if 0.0 < dt <= MAX_FILTER_DT_S:
@@ -244,13 +242,14 @@ class GyroCalibration:
     def finish(self) -> Vec3:
         """Check the robot was still and keep the new bias; returns it, rad/s. Raises DriverError."""
         imu, samples = self._imu, len(self._rates)
-        rates = np.asarray(self._rates, dtype=float)
-        bias, std = rates.mean(axis=0), rates.std(axis=0)
-        if std.max() > REST_STD_RADPS or np.abs(bias).max() > MAX_BIAS_RADPS:
+        axes = list(zip(*self._rates, strict=True))
+        bias = [statistics.fmean(a) for a in axes]
+        std = [statistics.pstdev(a) for a in axes]
+        if max(std) > REST_STD_RADPS or max(abs(b) for b in bias) > MAX_BIAS_RADPS:
             log.error("%r: gyro calibration refused, robot not at rest: mean %s rad/s, std %s rad/s",
-                      imu._dev, np.round(bias, 4).tolist(), np.round(std, 4).tolist())
-            raise imu._dev.error(f"gyro calibration refused: not at rest (std {std.max():.4f} rad/s, "
-                                 f"mean {np.abs(bias).max():.4f} rad/s); bias unchanged")
+                      imu._dev, [round(b, 4) for b in bias], [round(s, 4) for s in std])
+            raise imu._dev.error(f"gyro calibration refused: not at rest (std {max(std):.4f} rad/s, "
+                                 f"mean {max(abs(b) for b in bias):.4f} rad/s); bias unchanged")
         imu.gyro_bias_radps = (float(bias[0]), float(bias[1]), float(bias[2]))
         log.info("%r: gyro bias %.5f %.5f %.5f rad/s from %d samples", imu._dev, *imu.gyro_bias_radps, samples)
         return imu.gyro_bias_radps

@@ -16,17 +16,23 @@ serial timeout from ``cfg.serial_timeout_s``, in 100 ms units: with no valid
 packet for that long the controller stops both motors by itself);
 ``set_duty`` is cmd 34 (signed duty of both channels in one packet, +-32767 =
 +-100 %); ``set_speed_cps`` is cmd 37 (signed encoder counts/s, needs the
-controller's velocity PID tuned); ``read_feedback`` reads cmds 16/17
-(encoders), 18/19 (speeds), 24 (main battery, 0.1 V), 49 (currents, 10 mA)
-and 90 (status word, 2 or 4 bytes per ``cfg.status_bytes``).
+controller's velocity PID tuned); ``read_feedback`` reads five transactions:
+cmd 78 (both encoder counters), 79 (both speeds), 24 (main battery, 0.1 V),
+49 (both currents, 10 mA) and 90 (status word, 2 or 4 bytes per
+``cfg.status_bytes``). ⚠ Cmds 78/79 are not in hardware-reference §1.4: they
+are from the RoboClaw user manual ("Read Encoder Counters": Enc1, Enc2 as
+4-byte values; "Read ISpeeds Counters": ISpeed1, ISpeed2, signed counts/s
+measured over the last 1/300 s, so noisier than cmds 18/19's). Two combined
+reads instead of cmds 16-19 take the set from 7 transactions (~22 ms of a
+38400-baud line with the reply latency) to 5 (~17 ms), and a new duty waits
+behind fewer of them (scripts/bench_latency_stages.py).
 
 Interpretation choices (hardware-reference appendix, open points 3-4):
 
 - encoder counts are read as **signed** int32, as the legacy ``roboclaw_3.py``
   does: a running total that crosses zero going backward reads -1, not
   4294967295; totals wrap at +-2^31 counts;
-- speeds are signed int32; if a firmware reports a positive magnitude with the
-  "backward" status bit (bit 0) set, the value is negated;
+- speeds (cmd 79) are signed int32 counts/s;
 - currents are sign-extended int16 as the current ``basicmicro_python`` does.
 
 Strict acks: a write is accepted only when the answer is exactly ``0xFF``. A
@@ -78,6 +84,8 @@ CMD_SPEED_M1M2 = 37
 CMD_READ_PWMS = 48
 CMD_READ_CURRENTS = 49
 CMD_READ_TEMPERATURE = 82
+CMD_READ_ENCODERS = 78
+CMD_READ_ISPEEDS = 79
 CMD_READ_STATUS = 90
 
 #: Full-scale signed duty (+-100 %), as the current library documents (§1.4 cmd 32).
@@ -223,14 +231,13 @@ class Roboclaw(SerialMotorController):
             self._write(self._require_link(), CMD_SPEED_M1M2, struct.pack(">ii", int(m1), int(m2)))
 
     def _read_feedback(self, link: SerialLink) -> MotorFeedback:
-        enc = [struct.unpack(">iB", self._read(link, cmd, 5)) for cmd in (CMD_READ_ENC_M1, CMD_READ_ENC_M2)]
-        spd = [struct.unpack(">iB", self._read(link, cmd, 5)) for cmd in (CMD_READ_SPEED_M1, CMD_READ_SPEED_M2)]
+        enc = struct.unpack(">ii", self._read(link, CMD_READ_ENCODERS, 8))
+        speeds = struct.unpack(">ii", self._read(link, CMD_READ_ISPEEDS, 8))
         (battery,) = struct.unpack(">H", self._read(link, CMD_READ_MAIN_BATTERY, 2))
         currents = struct.unpack(">hh", self._read(link, CMD_READ_CURRENTS, 4))
         width = self.cfg.status_bytes
         status = int.from_bytes(self._read(link, CMD_READ_STATUS, width), "big")
-        speeds = [-value if value > 0 and flags & 0x01 else value for value, flags in spd]
-        left_counts, right_counts = self._channels(enc[0][0], enc[1][0])
+        left_counts, right_counts = self._channels(*enc)
         left_cps, right_cps = self._channels(*speeds)
         left_a, right_a = self._channels(currents[0] / 100.0, currents[1] / 100.0)
         sl, sr = self.side_sign("left"), self.side_sign("right")

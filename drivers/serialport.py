@@ -309,7 +309,7 @@ class SerialMotorController(MotorController):
         Args:
             between: asked before each transaction of the feedback set; a (left, right) duty it
                 returns is written first, so a new duty never waits for a whole set (a RoboClaw
-                set is 7 transactions, ~15 ms at 38400 baud). Its failure fails this read.
+                set is 5 transactions, ~17 ms at 38400 baud). Its failure fails this read.
         """
         with self._lock:
             link = self._require_link()

@@ -114,7 +114,7 @@ def main() -> None:
     bench_sabertooth(args.samples)
     bench_line(args.samples)
     print()
-    print("bytes: request + reply of one call (RoboClaw read_feedback = 7 transactions: cmds 16-19, 24, 49, 90;")
+    print("bytes: request + reply of one call (RoboClaw read_feedback = 5 transactions: cmds 78, 79, 24, 49, 90;")
     print("line read_feedback = E and ?; Sabertooth never replies).")
 
 

@@ -77,6 +77,8 @@ def spawn_child(args: argparse.Namespace, ports: dict, out: str) -> tuple[subpro
            "--ports", json.dumps(ports)]
     if args.switch_interval is not None:
         cmd += ["--switch-interval", str(args.switch_interval)]
+    cmd += ["--no-gc-freeze"] if args.no_gc_freeze else []
+    cmd += ["--no-video"] if args.no_video else []
     if args.quota <= 0:
         return subprocess.Popen(cmd), "none (--quota 0)", None
     procs, how = make_cgroup(args.quota, args.period_ms)
@@ -126,6 +128,11 @@ def report(args, how: str, code: int, relays: dict, sends: dict, result: dict) -
     print(f"  CPU {result['cpu_pct']:.1f} % of one core (of which the motor emulator's thread "
           f"{result['emulator_cpu_pct']:.1f} %: simulation, not agent)   RSS peak {result['rss_peak_mib']:.1f} MiB "
           f"(now {result['rss_mib']:.1f} MiB)   switch interval {result['switch_interval_ms']:.2f} ms")
+    gcs = result["gc_pauses"]
+    print(f"  gc: {result['gc_frozen']} objects frozen; collections (count, longest ms) "
+          + ", ".join(f"gen{g} {n} / {ms:.1f}" for g, (n, ms) in gcs.items()))
+    lag = result["loop_lag_ms"]
+    print(f"  event loop lag (a 50 ms sleep wakes late by): p50 {lag[0]:.2f} ms  p99 {lag[1]:.2f} ms  max {lag[2]:.1f} ms")
     print("  busiest threads: " + ", ".join(f"{name} {share:.1f} %" for share, name in result["threads_cpu_pct"]))
     print(f"  command -> motor emulator receipt; wire floor of the duty packet {wire * 1e3:.2f} ms "
           f"(RoboClaw 8 bytes at {result['baud']} baud), figures net of it:")
@@ -149,13 +156,16 @@ def main() -> None:
     ap.add_argument("--quota", type=float, default=0.25, help="share of one core (0: no quota)")
     ap.add_argument("--period-ms", type=float, default=10.0, help="quota period, ms")
     ap.add_argument("--switch-interval", type=float, default=None, help="sys.setswitchinterval in the agent, s")
+    ap.add_argument("--no-gc-freeze", action="store_true", help="undo the agent's gc.freeze() (A/B)")
+    ap.add_argument("--no-video", action="store_true", help="no camera in the agent (A/B)")
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--out", help=argparse.SUPPRESS)
     ap.add_argument("--ports", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
         from bench_pi_agent import run_agent
-        asyncio.run(run_agent(json.loads(args.ports), args.seconds, args.out, args.switch_interval))
+        asyncio.run(run_agent(json.loads(args.ports), args.seconds, args.out, args.switch_interval,
+                              gc_freeze=not args.no_gc_freeze, video=not args.no_video))
     else:
         asyncio.run(parent(args))
 

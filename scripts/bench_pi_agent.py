@@ -9,6 +9,7 @@ the tick times from the snapshot ring, then writes the figures as JSON.
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import logging
 import os
@@ -24,16 +25,22 @@ from agent.config import AgentConfig  # noqa: E402
 from drivers.serialport import transfer_s  # noqa: E402
 
 WARMUP_S = 3.0
+#: Sleep of the event loop lag probe, s.
+LAG_PROBE_S = 0.05
 #: RoboClaw duty packet (cmd 34): address, command, 2 x int16, CRC16.
 DUTY_PACKET_BYTES = 8
 
 
-def config(ports: dict) -> AgentConfig:
+def config(ports: dict, video: bool = True) -> AgentConfig:
     """The shipped params.json (its camera, 640x480 at 15 fps, and ARTEX send period) with the three
-    protocol adapters on, pointed at the parent's peers (the web console off)."""
+    protocol adapters on, pointed at the parent's peers (the web console off); ``video`` False: no
+    camera configured (A/B of the video path's share)."""
     cfg = json.loads((ROOT / "config" / "params.json").read_text())
     cfg.update(server="http://127.0.0.1", port=ports["artex"], telem_can=True, video_can=True,
                logger_level="warning")
+    if not video:
+        cfg["video_can"] = False
+        cfg["drivers"]["cameras"] = []
     cfg["console"] = {**cfg.get("console", {}), "enabled": False}    # its fixed port may be taken here
     cfg["sim2bot"] = {**cfg.get("sim2bot", {}), "enabled": True, "url": ports["sim2bot"],
                       "reconnect_delay_s": 0.1, "reconnect_delay_max_s": 0.5}
@@ -93,23 +100,71 @@ def tick_figures(times: list[float], rate_hz: float, window_s: float) -> dict:
             "worst_gap_ms": 1e3 * max(gaps), "gaps_over_30": sum(g > 0.030 for g in gaps)}
 
 
-async def run_agent(ports: dict, seconds: float, out: str, switch_interval: float | None) -> None:
+class GcPauses:
+    """Duration of every garbage collection, s, per generation (gc.callbacks; bench-only)."""
+
+    def __init__(self) -> None:
+        self.pauses: dict[int, list[float]] = {0: [], 1: [], 2: []}
+        self._start = 0.0
+        gc.callbacks.append(self._note)
+
+    def _note(self, phase: str, info: dict) -> None:
+        if phase == "start":
+            self._start = time.perf_counter()
+        else:
+            self.pauses[info["generation"]].append(time.perf_counter() - self._start)
+
+    def figures(self) -> dict:
+        return {str(g): [len(p), 1e3 * max(p, default=0.0)] for g, p in self.pauses.items()}
+
+
+async def loop_lag(lags: list[float], stop: asyncio.Event) -> None:
+    """How late a 50 ms sleep on the event loop wakes, s (the loop busy with adapters, video, telemetry);
+    20 wake-ups a second: a denser probe costs the quota it measures."""
+    while not stop.is_set():
+        t = time.monotonic()
+        await asyncio.sleep(LAG_PROBE_S)
+        lags.append(time.monotonic() - t - LAG_PROBE_S)
+
+
+def _pct(values: list[float], q: float) -> float:
+    ordered = sorted(values) or [0.0]
+    return ordered[min(len(ordered) - 1, round(q / 100 * (len(ordered) - 1)))]
+
+
+async def tick_times(agent: Agent, seconds: float) -> tuple[list[float], list[float]]:
+    """Every tick's time over ``seconds`` from the snapshot ring, and the event loop's lags meanwhile, s."""
+    times: list[float] = []
+    lags: list[float] = []
+    stop = asyncio.Event()
+    lag_task = asyncio.create_task(loop_lag(lags, stop))
+    seq = agent.control.snapshot().seq
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < seconds:
+        await asyncio.sleep(0.5)
+        got = agent.control.samples_since(seq, limit=512)
+        if got:
+            seq = got[-1].seq
+            times.extend(s.t_mono_s for s in got)
+    stop.set()
+    await lag_task
+    return times, lags
+
+
+async def run_agent(ports: dict, seconds: float, out: str, switch_interval: float | None,
+                    gc_freeze: bool = True, video: bool = True) -> None:
     logging.basicConfig(level=logging.ERROR)
-    cfg = config(ports)
+    cfg = config(ports, video)
     async with Agent(cfg) as agent:
+        if not gc_freeze:
+            gc.unfreeze()       # A/B: the agent's startup objects back in the collected generations
+        pauses = GcPauses()
         if switch_interval is not None:
             sys.setswitchinterval(switch_interval)
         duty = DutyEvents(agent.physics)
         await asyncio.sleep(WARMUP_S)
-        times: list[float] = []
-        seq = agent.control.snapshot().seq
         cpu0, t0, threads0 = os.times(), time.monotonic(), thread_cpu_s()
-        while time.monotonic() - t0 < seconds:
-            await asyncio.sleep(0.5)
-            got = agent.control.samples_since(seq, limit=512)
-            if got:
-                seq = got[-1].seq
-                times.extend(s.t_mono_s for s in got)
+        times, lags = await tick_times(agent, seconds)
         cpu1, window, threads1 = os.times(), time.monotonic() - t0, thread_cpu_s()
         motor = cfg.drivers.motor
         result = {
@@ -118,7 +173,8 @@ async def run_agent(ports: dict, seconds: float, out: str, switch_interval: floa
             "rss_mib": _rss_mib("VmRSS"), "rss_peak_mib": _rss_mib("VmHWM"),
             "switch_interval_ms": sys.getswitchinterval() * 1e3,
             "baud": motor.baud, "duty_wire_s": transfer_s(DUTY_PACKET_BYTES, motor.baud),
-            "duty_events": duty.events,
+            "duty_events": duty.events, "gc_pauses": pauses.figures(), "gc_frozen": gc.get_freeze_count(),
+            "loop_lag_ms": [1e3 * _pct(lags, 50), 1e3 * _pct(lags, 99), 1e3 * max(lags, default=0.0)],
             "emulator_cpu_pct": 100 * sum(v - threads0.get(k, 0.0) for k, v in threads1.items()
                                           if k.endswith("-pty")) / window,
             "threads_cpu_pct": sorted(((100 * (v - threads0.get(k, 0.0)) / window, k) for k, v in threads1.items()),

@@ -11,7 +11,9 @@ bursting to catch up. Besides the slots it wakes
 - at once when :meth:`Scheduler.wake` is called (a new velocity command, a
   ``Stop``, the release of a driving source): wake-ups are coalesced (any number
   of calls before the tick runs give one tick) and kept at least
-  ``MIN_WAKE_SPACING_S`` after the previous tick; a woken tick restarts the slot
+  ``MIN_WAKE_SPACING_S`` after the previous *woken* tick (a command right after a
+  slot tick is not held back: that wait was the p99 of the command path,
+  scripts/bench_latency_stages.py); a woken tick restarts the slot
   grid (the next slot is one period after it), so a command stream faster than
   ``rate_hz`` ticks at the stream's rate (at most ``1 / MIN_WAKE_SPACING_S``),
   never at stream rate plus slot rate.
@@ -84,7 +86,7 @@ class Scheduler:
         self._max_tick_s = 0.0
         self._tick_times: deque[float] = deque(maxlen=int(rate_hz * RATE_WINDOW_S * 2) + 8)
         self._first_tick: float | None = None
-        self._last_start = -math.inf     # clock time the last tick started, s
+        self._last_woken = -math.inf     # clock time the last woken tick started, s
         self.woken = 0                   # ticks run because of wake()
 
     # ================================================================== control
@@ -159,12 +161,13 @@ class Scheduler:
             self._late += late
 
     def _woken_tick(self) -> float | None:
-        """Run the tick ``wake()`` asked for, at least ``MIN_WAKE_SPACING_S`` after the last; its time, or None on halt."""
-        gap = self._last_start + MIN_WAKE_SPACING_S - self._clock()
+        """Run the tick ``wake()`` asked for, at least ``MIN_WAKE_SPACING_S`` after the last woken one; its time,
+        or None on halt."""
+        gap = self._last_woken + MIN_WAKE_SPACING_S - self._clock()
         if gap > 0 and self._halt.wait(gap):
             return None
         self._wake.clear()      # wake() calls from here on ask for the next tick
-        now = self._clock()
+        now = self._last_woken = self._clock()
         self.woken += 1
         self._safe_tick(now)
         return now
@@ -180,7 +183,6 @@ class Scheduler:
             self._recover()
 
     def _timed(self, now: float) -> object:
-        self._last_start = now
         started = time.monotonic()
         result = self._tick(now)
         self._ticks += 1

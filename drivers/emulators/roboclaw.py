@@ -23,7 +23,7 @@ counts go on the wire as the low 32 bits of the running total. Losing the link
 Supported commands: 0, 1, 4, 5, 6, 7 (compatibility drive), 14/15 (serial
 timeout), 16-19 (encoders, speeds), 20 (reset encoders), 21 (version), 24/25
 (batteries), 32-34 (signed duty), 35-37 (signed speed, QPPS), 48 (PWMs),
-49 (currents), 82 (temperature), 90 (status).
+49 (currents), 78/79 (both encoders, both speeds), 82 (temperature), 90 (status).
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ WRITE_DATA_BYTES = {
 READ_COMMANDS = frozenset({
     rc.CMD_READ_TIMEOUT, rc.CMD_READ_ENC_M1, rc.CMD_READ_ENC_M2, rc.CMD_READ_SPEED_M1, rc.CMD_READ_SPEED_M2,
     rc.CMD_READ_VERSION, rc.CMD_READ_MAIN_BATTERY, rc.CMD_READ_LOGIC_BATTERY, rc.CMD_READ_PWMS,
-    rc.CMD_READ_CURRENTS, rc.CMD_READ_TEMPERATURE, rc.CMD_READ_STATUS,
+    rc.CMD_READ_CURRENTS, rc.CMD_READ_TEMPERATURE, rc.CMD_READ_STATUS, rc.CMD_READ_ENCODERS, rc.CMD_READ_ISPEEDS,
 })
 #: Inter-byte gap after which a partial packet is discarded, s (§1.1).
 PACKET_GAP_S = 0.010
@@ -260,6 +260,10 @@ class RoboclawEmulator(PtySerialDevice):
             ch = cmd - rc.CMD_READ_ENC_M1
             speed = self._tracks(*self.physics.encoder_cps())[ch]
             return struct.pack(">IB", self.encoder_counts()[ch] & 0xFFFFFFFF, 0x02 if speed < 0 else 0x00)
+        if cmd == rc.CMD_READ_ENCODERS:
+            return struct.pack(">II", *(c & 0xFFFFFFFF for c in self.encoder_counts()))
+        if cmd == rc.CMD_READ_ISPEEDS:
+            return struct.pack(">ii", *(round(v) for v in self._tracks(*self.physics.encoder_cps())))
         if cmd in (rc.CMD_READ_SPEED_M1, rc.CMD_READ_SPEED_M2):
             speed = self._tracks(*self.physics.encoder_cps())[cmd - rc.CMD_READ_SPEED_M1]
             return struct.pack(">iB", round(speed), 0x01 if speed < 0 else 0x00)

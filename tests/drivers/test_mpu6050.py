@@ -196,3 +196,14 @@ def test_the_plain_float_madgwick_step_matches_ahrs():
         q = update_imu(q, gyr, acc, 0.01)
     assert q == pytest.approx(tuple(q_ref), abs=1e-12)
     assert update_imu(q, (0.0, 0.0, 0.0), (0.0, 0.0, 9.8), 0.01) == q      # no rotation: unchanged, as ahrs
+
+
+@pytest.mark.parametrize("acc", [(0.0, 0.0, 9.81), (1.2, -0.4, 9.6), (-9.0, 3.0, 1.0), (0.3, 9.7, -1.5),
+                                 (0.0, 0.0, 0.0)])
+def test_the_plain_float_acc2q_matches_ahrs(acc):
+    import numpy as np
+    from ahrs.common.orientation import acc2q as ahrs_acc2q
+
+    from drivers.madgwick import acc2q
+
+    assert acc2q(acc) == pytest.approx(tuple(ahrs_acc2q(np.array(acc, dtype=float))), abs=1e-12)

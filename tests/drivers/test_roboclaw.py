@@ -236,7 +236,7 @@ def test_one_bad_reply_crc_is_retried(rig):
     fb = drv.read_feedback()
     assert fb.status == 0
     assert emu.stats["corrupted_replies"] == 1
-    assert emu.received().count(H("80 10")) == 2          # the encoder read was sent again
+    assert emu.received().count(H("80 4E")) == 2          # the encoder read was sent again
 
 
 def test_bad_reply_crc_three_times_raises_checksum_error(rig):
@@ -245,7 +245,7 @@ def test_bad_reply_crc_three_times_raises_checksum_error(rig):
     with pytest.raises(ChecksumError) as err:
         drv.read_feedback()
     assert err.value.device == "motor"
-    assert emu.received().count(H("80 10")) == 3
+    assert emu.received().count(H("80 4E")) == 3
     assert drv.read_feedback().status == 0                 # usable again
 
 
@@ -286,7 +286,7 @@ def test_noise_on_the_request_is_retried(rig, physics):
     drv.set_duty(0.5, -0.5)
     assert emu.stats["bad_crc"] == 1
     assert physics.duty == pytest.approx([0.5, -0.5], abs=1e-4)
-    emu.corrupt_next_request(1)                            # 80 10 arrives as 80 11: reply CRC mismatch
+    emu.corrupt_next_request(1)                            # 80 4E arrives as 80 4F: reply CRC mismatch
     drv.read_feedback()
     assert emu.stats["corrupted_requests"] == 2
 

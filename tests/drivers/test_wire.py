@@ -112,5 +112,5 @@ def test_a_duty_offered_during_a_feedback_read_goes_out_between_its_transactions
             drv.close()
         commands = [packet[1] for packet in emu.received()]
     assert fb.left_counts is not None
-    assert commands[:4] == [16, 17, 34, 18]              # enc M1, enc M2, the duty (cmd 34), speed M1...
+    assert commands[:4] == [78, 79, 34, 24]              # both encoders, both speeds, the duty (cmd 34), battery...
     assert applied == pytest.approx([0.5, -0.25], abs=1e-3)   # M1 = left by default

@@ -1,0 +1,155 @@
+#!/usr/bin/env python3
+"""Where one velocity command's time goes: per-stage p50/p99 on the simulated tank, prints numbers.
+
+Bench-only instrumentation (instance attributes wrapped here, nothing in the hot path):
+
+    t0 command handed to ControlLoop.submit (an adapter's receipt)
+    t1 submit returned (the scheduler was woken)
+    t2 the control tick that applies it starts
+    t3 the tick posted the duty to the motor worker
+    t4 the worker starts writing the duty packet (serial line free)
+    t5 the driver's write returned (the 0xFF ack read back); tw the pty write inside it returned
+    t6 the emulator received the last byte of the duty packet (wire time, wall clock of its thread)
+
+Stages printed: submit t0->t1, wake t1->t2, tick t2->t3, handoff t3->t4 (includes waiting for a
+feedback transaction in progress), wire+device t4->t6 (the duty packet's wire time 2.08 ms at 38400
+baud is its floor), ack t6->t5, and the total t0->t6 with and without the wire floor.
+Usage: ``python scripts/bench_latency_stages.py [--trials 300] [--switch-interval S]`` (adapters off: the control path alone;
+run it beside a busy agent or under bench_pi's quota to see load).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gc
+import random
+import sys
+import time
+
+from agent.model import BaseVelocity
+from agent.testing.running_agent import running_agent, sim_config
+from drivers import roboclaw as rc
+from drivers.serialport import transfer_s
+
+#: (name, from, to) as indexes into a trial row [t0, t1, t2, t3, t4, t6, t5, tw].
+STAGES = (("submit", 0, 1), ("wake", 1, 2), ("tick", 2, 3), ("handoff", 3, 4),
+          ("wire+device", 4, 5), ("total", 0, 5))
+
+
+def pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q / 100 * (len(ordered) - 1)))]
+
+
+class Probe:
+    """Timestamps of the instrumented calls, appended from the threads that make them."""
+
+    def __init__(self) -> None:
+        self.events: dict[str, list[float]] = {k: [] for k in ("tick", "post", "write0", "wrote", "write1", "emu")}
+
+    def wrap(self, obj: object, name: str, before: str | None, after: str | None = None) -> None:
+        inner = getattr(obj, name)
+        events = self.events
+
+        def wrapped(*args, **kwargs):
+            if before:
+                events[before].append(time.monotonic())
+            try:
+                return inner(*args, **kwargs)
+            finally:
+                if after:
+                    events[after].append(time.monotonic())
+
+        setattr(obj, name, wrapped)
+
+    def first_after(self, key: str, t: float) -> float | None:
+        return next((x for x in self.events[key] if x >= t), None)
+
+
+def instrument(agent) -> Probe:
+    probe = Probe()
+    sched = agent.control._scheduler
+    probe.wrap(sched, "_tick", "tick")
+    probe.wrap(agent.hardware.motor_worker, "post", "post")
+    drv = agent.hardware.motor_worker.motor.driver
+    probe.wrap(drv, "_write_duty", "write0", "write1")
+    probe.wrap(drv._link.ser, "write", None, "wrote")
+    emu = agent.sim.motor_emulator
+    inner = emu._write_command
+
+    def on_command(cmd: int, data: bytes, now: float) -> None:
+        if cmd == rc.CMD_DUTY_M1M2:
+            probe.events["emu"].append(now)     # the last byte's arrival on the emulated wire
+        inner(cmd, data, now)
+
+    emu._write_command = on_command
+    return probe
+
+
+def trial_stages(probe: Probe, t0: float, t1: float) -> list[float] | None:
+    t2 = probe.first_after("tick", t0)  # a tick started before submit may have read the state before it
+    if t2 is None:
+        return None
+    t3 = probe.first_after("post", t2)
+    t4 = probe.first_after("write0", t3) if t3 else None
+    t5 = probe.first_after("write1", t4) if t4 else None
+    t6 = probe.first_after("emu", t4) if t4 else None
+    tw = probe.first_after("wrote", t4) if t4 else None
+    if None in (t3, t4, t5, t6, tw):
+        return None
+    return [t0, t1, t2, t3, t4, t6, t5, tw]
+
+
+def run_trials(agent, trials: int) -> list[list[float]]:
+    probe = instrument(agent)
+    out = []
+    for i in range(trials):
+        time.sleep(random.uniform(0.03, 0.07))  # random phase against the slots and the feedback reads
+        cmd = BaseVelocity(0.2 + 0.001 * (i % 50) if i % 2 == 0 else 0.0, 0.0)
+        t0 = time.monotonic()
+        agent.control.submit("sim2bot", cmd)
+        t1 = time.monotonic()
+        time.sleep(0.03)
+        got = trial_stages(probe, t0, t1)
+        if got is not None:
+            out.append(got)
+        for values in probe.events.values():   # keep the lists short
+            del values[:-8]
+    return out
+
+
+def report(rows: list[list[float]], wire_s: float) -> None:
+    print(f"  trials {len(rows)}; duty packet wire floor {wire_s * 1e3:.2f} ms")
+    for name, a, b in STAGES:
+        values = [(r[b] - r[a]) * 1e3 for r in rows]
+        print(f"  {name:12s} p50 {pct(values, 50):6.2f} ms  p99 {pct(values, 99):6.2f} ms  max {max(values):6.2f}")
+    net = [(r[5] - r[0] - wire_s) * 1e3 for r in rows]
+    print(f"  {'total-wire':12s} p50 {pct(net, 50):6.2f} ms  p99 {pct(net, 99):6.2f} ms")
+    wrote = [(r[7] - r[4]) * 1e3 for r in rows]
+    print(f"  {'pty write':12s} p50 {pct(wrote, 50):6.2f} ms  p99 {pct(wrote, 99):6.2f} ms  (t4 -> write returned)")
+    emu = [(r[5] - wire_s - r[7]) * 1e3 for r in rows]
+    print(f"  {'emu reads':12s} p50 {pct(emu, 50):6.2f} ms  p99 {pct(emu, 99):6.2f} ms  (write returned -> the emulator "
+          "thread reads it)")
+    ack = [(r[6] - r[5]) * 1e3 for r in rows]      # reply latency + one byte + the driver's wake
+    print(f"  {'ack (t6->t5)':12s} p50 {pct(ack, 50):6.2f} ms  p99 {pct(ack, 99):6.2f} ms")
+
+
+async def main(args: argparse.Namespace) -> None:
+    cfg = sim_config()
+    async with running_agent(cfg) as agent:
+        if args.switch_interval is not None:
+            sys.setswitchinterval(args.switch_interval)
+        await asyncio.sleep(1.0)
+        baud = agent.cfg.drivers.motor.baud
+        rows = await asyncio.to_thread(run_trials, agent, args.trials)
+        print(f"command -> emulator receipt by stage (adapters off, "
+              f"switch interval {sys.getswitchinterval() * 1e3:.1f} ms, gc frozen {gc.get_freeze_count()})")
+        report(rows, transfer_s(8, baud))
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--trials", type=int, default=300)
+    parser.add_argument("--switch-interval", type=float, default=None, help="sys.setswitchinterval, s")
+    asyncio.run(main(parser.parse_args()))
