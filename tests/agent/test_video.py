@@ -263,9 +263,10 @@ async def test_stuck_camera_detected_and_reopened(hubs, caplog, fault, reason):
     hub = await running(hubs, rec, stale_s=0.3)
     getattr(rec.made[0], fault)()
     t0 = time.monotonic()
-    await wait_until(lambda: hub.health()[0].state == "lost", what=f"{fault} detected")
+    # the transition, not a poll of the state: the reopen can end the "lost" spell between two polls
+    await wait_until(lambda: "ok -> lost" in transitions(caplog), what=f"{fault} detected")
     assert time.monotonic() - t0 < 3.0  # stale_s 0.3 s; loose under load
-    assert reason in hub.health()[0].last_error
+    assert any(reason in r.getMessage() for r in caplog.records if "ok -> lost" in r.getMessage())
     await wait_until(lambda: len(rec.made) >= 2 and hub.health()[0].state == "ok", what="reopen")
     before = hub.latest("front").seq
     await wait_until(lambda: hub.latest("front").seq > before + 3, what="frames after reopen")
@@ -344,7 +345,8 @@ async def test_two_cameras_independent(hubs):
     hub.start()
     await wait_until(lambda: all(h.state == "ok" for h in hub.health()), what="both ok")
     rec_b.made[0].block()
-    await wait_until(lambda: hub.health()[1].state == "lost", what="rear lost")
+    # lost, then reopened (a new capture): the "lost" spell itself may fall between two polls
+    await wait_until(lambda: len(rec_b.made) >= 2, what="rear lost and reopened")
     assert hub.health()[0].state == "ok"
     front = await hub.next_encoded("front", FrameFormat("jpeg"), hub.latest("front").seq, 5.0)
     assert front is not None and front.width == 160
