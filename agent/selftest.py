@@ -60,6 +60,16 @@ def table(checks: list[Check]) -> str:
                      for r in rows)
 
 
+def summary(checks: list[Check]) -> str:
+    """The last line: failures first, then the skipped checks named (a skip is not a pass)."""
+    failed = sum(c.result == FAIL for c in checks)
+    skipped = [f"{c.device} {c.what}" for c in checks if c.result == SKIP]
+    untested = f"; NOT tested: {', '.join(skipped)}" if skipped else ""
+    if failed:
+        return f"selftest: {failed} failed{untested}"
+    return f"selftest: no failures{untested}" if skipped else "selftest: all passed"
+
+
 def exit_code(checks: list[Check]) -> int:
     """0 when no check failed, else 1."""
     return 1 if any(c.result == FAIL for c in checks) else 0
@@ -232,5 +242,5 @@ def run(cfg: AgentConfig, *, yes: bool, ask: Callable[[str], str] | None, write:
             sim.close()
     write(table(checks))
     code = exit_code(checks)
-    write("selftest: all passed" if code == 0 else f"selftest: {sum(c.result == FAIL for c in checks)} failed")
+    write(summary(checks))
     return code
