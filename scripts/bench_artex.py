@@ -90,7 +90,8 @@ async def latency_and_watchdog(trials: int, stops: int, period: float) -> None:
         for i in range(trials):
             await hub.command({"com": "stop"})
             await asyncio.to_thread(emu.wait_for, still, 2.0)
-            await asyncio.sleep(0.08 + random.uniform(0.0, 1.0 / cfg.control.rate_hz))  # any tick phase
+            # the stop latch (the stream pauses for its timeout), then any tick phase
+            await asyncio.sleep(cfg.source_timeout_s("artex") + 0.03 + random.uniform(0.0, 1.0 / cfg.control.rate_hz))
             watch = asyncio.ensure_future(asyncio.to_thread(_waiter, emu, moving, 2.0))
             await asyncio.sleep(0.01)  # the waiter thread is waiting
             t0 = time.perf_counter()

@@ -44,15 +44,16 @@ def drain(ws, seconds: float) -> None:
             return
 
 
-def latencies(url: str, emu, trials: int) -> tuple[list[float], list[float]]:
-    """(drive -> nonzero duty, stop -> zero duty) per trial, s."""
+def latencies(url: str, emu, trials: int, latch_s: float) -> tuple[list[float], list[float]]:
+    """(drive -> nonzero duty, stop -> zero duty) per trial, s. ``latch_s``: the console's
+    timeout; a stop latches a streaming source until it pauses that long (docs/architecture.md)."""
     drive, stop = [], []
     with ws_connect(url, max_size=None) as ws:
         drain(ws, 0.3)
         for _ in range(trials):
             ws.send(json.dumps({"type": "stop"}))
             emu.wait_for(lambda: emu.motor_duty == [0.0, 0.0], 2.0)
-            drain(ws, 0.03 + random.uniform(0.0, 0.02))   # sample every phase of the 20 ms tick
+            drain(ws, latch_s + 0.03 + random.uniform(0.0, 0.02))   # the stop latch; every phase of the tick
             t0 = time.monotonic()
             ws.send(json.dumps({"type": "drive", "vx": 0.5, "omega": 0.0}))
             if emu.wait_for(lambda: emu.motor_duty[0] > 0.0, 2.0):
@@ -86,7 +87,7 @@ def frame_rate(url: str, seconds: float) -> tuple[float, float]:
 async def main() -> None:
     logging.basicConfig(level=logging.ERROR)
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--trials", type=int, default=200)
+    ap.add_argument("--trials", type=int, default=100)
     ap.add_argument("--seconds", type=float, default=4.0)
     args = ap.parse_args()
     port = free_port()
@@ -94,7 +95,8 @@ async def main() -> None:
         console = agent.adapters["console"]
         await asyncio.wait_for(console.ready.wait(), 10.0)
         url = f"ws://127.0.0.1:{port}/ws"
-        drive, stop = await asyncio.to_thread(latencies, url, agent.sim.motor_emulator, args.trials)
+        drive, stop = await asyncio.to_thread(latencies, url, agent.sim.motor_emulator, args.trials,
+                                              agent.cfg.source_timeout_s("console"))
         fps, size = await asyncio.to_thread(frame_rate, url, args.seconds)
         rate, cam = agent.cfg.control.rate_hz, agent.cfg.drivers.cameras[0]
         settings = agent.cfg.console
