@@ -108,7 +108,8 @@ async def latency_and_watchdog(trials: int, stops: int, period: float) -> None:
         stop_s: list[float] = []
         timeout = cfg.source_timeout_s("artex")
         for _ in range(stops):
-            await asyncio.sleep(0.2 + random.uniform(0.0, 1.0 / cfg.control.rate_hz))
+            # after the latency trials' stop the stream must pause for its timeout (the stop latch)
+            await asyncio.sleep(timeout + 0.05 + random.uniform(0.0, 1.0 / cfg.control.rate_hz))
             end = time.perf_counter() + 0.3
             while True:
                 t_last = time.perf_counter()
@@ -116,7 +117,8 @@ async def latency_and_watchdog(trials: int, stops: int, period: float) -> None:
                 if time.perf_counter() >= end:
                     break
                 await asyncio.sleep(0.1)
-            await asyncio.to_thread(emu.wait_for, moving, 1.0)
+            if not await asyncio.to_thread(emu.wait_for, moving, 1.0):
+                continue  # never drove: nothing for the watchdog to stop (counted as a missing trial)
             ok, t_zero = await asyncio.to_thread(_waiter, emu, still, 3.0)
             if ok:
                 stop_s.append(t_zero - t_last)
