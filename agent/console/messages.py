@@ -19,10 +19,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from agent.model import finite_number
 from agent.adapters.sim2bot_commands import decode as json_object
 from agent.errors import CommandError, CommandRejected
-from agent.model import BaseVelocity, Stop
+from agent.ratelimit import safe
+from agent.model import BaseVelocity, Stop, finite_number
 
 SOURCE = "console"
 
@@ -48,11 +48,6 @@ class FrameReady:
 
 
 Parsed = BaseVelocity | Stop | FrameReady
-
-
-def _clip(value: object, limit: int = 40) -> str:
-    text = repr(value)
-    return text if len(text) <= limit else text[:limit] + "..."
 
 
 def decode(raw: object, max_bytes: int) -> dict:
@@ -89,8 +84,8 @@ def parse(message: dict, limits: Limits) -> Parsed:
     """
     kind = message.get("type")
     if not isinstance(kind, str) or kind not in KEYS:
-        raise CommandRejected(f"unknown message type {_clip(kind)}; known: {', '.join(KEYS)}", SOURCE)
-    extra = sorted(str(k)[:40] for k in message if k not in KEYS[kind])
+        raise CommandRejected(f"unknown message type {safe(repr(kind), 40)}; known: {', '.join(KEYS)}", SOURCE)
+    extra = sorted(safe(k, 40) for k in message if k not in KEYS[kind])
     if extra:
         raise CommandRejected(f"{kind} has unknown key(s) {', '.join(extra)}", SOURCE)
     if kind == "stop":

@@ -80,11 +80,11 @@ async def _screenshot(path: str) -> None:
     SCRIPT = [((Keys.ARROW_UP,), 4.0), ((), 2.0), ((Keys.ARROW_UP, Keys.ARROW_LEFT), 3.0), ((), 1.5),
               ((Keys.ARROW_DOWN,), 3.0), ((), 2.0), ((Keys.ARROW_RIGHT,), 2.0), ((), 1.0)]
 
-    from tests.conftest import free_port, running_agent, sim_config
+    from tests.conftest import free_port
+    from tests.console.peers import console_agent
 
     port = free_port()
-    async with running_agent(sim_config(console={"enabled": True, "port": port})) as agent:
-        await asyncio.wait_for(agent.adapters["console"].ready.wait(), 10.0)
+    async with console_agent(port):
 
         def shoot() -> None:
             with chromium() as driver:

@@ -16,8 +16,9 @@ import time
 
 import pytest
 
-from tests.conftest import deep_merge, free_port, running_agent, sim_config, wait_for
+from tests.conftest import free_port, wait_for
 from tests.console.browser import available, chromium, open_console, text, wait_until
+from tests.console.peers import console_agent
 
 #: CI sets this so a missing browser fails the run instead of skipping the page tests.
 REQUIRED = os.environ.get("ROBOT_AGENT_REQUIRE_BROWSER") == "1"
@@ -81,8 +82,7 @@ def drive_release_stop(driver, agent, port: int) -> None:
 
 async def test_camera_drive_release_and_stop_button() -> None:
     port = free_port()
-    async with running_agent(sim_config(console={"enabled": True, "port": port})) as agent:
-        await asyncio.wait_for(agent.adapters["console"].ready.wait(), 10.0)
+    async with console_agent(port) as agent:
 
         def run() -> None:
             with chromium() as driver:
@@ -111,10 +111,8 @@ async def test_closing_the_page_releases_the_source(caplog: pytest.LogCaptureFix
     port = free_port()
     caplog.set_level(logging.INFO)
     # console commands last 4 s here: only the release can stop the tank well within that
-    params = deep_merge(sim_config(console={"enabled": True, "port": port}),
-                        {"control": {"sources": {"console": {"priority": 40, "timeout_s": 4.0}}}})
-    async with running_agent(params) as agent:
-        await asyncio.wait_for(agent.adapters["console"].ready.wait(), 10.0)
+    slow = {"control": {"sources": {"console": {"priority": 40, "timeout_s": 4.0}}}}
+    async with console_agent(port, slow) as agent:
 
         def run() -> float:
             with chromium() as driver:
@@ -145,8 +143,7 @@ def drag_the_pad(driver, agent, port: int) -> None:
 
 async def test_the_on_screen_pad_drives_with_pointer_events() -> None:
     port = free_port()
-    async with running_agent(sim_config(console={"enabled": True, "port": port})) as agent:
-        await asyncio.wait_for(agent.adapters["console"].ready.wait(), 10.0)
+    async with console_agent(port) as agent:
 
         def run() -> None:
             with chromium() as driver:

@@ -12,24 +12,10 @@ import logging
 import aiohttp
 import pytest
 
-from tests.conftest import free_port, running_agent, sim_config, wait_for
+from tests.conftest import free_port, running_agent, wait_for
+from tests.console.peers import console_agent, console_params
 
 TOKEN = "s3cret-token-42"
-
-
-def console_params(port: int, **console: object) -> dict:
-    return sim_config(console={"enabled": True, "port": port, **console})
-
-
-@contextlib.asynccontextmanager
-async def console_agent(port: int, extra: dict | None = None, **console: object):
-    params = console_params(port, **console)
-    if extra:
-        from tests.conftest import deep_merge
-        params = deep_merge(params, extra)
-    async with running_agent(params) as agent:
-        await asyncio.wait_for(agent.adapters["console"].ready.wait(), 10.0)
-        yield agent
 
 
 def still(agent) -> bool:
