@@ -58,7 +58,9 @@ def drive_release_stop(driver, agent, port: int) -> None:
     open_console(driver, f"http://127.0.0.1:{port}/")
     frames = int(text(driver, "frames"))
     assert wait_until(lambda: int(text(driver, "frames")) >= frames + 5, 10.0), "camera image does not update"
-    assert driver.execute_script("return document.getElementById('camera').naturalWidth") == 640
+    # each frame swaps the image's source: between two frames naturalWidth is 0, so wait for a loaded one
+    width = "return document.getElementById('camera').naturalWidth"
+    assert wait_until(lambda: driver.execute_script(width) == 640, 5.0), driver.execute_script(width)
 
     moved = hold_and_drive(driver, agent, Keys.ARROW_UP)
     time.sleep(0.6)                                    # longer than the watchdog: the page repeats
