@@ -123,11 +123,12 @@ class Sim2botAdapter:
         self._desc = desc
         self._streams = None
         if video is not None and global_ids:
-            from agent.adapters.sim2bot_video import VideoStreams
+            from agent.adapters.sim2bot_video import SendBudget, VideoStreams
             by_id = {c.id: c for c in cfg.drivers.cameras}
             self._streams = VideoStreams(
                 video, {g: (cid, by_id[cid]) for g, cid in zip(global_ids, desc.cameras) if cid in by_id},
-                self._s.subscription_ttl_s, max_age_s=cfg.video.max_frame_age_s)
+                self._s.subscription_ttl_s, max_age_s=cfg.video.max_frame_age_s,
+                budget=SendBudget.from_config(cfg.video))
         self._warn = RateLimitedLog(log, WARN_REPEAT_S)
         self._noted: set[str] = set()
         self._control_url = with_query(self._s.url, room=self._s.room,
