@@ -9,10 +9,13 @@
    -> control snapshot stopped) p50/max over 10 stops while video streams.
 3. ``raw``: four ``sim2bot.Robot`` controllers (in a child process) subscribed to raw
    RGBA near 1920x1080 (four distinct sizes: four encodes per frame, the worst case) from
-   a 1920x1080 camera at 30 fps: control loop rate (``tick_stats``) min/mean, late ticks,
-   frames received, Sim2Bot frame age p50/p95 (capture -> handed to the socket), encoder
-   share of one core, RSS and encode-cache bytes after the subscribers left. The bridge and the
-   controllers run at ``nice 19`` (they stand in for other machines).
+   a 1920x1080 camera at 30 fps: control loop rate (``tick_stats``) mean and worst second,
+   late ticks, tick lateness p50/p99/max (tick interval - 20 ms), CPU per thread and of the
+   peers (share of one core), the ``/video`` link's send budget use (bytes/s, CPU share of
+   encode + pack + send) and drops, per stream frame age p50/p99 (capture -> handed to the
+   socket), delivered fps, drops; encodes per captured frame, encoder share, RSS and
+   encode-cache bytes after the subscribers left. The bridge and the controllers run at
+   ``nice 19`` (they stand in for other machines).
 
 Usage: ``python scripts/bench_video.py [--seconds 30] [--only big|slow|raw]``
 """
@@ -214,8 +217,11 @@ async def sample_rate(agent, seconds: float, probe: LoopProbe | None = None) -> 
 
 def stream_lines(status, seconds: float) -> list[str]:
     """One line per Sim2Bot stream: age p50/p99, delivered fps, budget drops, too old."""
-    lines = []
-    for name, v in status.detail["video"].items():
+    video = status.detail["video"]
+    budget = video.get("budget", {})
+    lines = [f"      /video link: {budget.get('bytes_per_s', 0) / 1e6:.0f} MB/s, send path (encode + pack + send) "
+             f"{budget.get('cpu_share', float('nan')):.2f} core over the last second; budget drops {video.get('dropped')}"]
+    for name, v in video.items():
         if not isinstance(v, dict) or "p50_s" not in v:
             continue
         ms = lambda x: "-" if x is None else f"{x * 1000:.0f}"  # noqa: E731
