@@ -5,8 +5,12 @@ a stream not renewed within the TTL (~3 s, protocol v1) stops, so a crashed
 controller stops the feed. Each stream awaits the next frame encoded by the
 shared :class:`agent.video.VideoHub` (one encode per frame and format, however
 many streams want it), paces it to the requested fps and sends it as one
-binary message (:func:`pack_frame`). A slow socket makes the stream skip to
-the newest frame: nothing queues.
+binary message (:func:`frame_prefix` then the image, never joined: on a
+``websockets`` connection as masked fragments, :mod:`agent.video.wsframes`).
+A slow socket makes the stream skip to the newest frame: nothing queues. The
+link's :class:`agent.video.SendBudget` (bytes/s, CPU share of encode + pack +
+send) drops a stream's frame that would go over it: the delivered fps falls,
+the control loop never waits.
 
 Source: ``sim2bot-bridge-protocol-v1.md`` ("Cameras", "Camera frames");
 reference reader ``sim2bot.client._parse_frame``.
