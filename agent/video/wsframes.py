@@ -33,8 +33,11 @@ __all__ = ["FRAGMENT_BYTES", "FragmentWriter", "frame_header", "mask_into"]
 #: Payload bytes per fragment: short XOR and write steps (~50 us each), few enough per frame (33 for 8.3 MB).
 FRAGMENT_BYTES = 256 * 1024
 OP_CONTINUATION, OP_BINARY = 0x0, 0x2
-#: How often the writer looks whether the transport took the previous fragment, s.
+#: How often the writer looks whether the transport took the previous fragment, s: first after
+#: POLL_S, then when the rest should be gone at the rate seen so far, within POLL_S..MAX_POLL_S (a
+#: slow link is not polled 1000 times a second, a fast one is not left idle).
 POLL_S = 0.001
+MAX_POLL_S = 0.016
 #: Room before the payload in the fragment buffer: the longest client frame header (2 + 8 + 4 bytes)
 #: fits, and the payload starts 16-byte aligned for the word-wise XOR.
 HEAD_ROOM = 16
@@ -114,11 +117,22 @@ class FragmentWriter:
         async with self._lock:      # held by the task, not the caller: a cancelled caller never lets
             return await self._fragments(self._chunks(parts))   # a second message in mid-way
 
+    async def _emptied(self, transport: Any) -> None:
+        """Wait until the transport's buffer is empty (or the connection closes); looks again when the
+        rest should be gone at the average rate seen since the wait began."""
+        loop = asyncio.get_running_loop()
+        first = left = transport.get_write_buffer_size()
+        began, poll = loop.time(), POLL_S
+        while left > 0 and self.open():
+            await asyncio.sleep(poll)
+            left = transport.get_write_buffer_size()
+            gone = first - left
+            poll = MAX_POLL_S if gone <= 0 else min(MAX_POLL_S, max(POLL_S, left * (loop.time() - began) / gone))
+
     async def _fragments(self, chunks: list[memoryview]) -> tuple[int, float]:
         transport, sent, cpu = self._conn.transport, 0, 0.0
         for index, chunk in enumerate(chunks):
-            while self.open() and transport.get_write_buffer_size() > 0:
-                await asyncio.sleep(POLL_S)
+            await self._emptied(transport)
             if not self.open():
                 if index == 0:
                     return 0, cpu
