@@ -100,7 +100,7 @@ async def test_a_non_loopback_bridge_needs_the_token(caplog):
                 adapter = agent.adapters["sim2bot"]
                 assert await wait_for(lambda: "403" in adapter.status()["last_error"], 5)
                 await asyncio.sleep(1.0)                   # a refusal waits refused_delay_s, not the 0.5 s backoff
-                assert not adapter.status()["connected"] and adapter._link.total_failures == 1
+                assert not adapter.status()["connected"] and adapter.rooms[0].link.total_failures == 1
         refusals = [r.getMessage() for r in caplog.records if "refused the robot" in r.getMessage()]
         assert len(refusals) == 1 and "not a network fault" in refusals[0]
         async with running_agent(agent_params(own, token="s3cret-token")) as agent:
