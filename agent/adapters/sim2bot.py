@@ -17,7 +17,7 @@ whose last controller leaves, releases the source when it gave the last command.
 
 Liveness: every socket sends a WebSocket ping every ``ping_interval_s`` (2 s) and
 drops the link when the pong has not come ``ping_timeout_s`` (3 s) later; with the
-closing handshake bounded to :data:`CLOSE_S` a dead bridge is noticed within
+closing handshake bounded to ``sim2bot_room.CLOSE_S`` (0.5 s) a dead bridge is noticed within
 ``ping_interval_s + ping_timeout_s + CLOSE_S`` (5.5 s by default), the source is
 released and the room reconnects (a new socket: nothing held is replayed).
 
@@ -45,16 +45,11 @@ from agent.adapters.sim2bot_commands import (
     decode,
     parse,
 )
-from agent.adapters.sim2bot_room import (  # noqa: F401  (re-exported: the adapter's link helpers)
-    CLOSE_S,
-    LINK_ERRORS,
-    OFFLOAD_BYTES,
+from agent.adapters.sim2bot_room import (  # noqa: F401  (video_url, with_query: re-exported)
     SOURCE,
-    TRANSPORT_MAX_BYTES,
     Outcome,
     RoomLink,
     is_loopback,
-    refused,
     video_url,
     with_query,
 )

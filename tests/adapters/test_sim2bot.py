@@ -77,6 +77,25 @@ def test_config_section_checks_url_and_delays():
     assert loads(json.dumps({"sim2bot": {"url": "wss://b.example/ws", "room": "lab-1"}})).sim2bot.room == "lab-1"
 
 
+@pytest.mark.parametrize("section, error", [
+    ({"room": "a", "rooms": ["b"]}, "set either room or rooms, not both"),
+    ({"rooms": ["a", "b", "a"]}, "rooms lists a more than once"),
+    ({"rooms": ["bad room"]}, r"\$\.sim2bot\.rooms\[0\]"),
+    ({"rooms": [f"r{i}" for i in range(9)]}, r"\$\.sim2bot\.rooms: List should have at most 8"),
+])
+def test_config_rooms_are_checked(section, error):
+    from agent.config import ConfigError, loads
+    with pytest.raises(ConfigError, match=error):
+        loads(json.dumps({"sim2bot": section}))
+
+
+def test_config_served_rooms_default_to_the_single_room():
+    from agent.config import loads
+    served = [loads(json.dumps({"sim2bot": section})).sim2bot.served_rooms
+              for section in ({}, {"room": "lab"}, {"rooms": ["a", "default"]}, {"rooms": []})]
+    assert served == [(None,), ("lab",), ("a", "default"), (None,)]
+
+
 def lan_address() -> str | None:
     """This machine's non-loopback IPv4 address, if it has one."""
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
