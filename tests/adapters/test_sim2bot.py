@@ -408,3 +408,20 @@ async def test_fuzzed_bad_messages_are_rejected_and_nothing_moves(bridge):
         assert (snap.active_source, snap.joints.target, snap.gripper, snap.stopped) == \
             ("", home.joints.target, home.gripper, False)
         assert adapter.status()["rejected"] == len(outcomes)
+
+
+def test_the_adapter_is_up_only_when_every_room_is_and_names_the_failing_room():
+    from agent.adapters.sim2bot import merged_state
+    from agent.ports import LinkState, LinkStatus
+
+    def room(name, state, since, error=""):
+        return LinkStatus(name="sim2bot", state=state, connected=state is LinkState.UP, since=since,
+                          last_error=error, detail={"room": name})
+
+    up_a, up_b = room("a", LinkState.UP, 5.0), room("b", LinkState.UP, 7.0)
+    assert merged_state([up_a, up_b]) == (LinkState.UP, True, 7.0, "")
+    down_b = room("b", LinkState.DOWN, 9.0, "OSError: refused")
+    assert merged_state([room("a", LinkState.UP, 5.0, "TimeoutError: old"), down_b]) == \
+        (LinkState.DOWN, False, 9.0, "room b: OSError: refused")
+    assert merged_state([down_b]) == (LinkState.DOWN, False, 9.0, "OSError: refused")
+    assert merged_state([up_a, room("b", LinkState.CONNECTING, 8.0)])[:3] == (LinkState.CONNECTING, False, 8.0)
