@@ -327,3 +327,21 @@ async def test_frames_over_the_link_budget_are_dropped_not_delayed(hub):
     name = f"model:0 2 80x60@{key.fps:g}"
     assert stats[name]["dropped"] >= 10 and stats["dropped"] == stats[name]["dropped"]
     assert stats[name]["sent"] == len(rec.frames) and stats[name]["p99_s"] is not None
+
+
+async def test_the_format_limit_per_camera_spans_rooms_and_a_shared_format_costs_nothing(bridge):
+    def subscribe(room: str, width: int) -> str:
+        message = {"type": "camera_subscribe", "camera": "model:0", "width": width, "height": 48, "codec": 2}
+        return adapter.handle_message(json.dumps(message), room)
+
+    async with running_agent(agent_params(bridge, rooms=["ctl-a", "ctl-b"])) as agent:
+        adapter = agent.adapters["sim2bot"]
+        assert [subscribe("ctl-a", 64 + i) for i in range(MAX_STREAMS_PER_CAMERA)] == ["camera"] * 4
+        assert subscribe("ctl-b", 64) == "camera"              # a format room ctl-a streams: shared
+        assert subscribe("ctl-b", 200) == "rejected"            # a fifth distinct format of the camera
+        assert adapter.status()["streams"] == MAX_STREAMS_PER_CAMERA + 1
+        unsubscribe = {"type": "camera_unsubscribe", "camera": "model:0"}
+        assert adapter.handle_message(json.dumps(unsubscribe), "ctl-a") == "camera"
+        assert subscribe("ctl-b", 200) == "camera"              # ctl-a's formats are ending: room again
+        with pytest.raises(KeyError, match="not served"):
+            adapter.handle_message(json.dumps(unsubscribe), "ctl-c")
