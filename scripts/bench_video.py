@@ -218,9 +218,9 @@ async def sample_rate(agent, seconds: float, probe: LoopProbe | None = None) -> 
 def stream_lines(status, seconds: float) -> list[str]:
     """One line per Sim2Bot stream: age p50/p99, delivered fps, budget drops, too old."""
     video = status.detail["video"]
-    budget = video.get("budget", {})
-    lines = [f"      /video link: {budget.get('bytes_per_s', 0) / 1e6:.0f} MB/s, send path (encode + pack + send) "
-             f"{budget.get('cpu_share', float('nan')):.2f} core over the last second; budget drops {video.get('dropped')}"]
+    lines = [f"      /video link: {video.get('budget_bytes_per_s', 0) / 1e6:.0f} MB/s, send path (encode + pack + send) "
+             f"{video.get('budget_cpu_share', float('nan')):.2f} core over the last second; "
+             f"budget drops {video.get('dropped')}"]
     for name, v in video.items():
         if not isinstance(v, dict) or "p50_s" not in v:
             continue

@@ -306,10 +306,12 @@ class VideoStreams:
     def stats(self) -> dict[str, object]:
         """Per stream (``camera codec WxH@fps``): frame age p50/p95/p99/max (capture -> handed to the
         socket, s), throughput (kB/s), ``sent``, ``dropped`` (over the link's budget) and ``too_old``;
-        plus the link's ``too_old`` (frames not sent: older than the limit), ``dropped`` and
-        ``budget`` (bytes/s and CPU share of one core over the last second)."""
+        plus the link's ``too_old`` (frames not sent: older than the limit), ``dropped``,
+        ``budget_bytes_per_s`` and ``budget_cpu_share`` (what the link spent over the last second,
+        CPU as a share of one core). Only streams are dicts."""
+        usage = self.budget.usage()
         out: dict[str, object] = {"too_old": self.too_old, "dropped": self.budget.dropped,
-                                  "budget": self.budget.usage()}
+                                  "budget_bytes_per_s": usage["bytes_per_s"], "budget_cpu_share": usage["cpu_share"]}
         for key, pacer in self.pacers.items():
             name = f"{key.camera} {key.codec} {key.width}x{key.height}@{key.fps:g}"
             out[name] = {**pacer.age_stats(), "kBps": round(pacer.throughput_bps / 1000), "sent": pacer.sent,

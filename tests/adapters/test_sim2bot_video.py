@@ -233,7 +233,7 @@ async def test_a_raw_frame_of_many_fragments_arrives_whole_through_the_bridge(br
             # the pattern moves a little between the two frames; a masking error would be noise (~85)
             assert np.abs(frame.image().astype(int) - latest.image).mean() < 30
             assert frame.sequence <= latest.seq
-        assert agent.adapters["sim2bot"].status().detail["video"]["budget"]["bytes_per_s"] > 0
+        assert agent.adapters["sim2bot"].status().detail["video"]["budget_bytes_per_s"] > 0
 
 
 async def test_fps_is_clamped_to_at_least_one(bridge):
