@@ -11,11 +11,14 @@ Bench-only instrumentation (instance attributes wrapped here, nothing in the hot
     t5 the driver's write returned (the 0xFF ack read back); tw the pty write inside it returned
     t6 the emulator received the last byte of the duty packet (wire time, wall clock of its thread)
 
-Stages printed: submit t0->t1, wake t1->t2, tick t2->t3, handoff t3->t4 (includes waiting for a
-feedback transaction in progress), wire+device t4->t6 (the duty packet's wire time 2.08 ms at 38400
-baud is its floor), ack t6->t5, and the total t0->t6 with and without the wire floor.
-Usage: ``python scripts/bench_latency_stages.py [--trials 300] [--switch-interval S]`` (adapters off: the control path alone;
-run it beside a busy agent or under bench_pi's quota to see load).
+Stages printed: submit t0->t1, wake t1->t2, tick t2->t3, handoff t3->t4 (includes waiting for the
+transaction in progress on the motor line), wire+device t4->t6 (the duty packet's wire time is its
+floor: 0.69 ms at 115200 baud, 2.08 ms at 38400), ack t6->t5, the rest of the tick after the post, and
+the total t0->t6 with and without the wire floor; then the three slowest trials by stage, and the
+handoff split by what the line carried when the duty was posted (idle, a duty write, a feedback read).
+Usage: ``python scripts/bench_latency_stages.py [--trials 300] [--baud B] [--from-rest] [--switch-interval S]``
+(adapters off: the control path alone; ``--from-rest``: each command from standstill, as bench_pi's
+trials; run it beside a busy agent or under bench_pi's quota to see load).
 """
 
 from __future__ import annotations
