@@ -9,12 +9,21 @@ posted duty before anything else, and between duties reads the feedback set at
 its timeouts and retries run here, and when the supervisor declares it lost the
 driver is closed here too (agent/supervisor.py drops it inside the failed call).
 
+An unchanged duty is not written again (latest wins, and it is already on the
+controller) until ``refresh_s`` after its acknowledged write (:func:`duty_refresh_s`:
+0.1 s, or a fifth of the controller's own stop timeout): a standing tank leaves
+the line to the feedback reads, so a new command finds it idle more often. A
+failed write, or a new driver after a reopen, always writes again.
+
 Bounds (docs/architecture.md, "Hardware"): a posted duty waits at most for the
-transaction in progress: a serial controller's feedback set is read with the
-duty slipped in between its transactions (drivers/serialport.py,
-``read_feedback(between)``), so not for a whole set (5 RoboClaw transactions,
-~17 ms of wire time at 38400 baud with the reply latency) but for one (~4 ms at most); with a silent
-controller, for the driver's reply timeout times its retries.
+one transaction in progress. The worker takes a pending duty before every
+transaction it starts: between duties, before a feedback set, and inside a
+serial controller's set before each of its transactions, retries of a failed
+read included (drivers/serialport.py ``read_feedback(between)``, which also writes a duty
+posted while the previous slipped-in duty was on the line before it goes on).
+On a RoboClaw the longest transaction is the combined encoder read (2.0 ms at
+115200 baud, 4.1 ms at 38400, reply latency included; drivers/roboclaw.py).
+With a silent controller the wait is the driver's reply timeout times its retries.
 """
 
 from __future__ import annotations
@@ -33,6 +42,21 @@ log = logging.getLogger(__name__)
 
 Duty = tuple[float, float]
 
+#: Longest time an unchanged duty goes unwritten, s (``duty_refresh_s`` caps it further).
+DUTY_REFRESH_S = 0.1
+#: Unchanged-duty writes per period of the controller's own timeout (serial_timeout_s / firmware_timeout_s).
+REFRESHES_PER_TIMEOUT = 5
+
+
+def duty_refresh_s(motor_cfg: object) -> float:
+    """How often to write an unchanged duty to the controller of ``motor_cfg``, s.
+
+    At most :data:`DUTY_REFRESH_S`, and at least :data:`REFRESHES_PER_TIMEOUT` writes per period of
+    the controller's own stop timeout (``serial_timeout_s``, ``firmware_timeout_s``) when it has one.
+    """
+    timeout = getattr(motor_cfg, "serial_timeout_s", None) or getattr(motor_cfg, "firmware_timeout_s", None)
+    return DUTY_REFRESH_S if not timeout else min(DUTY_REFRESH_S, timeout / REFRESHES_PER_TIMEOUT)
+
 
 class MotorWorker:
     """One thread per motor controller; see the module docstring.
@@ -41,12 +65,19 @@ class MotorWorker:
         motor: the supervised controller; its calls never raise.
         feedback_hz: feedback sets read per second (a set is several transactions).
         on_feedback: called on the worker thread with each new feedback (status logging).
+        refresh_s: a posted duty equal to the last one acknowledged by the same driver is not
+            written again until this long after that write (:func:`duty_refresh_s`).
+        clock: monotonic clock, s (for the refresh).
     """
 
     def __init__(self, motor: Supervised[MotorController], *, feedback_hz: float,
-                 on_feedback: Callable[[MotorFeedback], None] | None = None) -> None:
+                 on_feedback: Callable[[MotorFeedback], None] | None = None,
+                 refresh_s: float = DUTY_REFRESH_S, clock: Callable[[], float] = time.monotonic) -> None:
         self.motor = motor
         self._period = 1.0 / feedback_hz
+        self._refresh_s = refresh_s
+        self._clock = clock
+        self._last: tuple[Duty, float, object] | None = None   # duty, when, driver of the last acked write
         self._on_feedback = on_feedback
         self._cond = threading.Condition()
         self._pending: Duty | None = None     # newest posted duty not yet written
@@ -56,6 +87,7 @@ class MotorWorker:
         self.acked = True                     # the last duty write was acknowledged
         self.feedback: MotorFeedback | None = None
         self.writes = 0
+        self.skipped = 0                      # posted duties not written: unchanged and written lately
         self._thread = threading.Thread(target=self._run, name="motor", daemon=True)
 
     def start(self) -> None:
@@ -94,46 +126,65 @@ class MotorWorker:
 
     # ------------------------------------------------------------------ the thread
     def _run(self) -> None:
-        next_feedback = time.monotonic()
+        next_feedback = self._clock()
         while True:
             with self._cond:
-                while not self._stop and self._pending is None and time.monotonic() < next_feedback:
-                    self._cond.wait(max(0.0, next_feedback - time.monotonic()))
+                while not self._stop and self._pending is None and self._clock() < next_feedback:
+                    self._cond.wait(max(0.0, next_feedback - self._clock()))
                 if self._stop:
                     return
-                duty, self._pending, serial = self._pending, None, self._posted
-            if duty is not None:
-                self._write(duty, serial)
-                continue
-            next_feedback = time.monotonic() + self._period
-            self._read()
+                posted = self._pending is not None
+                taken = self._take()
+            if taken is not None:
+                self._write(*taken)
+            elif not posted:            # nothing posted: the feedback set is due
+                next_feedback = self._clock() + self._period
+                self._read()
 
-    def _write(self, duty: Duty, serial: int) -> None:
-        ok = bool(self.motor.call(lambda d: (d.set_duty(duty[0], duty[1]), True)[1], default=False))
+    def _take(self) -> tuple[Duty, int] | None:
+        """The pending duty and its post count, or None: none, or unchanged and written lately (then
+        done at once). Call with the condition held."""
+        duty, self._pending = self._pending, None
+        if duty is None:
+            return None
+        last = self._last
+        if (last is not None and last[0] == duty and last[2] is self.motor.driver
+                and self._clock() - last[1] < self._refresh_s):
+            self.skipped += 1
+            self._done = max(self._done, self._posted)
+            self._cond.notify_all()
+            return None
+        return duty, self._posted
+
+    def _written(self, duty: Duty, serial: int, ok: bool, driver: object, count: int = 1) -> None:
         with self._cond:
             self.acked = ok
-            self.writes += 1
+            self.writes += count
             self._done = max(self._done, serial)
+            self._last = (duty, self._clock(), driver) if ok else None
             self._cond.notify_all()
 
+    def _write(self, duty: Duty, serial: int) -> None:
+        driver = self.motor.driver
+        ok = bool(self.motor.call(lambda d: (d.set_duty(duty[0], duty[1]), True)[1], default=False))
+        self._written(duty, serial, ok, driver)
+
     def _read(self) -> None:
-        taken: list[int] = []
+        taken: list[tuple[Duty, int]] = []
+        driver = self.motor.driver
 
         def between() -> Duty | None:     # a duty posted meanwhile goes out before the next transaction
             with self._cond:
-                duty, self._pending = self._pending, None
-                if duty is not None:
-                    taken.append(self._posted)
-            return duty
+                got = self._take()
+            if got is None:
+                return None
+            taken.append(got)
+            return got[0]
 
         fb = self.motor.call(lambda d: d.read_feedback(between) if isinstance(d, SerialMotorController)
                              else d.read_feedback())
         if taken:       # written inside the set: acknowledged when the whole read succeeded
-            with self._cond:
-                self.acked = fb is not None
-                self.writes += len(taken)
-                self._done = max(self._done, taken[-1])
-                self._cond.notify_all()
+            self._written(*taken[-1], fb is not None, driver, count=len(taken))
         self.feedback = fb      # None while lost or failing: never a stale value
         if fb is not None and self._on_feedback is not None:
             self._on_feedback(fb)

@@ -98,7 +98,7 @@ class RoboclawConfig(DriverSection):
     invert_left: bool = False
     invert_right: bool = False
     reply_timeout_s: float = Field(0.05, ge=0.005, le=2.0, description="wait for an ack/reply before retrying")
-    feedback_hz: RateHz = Field(20.0, le=500, description="encoder/battery/status reads per second (5 transactions each)")
+    feedback_hz: RateHz = Field(20.0, le=500, description="feedback sets per second (encoders, speeds and one of battery/currents/status)")
 
 
 class SabertoothConfig(DriverSection):

@@ -16,16 +16,25 @@ serial timeout from ``cfg.serial_timeout_s``, in 100 ms units: with no valid
 packet for that long the controller stops both motors by itself);
 ``set_duty`` is cmd 34 (signed duty of both channels in one packet, +-32767 =
 +-100 %); ``set_speed_cps`` is cmd 37 (signed encoder counts/s, needs the
-controller's velocity PID tuned); ``read_feedback`` reads five transactions:
-cmd 78 (both encoder counters), 79 (both speeds), 24 (main battery, 0.1 V),
-49 (both currents, 10 mA) and 90 (status word, 2 or 4 bytes per
-``cfg.status_bytes``). ⚠ Cmds 78/79 are not in hardware-reference §1.4: they
-are from the RoboClaw user manual ("Read Encoder Counters": Enc1, Enc2 as
-4-byte values; "Read ISpeeds Counters": ISpeed1, ISpeed2, signed counts/s
-measured over the last 1/300 s, so noisier than cmds 18/19's). Two combined
-reads instead of cmds 16-19 take the set from 7 transactions (~22 ms of a
-38400-baud line with the reply latency) to 5 (~17 ms), and a new duty waits
-behind fewer of them (scripts/bench_latency_stages.py).
+controller's velocity PID tuned); ``read_feedback`` reads cmd 78 (both encoder
+counters) and 79 (both speeds) every time, and one of the slow fields in turn
+(``SLOW_READS``: 24 main battery, 0.1 V; 49 both currents, 10 mA; 90 status
+word, 2 or 4 bytes per ``cfg.status_bytes``), so each slow field is at most
+three sets old; the first set after ``open()`` reads all five. ⚠ Cmds 78/79 are
+not in hardware-reference §1.4: they are from the RoboClaw user manual ("Read
+Encoder Counters": Enc1, Enc2 as 4-byte values; "Read ISpeeds Counters":
+ISpeed1, ISpeed2, signed counts/s measured over the last 1/300 s, so noisier
+than cmds 18/19's).
+
+Line time (8N1, the emulator's assumed 1 ms reply latency; docs/hardware.md
+"Motor line rate"): a set is 3 transactions, ~11 ms at 38400 baud and ~5.7 ms
+at 115200 (5 and ~17 / ~9 ms before the slow fields took turns). A new duty
+waits behind at most the transaction in progress; the longest is cmd 78/79
+(2 + 10 bytes: 4.1 ms at 38400, 2.0 ms at 115200), the duty write itself
+(8 + 1 bytes) 3.3 / 1.8 ms. Per-motor reads (cmds 16-19, 2 + 7 bytes each)
+would cap it at the duty write's length but add two transactions per set: at
+115200 that saved no measurable p99 and kept the line busier
+(scripts/bench_latency_stages.py), so the combined reads stay.
 
 Interpretation choices (hardware-reference appendix, open points 3-4):
 
@@ -96,6 +105,12 @@ ACK = 0xFF
 VERSION_MAX_BYTES = 48
 #: Longest reply the driver reads (version string + CRC), bytes.
 MAX_REPLY_BYTES = VERSION_MAX_BYTES + 2
+
+#: The slow part of a feedback set: main battery, currents, status. One of them is read per set, in
+#: turn (each refreshed every ``len(SLOW_READS)`` sets); the first set after ``open()`` reads all.
+SLOW_READS = (CMD_READ_MAIN_BATTERY, CMD_READ_CURRENTS, CMD_READ_STATUS)
+#: Data bytes of the slow reads' replies (the status word's width is ``cfg.status_bytes``).
+SLOW_READ_BYTES = {CMD_READ_MAIN_BATTERY: 2, CMD_READ_CURRENTS: 4}
 
 #: Status bits, 32-bit word of current Basicmicro firmware (§1.5).
 STATUS_BITS_32: dict[int, str] = {
@@ -196,9 +211,13 @@ class Roboclaw(SerialMotorController):
                          timeout_s=cfg.reply_timeout_s + transfer_s(MAX_REPLY_BYTES, cfg.baud))
         self.cfg: RoboclawConfig = cfg
         self.version = ""
+        self._slow: dict[int, bytes] = {}     # cmd -> data bytes of the last slow read (SLOW_READS)
+        self._slow_turn = 0
 
     # ------------------------------------------------------------------ protocol
     def _handshake(self, link: SerialLink) -> None:
+        self._slow.clear()      # a fresh link reads the whole set first
+        self._slow_turn = 0
         link.flush_input()
         self.version = self._read_version(link)
         self._write(link, CMD_SET_TIMEOUT, bytes((timeout_value(self.cfg.serial_timeout_s),)))
@@ -233,10 +252,17 @@ class Roboclaw(SerialMotorController):
     def _read_feedback(self, link: SerialLink) -> MotorFeedback:
         enc = struct.unpack(">ii", self._read(link, CMD_READ_ENCODERS, 8))
         speeds = struct.unpack(">ii", self._read(link, CMD_READ_ISPEEDS, 8))
-        (battery,) = struct.unpack(">H", self._read(link, CMD_READ_MAIN_BATTERY, 2))
-        currents = struct.unpack(">hh", self._read(link, CMD_READ_CURRENTS, 4))
+        slow = self._slow
+        due = SLOW_READS
+        if len(slow) == len(SLOW_READS):
+            due = (SLOW_READS[self._slow_turn],)
+            self._slow_turn = (self._slow_turn + 1) % len(SLOW_READS)
+        for cmd in due:
+            slow[cmd] = self._read(link, cmd, SLOW_READ_BYTES.get(cmd, self.cfg.status_bytes))
+        (battery,) = struct.unpack(">H", slow[CMD_READ_MAIN_BATTERY])
+        currents = struct.unpack(">hh", slow[CMD_READ_CURRENTS])
         width = self.cfg.status_bytes
-        status = int.from_bytes(self._read(link, CMD_READ_STATUS, width), "big")
+        status = int.from_bytes(slow[CMD_READ_STATUS], "big")
         left_counts, right_counts = self._channels(*enc)
         left_cps, right_cps = self._channels(*speeds)
         left_a, right_a = self._channels(currents[0] / 100.0, currents[1] / 100.0)

@@ -307,18 +307,17 @@ class SerialMotorController(MotorController):
         """Read whatever feedback the device offers (see the subclass). Raises DriverError.
 
         Args:
-            between: asked before each transaction of the feedback set; a (left, right) duty it
-                returns is written first, so a new duty never waits for a whole set (a RoboClaw
-                set is 5 transactions, ~17 ms at 38400 baud). Its failure fails this read.
+            between: asked before each transaction of the feedback set (and again after each duty
+                it returned); a (left, right) duty it returns is written first, so a new duty waits
+                for one transaction, never a whole set. Its failure fails this read.
         """
         with self._lock:
             link = self._require_link()
             if between is None:
                 return self._read_feedback(link)
 
-            def interleave() -> None:
-                duty = between()
-                if duty is not None:
+            def interleave() -> None:     # until none is pending: a duty posted meanwhile waits for one write
+                while (duty := between()) is not None:
                     self._write_duty(link, *self.track_duty(*duty))
 
             link.before_write = interleave

@@ -11,11 +11,14 @@ Bench-only instrumentation (instance attributes wrapped here, nothing in the hot
     t5 the driver's write returned (the 0xFF ack read back); tw the pty write inside it returned
     t6 the emulator received the last byte of the duty packet (wire time, wall clock of its thread)
 
-Stages printed: submit t0->t1, wake t1->t2, tick t2->t3, handoff t3->t4 (includes waiting for a
-feedback transaction in progress), wire+device t4->t6 (the duty packet's wire time 2.08 ms at 38400
-baud is its floor), ack t6->t5, and the total t0->t6 with and without the wire floor.
-Usage: ``python scripts/bench_latency_stages.py [--trials 300] [--switch-interval S]`` (adapters off: the control path alone;
-run it beside a busy agent or under bench_pi's quota to see load).
+Stages printed: submit t0->t1, wake t1->t2, tick t2->t3, handoff t3->t4 (includes waiting for the
+transaction in progress on the motor line), wire+device t4->t6 (the duty packet's wire time is its
+floor: 0.69 ms at 115200 baud, 2.08 ms at 38400), ack t6->t5, the rest of the tick after the post, and
+the total t0->t6 with and without the wire floor; then the three slowest trials by stage, and the
+handoff split by what the line carried when the duty was posted (idle, a duty write, a feedback read).
+Usage: ``python scripts/bench_latency_stages.py [--trials 300] [--baud B] [--from-rest] [--switch-interval S]``
+(adapters off: the control path alone; ``--from-rest``: each command from standstill, as bench_pi's
+trials; run it beside a busy agent or under bench_pi's quota to see load).
 """
 
 from __future__ import annotations
@@ -32,7 +35,9 @@ from agent.testing.running_agent import running_agent, sim_config
 from drivers import roboclaw as rc
 from drivers.serialport import transfer_s
 
-#: (name, from, to) as indexes into a trial row [t0, t1, t2, t3, t4, t6, t5, tw].
+#: (name, from, to) as indexes into a trial row [t0, t1, t2, t3, t4, t6, t5, tw, t7].
+#: Pause after a --from-rest trial's stop: the ramp down (0.2 m/s at 2 m/s^2) and more, s.
+REST_S = 0.2
 STAGES = (("submit", 0, 1), ("wake", 1, 2), ("tick", 2, 3), ("handoff", 3, 4),
           ("wire+device", 4, 5), ("total", 0, 5))
 
@@ -46,7 +51,8 @@ class Probe:
     """Timestamps of the instrumented calls, appended from the threads that make them."""
 
     def __init__(self) -> None:
-        self.events: dict[str, list[float]] = {k: [] for k in ("tick", "post", "write0", "wrote", "write1", "emu")}
+        self.events: dict[str, list[float]] = {k: [] for k in ("tick", "post", "write0", "wrote", "write1", "emu",
+                                                                "read0", "read1", "tick1")}
 
     def wrap(self, obj: object, name: str, before: str | None, after: str | None = None) -> None:
         inner = getattr(obj, name)
@@ -66,14 +72,23 @@ class Probe:
     def first_after(self, key: str, t: float) -> float | None:
         return next((x for x in self.events[key] if x >= t), None)
 
+    def line_at(self, t: float) -> str:
+        """What the motor line carried at ``t``: ``feedback`` (a read transaction), ``duty`` (a write) or ``idle``."""
+        for kind, start, end in (("duty", "write0", "write1"), ("feedback", "read0", "read1")):
+            began = [x for x in self.events[start] if x <= t]
+            if began and (self.first_after(end, began[-1]) or float("inf")) > t:
+                return kind
+        return "idle"
+
 
 def instrument(agent) -> Probe:
     probe = Probe()
     sched = agent.control._scheduler
-    probe.wrap(sched, "_tick", "tick")
+    probe.wrap(sched, "_tick", "tick", "tick1")
     probe.wrap(agent.hardware.motor_worker, "post", "post")
     drv = agent.hardware.motor_worker.motor.driver
     probe.wrap(drv, "_write_duty", "write0", "write1")
+    probe.wrap(drv, "_read", "read0", "read1")
     probe.wrap(drv._link.ser, "write", None, "wrote")
     emu = agent.sim.motor_emulator
     inner = emu._write_command
@@ -96,30 +111,40 @@ def trial_stages(probe: Probe, t0: float, t1: float) -> list[float] | None:
     t5 = probe.first_after("write1", t4) if t4 else None
     t6 = probe.first_after("emu", t4) if t4 else None
     tw = probe.first_after("wrote", t4) if t4 else None
-    if None in (t3, t4, t5, t6, tw):
+    t7 = probe.first_after("tick1", t3) if t3 else None
+    if None in (t3, t4, t5, t6, tw, t7):
         return None
-    return [t0, t1, t2, t3, t4, t6, t5, tw]
+    return [t0, t1, t2, t3, t4, t6, t5, tw, t7]
 
 
-def run_trials(agent, trials: int) -> list[list[float]]:
+def run_trials(agent, trials: int, from_rest: bool) -> tuple[list[list[float]], list[str]]:
+    """Rows of stage times, and what the line carried when each trial's duty was posted.
+
+    Alternating drive / zero commands (the duty ramps most of the time), or with ``from_rest`` a
+    drive command from standstill followed by a stop that is left to settle (as bench_pi's trials).
+    """
     probe = instrument(agent)
-    out = []
+    out, lines = [], []
     for i in range(trials):
         time.sleep(random.uniform(0.03, 0.07))  # random phase against the slots and the feedback reads
-        cmd = BaseVelocity(0.2 + 0.001 * (i % 50) if i % 2 == 0 else 0.0, 0.0)
+        cmd = BaseVelocity(0.2 + 0.001 * (i % 50) if i % 2 == 0 or from_rest else 0.0, 0.0)
         t0 = time.monotonic()
         agent.control.submit("sim2bot", cmd)
         t1 = time.monotonic()
         time.sleep(0.03)
+        if from_rest:
+            agent.control.submit("sim2bot", BaseVelocity(0.0, 0.0))
+            time.sleep(REST_S)
         got = trial_stages(probe, t0, t1)
         if got is not None:
             out.append(got)
+            lines.append(probe.line_at(got[3]))
         for values in probe.events.values():   # keep the lists short
-            del values[:-8]
-    return out
+            del values[:-32]
+    return out, lines
 
 
-def report(rows: list[list[float]], wire_s: float) -> None:
+def report(rows: list[list[float]], lines: list[str], wire_s: float) -> None:
     print(f"  trials {len(rows)}; duty packet wire floor {wire_s * 1e3:.2f} ms")
     for name, a, b in STAGES:
         values = [(r[b] - r[a]) * 1e3 for r in rows]
@@ -131,25 +156,41 @@ def report(rows: list[list[float]], wire_s: float) -> None:
     emu = [(r[5] - wire_s - r[7]) * 1e3 for r in rows]
     print(f"  {'emu reads':12s} p50 {pct(emu, 50):6.2f} ms  p99 {pct(emu, 99):6.2f} ms  (write returned -> the emulator "
           "thread reads it)")
+    rest = [(r[8] - r[3]) * 1e3 for r in rows]
+    print(f"  {'tick rest':12s} p50 {pct(rest, 50):6.2f} ms  p99 {pct(rest, 99):6.2f} ms  (post -> the tick returns; "
+          "the worker waits for the GIL meanwhile)")
     ack = [(r[6] - r[5]) * 1e3 for r in rows]      # reply latency + one byte + the driver's wake
     print(f"  {'ack (t6->t5)':12s} p50 {pct(ack, 50):6.2f} ms  p99 {pct(ack, 99):6.2f} ms")
+    worst = sorted(range(len(rows)), key=lambda i: rows[i][5] - rows[i][0])[-3:]
+    for i in reversed(worst):                      # where the tail's time went
+        r = rows[i]
+        parts = "  ".join(f"{name} {(r[b] - r[a]) * 1e3:.2f}" for name, a, b in STAGES[:-1])
+        print(f"  worst: total {(r[5] - r[0]) * 1e3:6.2f} ms = {parts}  (line {lines[i]} at the post)")
+    for kind in ("idle", "duty", "feedback"):      # the handoff by what the line carried at the post
+        values = [(r[4] - r[3]) * 1e3 for r, line in zip(rows, lines, strict=True) if line == kind]
+        if values:
+            print(f"  handoff, line {kind:8s} {len(values) / len(rows):4.0%} of trials: p50 {pct(values, 50):5.2f} ms  "
+                  f"p99 {pct(values, 99):5.2f} ms  max {max(values):5.2f}")
 
 
 async def main(args: argparse.Namespace) -> None:
-    cfg = sim_config()
+    cfg = sim_config(drivers={"motor": {"baud": args.baud}}) if args.baud else sim_config()
     async with running_agent(cfg) as agent:
         if args.switch_interval is not None:
             sys.setswitchinterval(args.switch_interval)
         await asyncio.sleep(1.0)
         baud = agent.cfg.drivers.motor.baud
-        rows = await asyncio.to_thread(run_trials, agent, args.trials)
-        print(f"command -> emulator receipt by stage (adapters off, "
+        rows, lines = await asyncio.to_thread(run_trials, agent, args.trials, args.from_rest)
+        print(f"command -> emulator receipt by stage (adapters off, motor line {baud} baud, "
+              f"{'from standstill, ' if args.from_rest else ''}"
               f"switch interval {sys.getswitchinterval() * 1e3:.1f} ms, gc frozen {gc.get_freeze_count()})")
-        report(rows, transfer_s(8, baud))
+        report(rows, lines, transfer_s(8, baud))
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--trials", type=int, default=300)
     parser.add_argument("--switch-interval", type=float, default=None, help="sys.setswitchinterval, s")
+    parser.add_argument("--from-rest", action="store_true", help="each command from standstill (as bench_pi)")
+    parser.add_argument("--baud", type=int, default=None, help="motor line rate (default: config/params.json)")
     asyncio.run(main(parser.parse_args()))

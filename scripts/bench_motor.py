@@ -30,9 +30,9 @@ from drivers.emulators.sabertooth import SabertoothEmulator
 from drivers.sabertooth import Sabertooth
 from drivers.serialport import transfer_s
 
-#: RoboClaw read_feedback: 7 requests of 2 bytes; replies 16/17/18/19: 5 + CRC, 24: 2 + CRC,
-#: 49: 4 + CRC, 90: 4 + CRC (4-byte status).
-ROBOCLAW_FEEDBACK_BYTES = 7 * 2 + 4 * 7 + 4 + 6 + 6
+#: RoboClaw read_feedback after the first: 3 requests of 2 bytes; replies 78/79: 8 + CRC, then one of
+#: 24: 2 + CRC, 49: 4 + CRC, 90: 4 + CRC (4-byte status) in turn (counted as 6).
+ROBOCLAW_FEEDBACK_BYTES = 3 * 2 + 2 * 10 + 6
 #: RoboClaw cmd 34: addr cmd 4 data CRC16, then the 0xFF ack.
 ROBOCLAW_DUTY_BYTES = 8 + 1
 #: Sabertooth: two 4-byte packets, no reply.
@@ -114,7 +114,7 @@ def main() -> None:
     bench_sabertooth(args.samples)
     bench_line(args.samples)
     print()
-    print("bytes: request + reply of one call (RoboClaw read_feedback = 5 transactions: cmds 78, 79, 24, 49, 90;")
+    print("bytes: request + reply of one call (RoboClaw read_feedback = 3 transactions: cmds 78, 79 and one of 24, 49, 90;")
     print("line read_feedback = E and ?; Sabertooth never replies).")
 
 

@@ -161,6 +161,22 @@ def test_feedback_decodes_counts_speeds_battery_currents(rig, physics):
     assert (fb.status, fb.status_text) == (0, ())
 
 
+def test_feedback_reads_the_slow_fields_one_per_set_in_turn(rig):
+    emu, drv = rig()
+    reads = [bytes((0x80, cmd)) for cmd in (rc.CMD_READ_ENCODERS, rc.CMD_READ_ISPEEDS)]
+    slow = [bytes((0x80, cmd)) for cmd in rc.SLOW_READS]
+    drv.read_feedback()
+    assert emu.received()[-5:] == reads + slow               # the first set after open() reads all
+    for turn in range(4):
+        drv.read_feedback()
+        assert emu.received()[-3:] == reads + [slow[turn % 3]]
+    emu.set_status(0x0001)                                 # E-Stop: seen within one turn of the slow reads
+    assert any(drv.read_feedback().status_text == ("E-Stop",) for _ in rc.SLOW_READS)
+    drv.open()                                             # a fresh link: the whole set again
+    drv.read_feedback()
+    assert emu.received()[-5:] == reads + slow
+
+
 def test_encoder_counts_are_signed_int32(rig):
     emu, drv = rig()
     emu.set_encoder_counts(m1=-5, m2=2**31 - 1)
