@@ -332,6 +332,7 @@ class FakeSMBus:
         if self.read_last_only and any(m.flags & I2C_M_RD for m in i2c_msgs[:-1]):
             raise _os_error(errno_mod.EOPNOTSUPP)
         with self._lock:
+            moved = 0
             for msg in i2c_msgs:
                 chip = self._target(msg.addr)
                 if msg.flags & I2C_M_RD:
@@ -342,6 +343,9 @@ class FakeSMBus:
                     payload = bytes(msg)
                     chip.write(payload)
                     self.log.append(Transaction(msg.addr, "write", payload))
+                moved += msg.len
+            reads = any(m.flags & I2C_M_RD for m in i2c_msgs)
+            self._hold(moved - 1, read=reads)       # the first byte written is the register
 
     def close(self) -> None:
         """Close the bus; later calls raise EBADF."""
