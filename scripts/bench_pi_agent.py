@@ -76,17 +76,34 @@ def _rss_mib(field: str) -> float:
     return 0.0
 
 
-def thread_cpu_s() -> dict[str, float]:
-    """CPU seconds (user + system) per live thread name, from /proc/self/task/<tid>/stat."""
+def thread_cpu_s() -> dict[str, tuple[float, int]]:
+    """(CPU seconds (user + system), voluntary context switches: wake-ups) per thread name, from
+    /proc/self/task/<tid>/stat and status; threads Python did not start (ZeroMQ's I/O thread,
+    OpenCV's pool) under their kernel name."""
     tick = os.sysconf("SC_CLK_TCK")
-    out: dict[str, float] = {}
-    for thread in threading.enumerate():
+    names = {t.native_id: t.name for t in threading.enumerate()}
+    out: dict[str, tuple[float, int]] = {}
+    for task in Path("/proc/self/task").iterdir():
         try:
-            fields = Path(f"/proc/self/task/{thread.native_id}/stat").read_text().rsplit(")", 1)[1].split()
+            fields = (task / "stat").read_text().rsplit(")", 1)[1].split()
+            status = (task / "status").read_text()
+            name = names.get(int(task.name)) or "[" + (task / "comm").read_text().strip() + "]"
         except OSError:
             continue
-        out[thread.name] = out.get(thread.name, 0.0) + (int(fields[11]) + int(fields[12])) / tick
+        wakeups = next((int(line.split()[1]) for line in status.splitlines()
+                        if line.startswith("voluntary_ctxt_switches")), 0)
+        cpu, n = out.get(name, (0.0, 0))
+        out[name] = (cpu + (int(fields[11]) + int(fields[12])) / tick, n + wakeups)
     return out
+
+
+def thread_figures(before: dict, after: dict, window: float) -> list[tuple[float, float, str]]:
+    """(CPU % of one core, wake-ups per second, name) per thread over the window, busiest first."""
+    rows = []
+    for name, (cpu, wakeups) in after.items():
+        cpu0, wakeups0 = before.get(name, (0.0, 0))
+        rows.append((100 * (cpu - cpu0) / window, (wakeups - wakeups0) / window, name))
+    return sorted(rows, reverse=True)
 
 
 def tick_figures(times: list[float], rate_hz: float, window_s: float) -> dict:
@@ -116,6 +133,10 @@ class GcPauses:
 
     def figures(self) -> dict:
         return {str(g): [len(p), 1e3 * max(p, default=0.0)] for g, p in self.pauses.items()}
+
+    def longest(self, n: int = 5) -> list[tuple[float, int]]:
+        """The ``n`` longest collections: (ms, generation), longest first."""
+        return sorted(((1e3 * d, g) for g, p in self.pauses.items() for d in p), reverse=True)[:n]
 
 
 async def loop_lag(lags: list[float], stop: asyncio.Event) -> None:
@@ -166,6 +187,7 @@ async def run_agent(ports: dict, seconds: float, out: str, switch_interval: floa
         cpu0, t0, threads0 = os.times(), time.monotonic(), thread_cpu_s()
         times, lags = await tick_times(agent, seconds)
         cpu1, window, threads1 = os.times(), time.monotonic() - t0, thread_cpu_s()
+        threads = thread_figures(threads0, threads1, window)
         motor = cfg.drivers.motor
         result = {
             "window_s": window, "rate_hz": cfg.control.rate_hz, **tick_figures(times, cfg.control.rate_hz, window),
@@ -175,9 +197,8 @@ async def run_agent(ports: dict, seconds: float, out: str, switch_interval: floa
             "baud": motor.baud, "duty_wire_s": transfer_s(DUTY_PACKET_BYTES, motor.baud),
             "duty_events": duty.events, "gc_pauses": pauses.figures(), "gc_frozen": gc.get_freeze_count(),
             "loop_lag_ms": [1e3 * _pct(lags, 50), 1e3 * _pct(lags, 99), 1e3 * max(lags, default=0.0)],
-            "emulator_cpu_pct": 100 * sum(v - threads0.get(k, 0.0) for k, v in threads1.items()
-                                          if k.endswith("-pty")) / window,
-            "threads_cpu_pct": sorted(((100 * (v - threads0.get(k, 0.0)) / window, k) for k, v in threads1.items()),
-                                      reverse=True)[:6],
+            "gc_longest": pauses.longest(),
+            "emulator_cpu_pct": sum(cpu for cpu, _, name in threads if name.endswith("-pty")),
+            "threads": threads,
         }
     Path(out).write_text(json.dumps(result))
