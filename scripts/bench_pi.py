@@ -129,6 +129,7 @@ def report(args, how: str, code: int, relays: dict, sends: dict, result: dict) -
     print(f"  CPU {result['cpu_pct']:.1f} % of one core (of which the motor emulator's thread "
           f"{result['emulator_cpu_pct']:.1f} %: simulation, not agent)   RSS peak {result['rss_peak_mib']:.1f} MiB "
           f"(now {result['rss_mib']:.1f} MiB)   switch interval {result['switch_interval_ms']:.2f} ms")
+    print(f"  libraries loaded: {', '.join(result['heavy'])}")
     gcs = result["gc_pauses"]
     print(f"  gc: {result['gc_frozen']} objects frozen; collections (count, longest ms) "
           + ", ".join(f"gen{g} {n} / {ms:.1f}" for g, (n, ms) in gcs.items()))

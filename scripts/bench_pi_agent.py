@@ -27,6 +27,9 @@ from drivers.serialport import transfer_s  # noqa: E402
 WARMUP_S = 3.0
 #: Sleep of the event loop lag probe, s.
 LAG_PROBE_S = 0.05
+#: Libraries whose import weighs in RSS (requests and websocket-client come only with the test extra:
+#: python-socketio[client]; the engine.io package imports them when they are installed).
+HEAVY = ("cv2", "numpy", "zmq", "robot_msg", "socketio", "aiohttp", "requests", "websocket", "ahrs")
 #: RoboClaw duty packet (cmd 34): address, command, 2 x int16, CRC16.
 DUTY_PACKET_BYTES = 8
 
@@ -198,6 +201,7 @@ async def run_agent(ports: dict, seconds: float, out: str, switch_interval: floa
             "duty_events": duty.events, "gc_pauses": pauses.figures(), "gc_frozen": gc.get_freeze_count(),
             "loop_lag_ms": [1e3 * _pct(lags, 50), 1e3 * _pct(lags, 99), 1e3 * max(lags, default=0.0)],
             "gc_longest": pauses.longest(),
+            "heavy": [m for m in HEAVY if m in sys.modules],
             "emulator_cpu_pct": sum(cpu for cpu, _, name in threads if name.endswith("-pty")),
             "threads": threads,
         }

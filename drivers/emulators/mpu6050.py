@@ -23,7 +23,6 @@ USER_CTRL.FIFO_RESET empties it (self-clearing).
 
 from __future__ import annotations
 
-import collections
 import math
 import random
 import struct
@@ -125,7 +124,7 @@ class Mpu6050Chip(RegisterChip):
         self.temperature_c = temperature_c
         self.samples = 0
         self.clock = physics.now if physics is not None else time.monotonic
-        self.fifo: collections.deque[int] = collections.deque()
+        self.fifo = bytearray()
         self._fifo_t = 0.0          # chip time of the next FIFO sample tick, s
         super().__init__()
 
@@ -165,9 +164,15 @@ class Mpu6050Chip(RegisterChip):
             value &= ~USER_FIFO_RESET & 0xFF           # self-clearing
         self.regs[reg] = value
 
+    def read(self, length: int) -> bytes:
+        if self.pointer != REG_FIFO_R_W:
+            return super().read(length)
+        self._fill()
+        out = bytes(self.fifo[:length])
+        del self.fifo[:length]
+        return out + bytes(length - len(out))          # an empty FIFO reads 0
+
     def load(self, reg: int) -> int:
-        if reg == REG_FIFO_R_W:
-            return self.fifo.popleft() if self.fifo else 0
         value = self.regs[reg]
         if reg == REG_INT_STATUS:
             self.regs[reg] = 0                          # cleared by the read
@@ -211,8 +216,7 @@ class Mpu6050Chip(RegisterChip):
         for _ in range(min(ticks, FIFO_SIZE // per_sample + 1)):     # a long pause only overflows it
             data = self._data(*truth)
             for part in parts:
-                self.fifo.extend(data[part])
+                self.fifo += data[part]
         if len(self.fifo) > FIFO_SIZE:
-            for _ in range(len(self.fifo) - FIFO_SIZE):
-                self.fifo.popleft()                     # the oldest bytes are lost
+            del self.fifo[:len(self.fifo) - FIFO_SIZE]   # the oldest bytes are lost
             self.regs[REG_INT_STATUS] |= INT_FIFO_OFLOW
