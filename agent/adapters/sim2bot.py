@@ -7,16 +7,23 @@ every reconnect re-announces), sends ``telemetry`` at ``telemetry_hz`` and
 executes the controller commands the bridge relays. Camera frames go to the
 sibling ``/video`` socket (:mod:`agent.adapters.sim2bot_video`).
 
-Liveness: both sockets send a WebSocket ping every ``ping_interval_s`` (2 s) and
-drop the link when the pong has not come ``ping_timeout_s`` (3 s) later; with the
-closing handshake bounded to :data:`CLOSE_S` a dead bridge is noticed within
+Rooms: the bridge routes commands, telemetry and video per room, so the adapter
+joins every room of ``cfg.sim2bot.served_rooms`` with its own pair of sockets
+(:class:`agent.adapters.sim2bot_room.RoomLink`) and its own camera streams: a
+controller gets only the formats subscribed in its room. Commands from every room
+are the one source ``sim2bot`` (priorities, stop latch and watchdog as for one
+controller; a ``stop`` from any room stops the tank). A room whose link drops, or
+whose last controller leaves, releases the source when it gave the last command.
+
+Liveness: every socket sends a WebSocket ping every ``ping_interval_s`` (2 s) and
+drops the link when the pong has not come ``ping_timeout_s`` (3 s) later; with the
+closing handshake bounded to ``sim2bot_room.CLOSE_S`` (0.5 s) a dead bridge is noticed within
 ``ping_interval_s + ping_timeout_s + CLOSE_S`` (5.5 s by default), the source is
-released and the adapter reconnects (a new socket: nothing held is replayed).
+released and the room reconnects (a new socket: nothing held is replayed).
 
 Translation only: :mod:`agent.adapters.sim2bot_commands` maps messages onto
 agent.model commands submitted as source ``sim2bot``;
-:mod:`agent.adapters.sim2bot_telemetry` maps snapshots onto packets. On
-disconnect the source is released, so whatever it drove stops at once.
+:mod:`agent.adapters.sim2bot_telemetry` maps snapshots onto packets.
 
 Source: ``sim2bot-bridge-protocol-v1.md``; peers ``sim2bot.bridge_server``
 (the relay) and ``sim2bot.Robot`` (the controller client). See docs/sim2bot.md.
@@ -25,78 +32,73 @@ Source: ``sim2bot-bridge-protocol-v1.md``; peers ``sim2bot.bridge_server``
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from urllib.parse import parse_qsl, urlencode, urlparse, urlunparse
-
-from websockets.asyncio.client import ClientConnection, connect
-from websockets.exceptions import InvalidStatus, WebSocketException
+from urllib.parse import urlparse
 
 from agent.adapters.sim2bot_commands import (
     COMMAND_TYPES,
     CameraRequest,
     ParseContext,
-    Parsed,
     Submit,
     decode,
-    normalize_room,
     parse,
 )
-from agent.adapters.sim2bot_telemetry import TelemetryBuilder, camera_ids, hello_message
+from agent.adapters.sim2bot_room import (  # noqa: F401  (video_url, with_query: re-exported)
+    SOURCE,
+    Outcome,
+    RoomLink,
+    is_loopback,
+    video_url,
+    with_query,
+)
+from agent.adapters.sim2bot_telemetry import camera_ids, hello_message
 from agent.config import AgentConfig
-from agent.config.robotmsg import is_local_address
 from agent.errors import CommandDeclined, CommandError
-from agent.ports import LinkStatus, RobotPort, VideoPort
+from agent.ports import LinkState, LinkStatus, RobotPort, VideoPort
 from agent.ratelimit import RateLimitedLog, safe
-from agent.reconnect import Reconnector, backoff_s  # noqa: F401  (backoff_s: re-exported)
+from agent.reconnect import backoff_s  # noqa: F401  (re-exported)
 
 log = logging.getLogger(__name__)
 
-SOURCE = "sim2bot"
-#: Largest WebSocket message the transport accepts (the bridge's own uvicorn limit is 16 MiB);
-#: the logical limit is ``cfg.sim2bot.max_message_bytes``, checked without dropping the link.
-TRANSPORT_MAX_BYTES = (16 << 20) + (64 << 10)
-#: Messages longer than this are decoded and parsed off the event loop.
-OFFLOAD_BYTES = 64 << 10
 #: Identical warnings are repeated at most this often, s.
 WARN_REPEAT_S = 10.0
-#: Longest a socket's closing handshake may take before the transport is dropped, s.
-CLOSE_S = 0.5
-#: Errors that end a session as a link fault (anything else is a bug, logged with its traceback).
-LINK_ERRORS = (OSError, WebSocketException, TimeoutError)
 
 
-def refused(err: BaseException) -> bool:
-    """The bridge refused the robot on purpose (HTTP 401/403 on the upgrade: a missing or wrong
-    token), not a network fault: retried after ``refused_delay_s`` with one WARNING."""
-    return isinstance(err, InvalidStatus) and err.response.status_code in (401, 403)
+def merged_state(parts: list[LinkStatus]) -> tuple[LinkState, bool, float, str]:
+    """The adapter's (state, connected, since, last_error) from its rooms' link states: up when
+    every room is up, down when one is down, else connecting; ``since`` when that state began (as
+    far as the rooms tell); ``last_error`` of a room not up first, prefixed with the room when
+    there are several."""
+    connected = all(p.connected for p in parts)
+    states = {p.state for p in parts}
+    state = LinkState.UP if connected else LinkState.DOWN if LinkState.DOWN in states else LinkState.CONNECTING
+    same = [p.since for p in parts if p.state is state] or [p.since for p in parts]
+    since = max(same) if state is LinkState.UP else min(same)
+    errors = sorted((p.connected, p.detail.get("room", ""), p.last_error) for p in parts if p.last_error)
+    if not errors:
+        return state, connected, since, ""
+    _, room, error = errors[0]
+    return state, connected, since, error if len(parts) == 1 else f"room {room}: {error}"
 
 
-def video_url(control_url: str) -> str:
-    """The ``/video`` sibling of a control URL (``.../ws`` -> ``.../video``), query kept."""
-    parsed = urlparse(control_url)
-    path = parsed.path
-    path = path[: -len("/ws")] + "/video" if path.endswith("/ws") else path.rstrip("/") + "/video"
-    return urlunparse(parsed._replace(path=path))
-
-
-def is_loopback(url: str) -> bool:
-    """The URL's host is loopback (``localhost``, 127/8, ::1)."""
-    return is_local_address(url)
-
-
-def with_query(url: str, **params: str | None) -> str:
-    """``url`` with the given query parameters added (None values left out)."""
-    parsed = urlparse(url)
-    query = parse_qsl(parsed.query, keep_blank_values=True)
-    query += [(k, v) for k, v in params.items() if v]
-    return urlunparse(parsed._replace(query=urlencode(query)))
+def merged_video(rooms: list[RoomLink]) -> dict[str, object]:
+    """The rooms' VideoStreams.stats: per stream (prefixed with the room when there are several),
+    numbers summed."""
+    out: dict[str, object] = {}
+    for link in rooms:
+        stats = link.streams.stats() if link.streams is not None else {}
+        for key, value in stats.items():
+            if isinstance(value, dict):
+                out[key if len(rooms) == 1 else f"{link.room} {key}"] = value
+            elif isinstance(value, (int, float)):
+                out[key] = out.get(key, 0) + value
+    return out
 
 
 class Sim2botAdapter:
-    """The agent on a Sim2Bot bridge, in the simulator role.
+    """The agent on a Sim2Bot bridge, in the simulator role, in every configured room.
 
     Args:
         cfg: the agent config; ``cfg.sim2bot`` is this adapter's section.
@@ -105,6 +107,9 @@ class Sim2botAdapter:
         config_path: unused (the interface shared by every adapter).
         clock, sleep: monotonic clock (s) and pause coroutine of the telemetry loop and the
             reconnect pauses (injected in tests).
+
+    Attributes:
+        rooms: one :class:`RoomLink` per served room, in config order.
     """
 
     def __init__(self, cfg: AgentConfig, robot: RobotPort, video: VideoPort | None, *,
@@ -113,147 +118,117 @@ class Sim2botAdapter:
         self._cfg = cfg
         self._s = cfg.sim2bot
         self._robot = robot
-        self._video = video
         desc = robot.description
         global_ids = camera_ids(desc)
-        self._room = normalize_room(self._s.room)
-        self._ctx = ParseContext(dof=desc.dof, has_gripper=desc.has_gripper,
-                                 cameras=global_ids if video is not None else (), room=self._room)
-        self._hello = json.dumps(hello_message(desc, cfg))
-        self._desc = desc
-        self._streams = None
-        if video is not None and global_ids:
-            from agent.adapters.sim2bot_video import VideoStreams
-            by_id = {c.id: c for c in cfg.drivers.cameras}
-            self._streams = VideoStreams(
-                video, {g: (cid, by_id[cid]) for g, cid in zip(global_ids, desc.cameras) if cid in by_id},
-                self._s.subscription_ttl_s, max_age_s=cfg.video.max_frame_age_s)
+        cameras = global_ids if video is not None else ()
+        by_id = {c.id: c for c in cfg.drivers.cameras}
+        streamable = {g: (cid, by_id[cid]) for g, cid in zip(global_ids, desc.cameras) if cid in by_id}
+        self.rooms: list[RoomLink] = []
+        for name in self._s.served_rooms:
+            streams = None
+            if video is not None and global_ids:
+                from agent.adapters.sim2bot_video import VideoStreams
+                streams = VideoStreams(video, streamable, self._s.subscription_ttl_s,
+                                       max_age_s=cfg.video.max_frame_age_s)
+            self.rooms.append(RoomLink(name, self._s, desc, hello_message(desc, cfg, name), robot, self,
+                                       streams, cameras, clock=clock, sleep=sleep))
         self._warn = RateLimitedLog(log, WARN_REPEAT_S)
         self._noted: set[str] = set()
-        self._control_url = with_query(self._s.url, room=self._s.room,
-                                       token=self._s.token if self._s.token_in_query else None)
-        self._video_url = video_url(self._control_url)
-        self._headers = {"Authorization": f"Bearer {self._s.token}"} if self._s.token else None
-        self._connected = False
-        self._video_connected = False
-        self._controllers: int | None = None
-        self._link = Reconnector(f"sim2bot: bridge at {self._s.url}", log, first_s=self._s.reconnect_delay_s,
-                                 max_s=self._s.reconnect_delay_max_s, refused=refused,
-                                 refused_s=self._s.refused_delay_s, clock=clock, sleep=sleep)
-        self._video_reconnect = Reconnector(f"sim2bot: video socket to {video_url(self._s.url)}", log,
-                                            first_s=self._s.reconnect_delay_s, max_s=self._s.reconnect_delay_max_s,
-                                            clock=clock, sleep=sleep)
-        self._clock, self._sleep = clock, sleep
-        self._counters = {"received": 0, "executed": 0, "rejected": 0, "declined": 0, "camera": 0,
-                          "status": 0, "sent": 0, "connects": 0}
+        self._commander: str | None = None   # the room whose command was accepted last
+        self._counters = {"received": 0, "executed": 0, "rejected": 0, "declined": 0, "camera": 0, "status": 0}
 
     # ------------------------------------------------------------------ health
     def status(self) -> LinkStatus:
         """Connection state and counters, for health reports.
 
         Counters: ``received``, ``executed``, ``rejected``, ``declined``, ``camera``, ``status``,
-        ``sent`` (telemetry packets), ``connects``, ``frames_sent``, ``streams`` (active now).
-        Detail: ``video_connected``, ``url`` (without token), ``room``, ``controllers`` (last
-        ``bridge_status``), ``video`` (frame ages per stream, VideoStreams.stats). ``last_error``: the newest control-socket failure.
+        ``sent`` (telemetry packets), ``connects``, ``frames_sent``, ``streams`` (active now), all
+        summed over rooms. State: ``up`` when every room's control socket is up.
+        Detail: ``video_connected`` (every room's), ``url`` (without token), ``room`` (the first
+        room), ``rooms`` (per room: state, ``connected``, ``video_connected``, ``controllers``,
+        ``connects``, ``sent``, ``last_error``), ``controllers`` (summed last ``bridge_status``
+        counts), ``video`` (frame ages per stream, VideoStreams.stats; with several rooms each
+        stream is prefixed with its room). ``last_error``: the newest control-socket failure.
         """
-        streams = self._streams
-        counters = {**self._counters, "frames_sent": streams.frames_sent if streams else 0,
-                    "streams": len(streams.active) if streams else 0}
-        detail = {"video_connected": self._video_connected, "url": self._s.url, "room": self._room,
-                  "controllers": self._controllers, "video": streams.stats() if streams else {}}
-        return self._link.status(SOURCE, counters, detail, connected=self._connected)
+        parts = [link.status() for link in self.rooms]
+        streams = [link.streams for link in self.rooms if link.streams is not None]
+        counters = {**self._counters, "sent": sum(link.sent for link in self.rooms),
+                    "connects": sum(link.connects for link in self.rooms),
+                    "frames_sent": sum(s.frames_sent for s in streams),
+                    "streams": sum(len(s.active) for s in streams)}
+        known = [link.controllers for link in self.rooms if link.controllers is not None]
+        detail = {"video_connected": bool(streams) and all(link.video_connected for link in self.rooms),
+                  "url": self._s.url, "room": self.rooms[0].room, "controllers": sum(known) if known else None,
+                  "rooms": {p.detail["room"]: {"state": p.state.value, "last_error": p.last_error, **p.detail}
+                            for p in parts},
+                  "video": merged_video(self.rooms)}
+        state, connected, since, last_error = merged_state(parts)
+        return LinkStatus(name=SOURCE, state=state, connected=connected, since=since, last_error=last_error,
+                          counters=counters, detail=detail)
 
     # ------------------------------------------------------------------ run
-    def _connect(self, url: str, max_size: int) -> connect:
-        return connect(url, additional_headers=self._headers, open_timeout=self._s.connect_timeout_s,
-                       max_size=max_size, compression=None, ping_interval=self._s.ping_interval_s,
-                       ping_timeout=self._s.ping_timeout_s, close_timeout=CLOSE_S,
-                       proxy=None if is_loopback(url) else True)
-
     async def run(self) -> None:
-        """Connect, announce, serve; reconnect forever with jittered capped backoff. Never raises
-        on peer or network errors; returns only by cancellation."""
+        """Serve every room: connect, announce, serve; each room reconnects forever with jittered
+        capped backoff, on its own. Never raises on peer or network errors; returns only by
+        cancellation."""
         if not is_loopback(self._s.url):
             if not self._s.token:
                 log.warning("sim2bot: %s is not loopback and no token is configured; the bridge "
                             "will refuse the connection", self._s.url)
             elif urlparse(self._s.url).scheme == "ws":
                 log.warning("sim2bot: the bridge token travels unencrypted over ws:// to %s", self._s.url)
-        await self._link.run(self._control_session, errors=LINK_ERRORS)
+        async with asyncio.TaskGroup() as group:
+            for link in self.rooms:
+                group.create_task(link.run(), name=f"sim2bot-room-{link.room}")
 
-    async def _control_session(self) -> None:
-        async with self._connect(self._control_url, TRANSPORT_MAX_BYTES) as ws:
-            self._link.up()
-            await self._session(ws)
-
-    async def _session(self, ws: ClientConnection) -> None:
-        await ws.send(self._hello)
-        self._connected = True
-        self._counters["connects"] += 1
-        self._controllers = None
-        log.info("sim2bot: connected to %s as simulator (room %s), announced %r: dof %d, %d camera(s)",
-                 self._s.url, self._room, self._desc.name, self._desc.dof, len(self._ctx.cameras))
-        tasks = [asyncio.create_task(self._read(ws), name="sim2bot-read"),
-                 asyncio.create_task(self._telemetry(ws), name="sim2bot-telemetry")]
-        if self._streams is not None:
-            tasks.append(asyncio.create_task(self._video_link(), name="sim2bot-video-link"))
-        reason = "bridge connection closed"
-        try:
-            done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
-            for task in done:
-                err = task.exception()
-                if err is not None:
-                    reason = f"bridge connection lost: {type(err).__name__}: {err}"
-                    if not isinstance(err, LINK_ERRORS):
-                        raise err
-        except asyncio.CancelledError:
-            reason = "agent shutting down"
-            raise
-        finally:
-            for task in tasks:
-                task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
-            if self._streams is not None:
-                self._streams.close()
-            self._connected = False
-            self._robot.release(SOURCE, reason)
-            log.warning("sim2bot: disconnected from %s (%s); released source %s", self._s.url, reason, SOURCE)
+    def release(self, link: RoomLink, reason: str) -> bool:
+        """``link``'s room lost its bridge link or its last controller: release the source (whatever
+        sim2bot drives stops at once) unless another room gave the last accepted command (that
+        room's controller owns the targets now). Returns whether it was released."""
+        if self._commander not in (None, link.room):
+            log.info("sim2bot: room %s: %s; source kept (room %s gave the last command)",
+                     link.room, reason, self._commander)
+            return False
+        self._commander = None
+        self._robot.release(SOURCE, reason)
+        return True
 
     # ------------------------------------------------------------------ commands
-    async def _read(self, ws: ClientConnection) -> None:
-        async for raw in ws:
-            if isinstance(raw, str) and len(raw) > OFFLOAD_BYTES:
-                outcome = await asyncio.to_thread(self._interpret, raw)
-            else:
-                outcome = self._interpret(raw)
-            self._apply(*outcome)
-
-    def handle_message(self, raw: str | bytes) -> str:
-        """Handle one control-socket message synchronously (event loop thread).
+    def handle_message(self, raw: str | bytes, room: str | None = None) -> str:
+        """Handle one control-socket message of ``room`` (default: the first served room)
+        synchronously, on the event loop thread.
 
         Returns:
             ``executed``, ``camera``, ``declined``, ``rejected`` or ``status``.
-        """
-        return self._apply(*self._interpret(raw))
 
-    def _interpret(self, raw: str | bytes) -> tuple[str, Parsed | dict | CommandError]:
-        """Decode and parse; thread-safe (reads only immutable state)."""
+        Raises:
+            KeyError: ``room`` is not served.
+        """
+        link = self.rooms[0] if room is None else next((r for r in self.rooms if r.room == room), None)
+        if link is None:
+            raise KeyError(f"room {room!r} is not served; served: {', '.join(r.room for r in self.rooms)}")
+        return self.apply(link, *self.interpret(raw, link.ctx))
+
+    def interpret(self, raw: str | bytes, ctx: ParseContext) -> tuple[str, Outcome]:
+        """Decode and parse one message of the room ``ctx`` belongs to; thread-safe (reads only
+        immutable state). Returns its type (escaped) and the outcome."""
         kind = "message"
         try:
             message = decode(raw, self._s.max_message_bytes)
             kind = safe(message.get("type"), 64)  # untrusted: escaped before it reaches a log line
             if kind in ("bridge_status", "scene"):
                 return kind, message
-            return kind, parse(message, self._ctx)
+            return kind, parse(message, ctx)
         except CommandError as err:
             return kind, err
 
-    def _apply(self, kind: str, outcome: Parsed | dict | CommandError) -> str:
+    def apply(self, link: RoomLink, kind: str, outcome: Outcome) -> str:
+        """Act on one parsed message from ``link``'s room (event loop thread); see handle_message."""
         self._counters["received"] += 1
         if isinstance(outcome, dict):
             self._counters["status"] += 1
             if kind == "bridge_status":
-                self._bridge_status(outcome)
+                link.bridge_status(outcome)
             return "status"
         if isinstance(outcome, CommandDeclined):  # valid, does nothing on a tank
             self._counters["declined"] += 1
@@ -263,12 +238,12 @@ class Sim2botAdapter:
             if isinstance(outcome, CommandError):
                 raise outcome
             if isinstance(outcome, Submit):
-                return self._submit(kind, outcome)
-            if isinstance(outcome, CameraRequest):
-                if self._streams is not None:  # else ctx.cameras is empty and parse rejected it
-                    self._streams.subscribe(outcome)
-            elif self._streams is not None:  # CameraRelease
-                self._streams.unsubscribe(outcome.camera)
+                return self._submit(link, kind, outcome)
+            if link.streams is not None:  # else ctx.cameras is empty and parse rejected it
+                if isinstance(outcome, CameraRequest):
+                    link.streams.subscribe(outcome, self._formats_elsewhere(link, outcome.camera))
+                else:  # CameraRelease: this room's streams of the camera only
+                    link.streams.unsubscribe(outcome.camera)
             self._counters["camera"] += 1
             return "camera"
         except CommandError as err:  # bad input, or a subscription the streams refuse
@@ -276,19 +251,26 @@ class Sim2botAdapter:
             self._warn.log(logging.WARNING, self._key(kind, err), "sim2bot: rejected %s: %s", kind, err)
             return "rejected"
 
+    def _formats_elsewhere(self, link: RoomLink, camera: str) -> set:
+        """Formats of ``camera`` the other rooms stream: the per-camera limit spans rooms (each
+        distinct format costs an encode per frame, whichever room asked)."""
+        return set().union(*(r.streams.formats(camera) for r in self.rooms
+                             if r is not link and r.streams is not None))
+
     @staticmethod
     def _key(kind: str, err: CommandError) -> tuple[str, str, str]:
         """Rate-limit key of a rejection: source, reason and the message type when it is a known one
         (a bounded set), so junk with ever-new types or texts still costs one line per reason."""
         return SOURCE, err.reason, kind if kind in COMMAND_TYPES else "?"
 
-    def _submit(self, kind: str, outcome: Submit) -> str:
+    def _submit(self, link: RoomLink, kind: str, outcome: Submit) -> str:
         try:
             self._robot.submit(SOURCE, outcome.command)
         except CommandError as err:  # the control loop logs its own rejections
             self._counters["rejected"] += 1
             log.debug("sim2bot: %s refused by the robot: %s", kind, err)
             return "rejected"
+        self._commander = link.room
         for name in outcome.ignored:
             self._note(f"ignored:{name}", logging.WARNING,
                        f"sim2bot: base_velocity {name} ignored: a tracked base moves only along x and yaw")
@@ -299,56 +281,3 @@ class Sim2botAdapter:
         if key not in self._noted:
             self._noted.add(key)
             log.log(level, "%s", text)
-
-    def _bridge_status(self, message: dict) -> None:
-        count = message.get("controllers")
-        if isinstance(count, bool) or not isinstance(count, int):
-            return
-        before, self._controllers = self._controllers, count
-        if before != count:
-            log.info("sim2bot: %d controller(s) on the bridge in room %s", count, self._room)
-        if count == 0 and before:
-            self._robot.release(SOURCE, "the last controller left the bridge")
-
-    # ------------------------------------------------------------------ telemetry
-    async def _telemetry(self, ws: ClientConnection) -> None:
-        builder = TelemetryBuilder(self._desc, self._s.robot_id, self._room)
-        clock = self._clock
-        period = 1.0 / self._s.telemetry_hz
-        limit = self._s.max_samples
-        last_seq = self._robot.snapshot().seq
-        due = clock()
-        while True:
-            due += period
-            delay = due - clock()
-            if delay > 0:
-                await self._sleep(delay)
-            else:
-                due = clock()  # fell behind: skip, never burst
-            batch = self._robot.samples_since(last_seq, limit)
-            newest = self._robot.snapshot() if len(batch) >= limit or not batch else batch[-1]
-            last_seq = max(last_seq, newest.seq)
-            await ws.send(json.dumps(builder.build(newest, batch)))
-            self._counters["sent"] += 1
-
-    # ------------------------------------------------------------------ video
-    async def _video_link(self) -> None:
-        await self._video_reconnect.run(self._video_session, errors=LINK_ERRORS)
-
-    async def _video_session(self) -> None:
-        assert self._streams is not None
-        hello = {"type": "hello", "role": "simulator-video"}
-        if self._s.room:
-            hello["room"] = self._s.room
-        try:
-            async with self._connect(self._video_url, 1 << 20) as vws:
-                await vws.send(json.dumps(hello))
-                self._streams.attach(vws.send)
-                self._video_connected = True
-                self._video_reconnect.up()
-                log.info("sim2bot: video socket connected to %s", video_url(self._s.url))
-                await vws.wait_closed()
-                log.warning("sim2bot: video socket closed; reconnecting")
-        finally:
-            self._streams.attach(None)
-            self._video_connected = False

@@ -111,8 +111,11 @@ def camera_entries(desc: RobotDescription, cfg: AgentConfig) -> list[dict[str, A
     return out
 
 
-def hello_message(desc: RobotDescription, cfg: AgentConfig) -> dict[str, Any]:
-    """The simulator ``hello``: role, room and the scene the bridge serves to ``describe``."""
+def hello_message(desc: RobotDescription, cfg: AgentConfig, room: str | None = None) -> dict[str, Any]:
+    """The simulator ``hello``: role, room and the scene the bridge serves to ``describe``.
+
+    ``room``: the room this hello joins; None = ``cfg.sim2bot.room`` (no ``room`` key when that
+    is None too: the bridge's default room)."""
     hello: dict[str, Any] = {
         "type": "hello",
         "role": "simulator",
@@ -120,8 +123,9 @@ def hello_message(desc: RobotDescription, cfg: AgentConfig) -> dict[str, Any]:
         "cameras": camera_entries(desc, cfg),
         "devices": [],
     }
-    if cfg.sim2bot.room:
-        hello["room"] = cfg.sim2bot.room
+    room = room or cfg.sim2bot.room
+    if room:
+        hello["room"] = room
     return hello
 
 

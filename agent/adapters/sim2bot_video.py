@@ -8,6 +8,10 @@ many streams want it), paces it to the requested fps and sends it as one
 binary message (:func:`pack_frame`). A slow socket makes the stream skip to
 the newest frame: nothing queues.
 
+There is one :class:`VideoStreams` per bridge room the adapter serves
+(:mod:`agent.adapters.sim2bot_room`): a room's streams go only to that room's
+``/video`` socket, and the bridge relays them only to that room's controllers.
+
 Source: ``sim2bot-bridge-protocol-v1.md`` ("Cameras", "Camera frames");
 reference reader ``sim2bot.client._parse_frame``.
 """
@@ -148,9 +152,17 @@ class VideoStreams:
         """Streams currently subscribed."""
         return tuple(self._tasks)
 
+    def formats(self, camera: str) -> set[StreamKey]:
+        """The streams of ``camera`` running and not ending after an unsubscribe: what counts
+        against :data:`MAX_STREAMS_PER_CAMERA`."""
+        return {k for k, t in self._tasks.items() if k.camera == camera and not t.done() and k not in self._ending}
+
     # ------------------------------------------------------------------ requests
-    def subscribe(self, req: CameraRequest) -> StreamKey:
+    def subscribe(self, req: CameraRequest, elsewhere: set[StreamKey] | frozenset = frozenset()) -> StreamKey:
         """Start or renew the stream ``req`` asks for; must run on the event loop.
+
+        ``elsewhere``: formats of this camera that other rooms' streams run (:meth:`formats`); they
+        count against the limit too (one encode each), a format among them costs nothing more.
 
         Raises:
             CommandDeclined: a new format for a camera that already has
@@ -160,9 +172,8 @@ class VideoStreams:
         hub_id, cam = self._cameras[req.camera]
         key = resolve(req, cam)
         task = self._tasks.get(key)
-        if task is None or task.done():
-            others = [k for k, t in self._tasks.items()
-                      if k.camera == key.camera and k != key and not t.done() and k not in self._ending]
+        if (task is None or task.done()) and key not in elsewhere:
+            others = (self.formats(key.camera) | elsewhere) - {key}
             if len(others) >= MAX_STREAMS_PER_CAMERA:
                 # one text for every refused format: the adapter's identical warnings are rate-limited
                 raise CommandDeclined(

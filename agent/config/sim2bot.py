@@ -5,11 +5,18 @@ See docs/sim2bot.md for what each setting changes on the wire.
 
 from __future__ import annotations
 
+from typing import Annotated
 from urllib.parse import urlparse
 
-from pydantic import Field, ValidationInfo, field_validator
+from pydantic import Field, StringConstraints, ValidationInfo, field_validator, model_validator
 
 from agent.config.base import DelayS, Section
+
+#: Most bridge rooms one agent serves (each costs two sockets, telemetry and its own streams).
+MAX_ROOMS = 8
+#: A room name the bridge keeps as it is (``bridge_server.normalize_room`` turns anything else
+#: into ``default``).
+RoomName = Annotated[str, StringConstraints(min_length=1, max_length=80, pattern=r"^[A-Za-z0-9._-]+$")]
 
 
 class Sim2botConfig(Section):
@@ -21,6 +28,9 @@ class Sim2botConfig(Section):
             sibling ``/video``.
         room: pairing id (letters, digits, ``._-``, at most 80), or None for the bridge's
             default room. Sent in the hello and as the ``room`` query parameter.
+        rooms: instead of ``room``, up to :data:`MAX_ROOMS` distinct rooms served at once (one
+            control and one ``/video`` socket each): the bridge routes video per room, so one
+            room per controller gives each controller only the formats it subscribed to.
         token: bridge token for non-loopback bridges, sent as ``Authorization: Bearer``.
         token_in_query: also send the token as the ``token`` query parameter (for proxies
             that drop headers; the query may end up in access logs).
@@ -41,7 +51,8 @@ class Sim2botConfig(Section):
 
     enabled: bool = False
     url: str = Field("ws://localhost:8765/ws", max_length=2048)
-    room: str | None = Field(None, min_length=1, max_length=80, pattern=r"^[A-Za-z0-9._-]+$")
+    room: RoomName | None = None
+    rooms: list[RoomName] = Field(default_factory=list, max_length=MAX_ROOMS)
     token: str | None = Field(None, min_length=1, max_length=4096)
     token_in_query: bool = False
     robot_id: str = Field("tank", min_length=1, max_length=64, pattern=r"^[A-Za-z0-9._:-]+$")
@@ -73,3 +84,18 @@ class Sim2botConfig(Section):
         if first is not None and value < first:
             raise ValueError(f"reconnect_delay_max_s {value} is below reconnect_delay_s {first}")
         return value
+
+    @model_validator(mode="after")
+    def _one_room_setting(self) -> Sim2botConfig:
+        if self.rooms and self.room is not None:
+            raise ValueError("set either room or rooms, not both")
+        twice = sorted({r for r in self.rooms if self.rooms.count(r) > 1})
+        if twice:
+            raise ValueError(f"rooms lists {', '.join(twice)} more than once")
+        return self
+
+    @property
+    def served_rooms(self) -> tuple[str | None, ...]:
+        """The rooms to join, as configured: ``rooms``, else ``(room,)`` (None: the bridge's
+        default room, no room sent on the wire)."""
+        return tuple(self.rooms) or (self.room,)

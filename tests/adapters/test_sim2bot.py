@@ -77,6 +77,25 @@ def test_config_section_checks_url_and_delays():
     assert loads(json.dumps({"sim2bot": {"url": "wss://b.example/ws", "room": "lab-1"}})).sim2bot.room == "lab-1"
 
 
+@pytest.mark.parametrize("section, error", [
+    ({"room": "a", "rooms": ["b"]}, "set either room or rooms, not both"),
+    ({"rooms": ["a", "b", "a"]}, "rooms lists a more than once"),
+    ({"rooms": ["bad room"]}, r"\$\.sim2bot\.rooms\[0\]"),
+    ({"rooms": [f"r{i}" for i in range(9)]}, r"\$\.sim2bot\.rooms: List should have at most 8"),
+])
+def test_config_rooms_are_checked(section, error):
+    from agent.config import ConfigError, loads
+    with pytest.raises(ConfigError, match=error):
+        loads(json.dumps({"sim2bot": section}))
+
+
+def test_config_served_rooms_default_to_the_single_room():
+    from agent.config import loads
+    served = [loads(json.dumps({"sim2bot": section})).sim2bot.served_rooms
+              for section in ({}, {"room": "lab"}, {"rooms": ["a", "default"]}, {"rooms": []})]
+    assert served == [(None,), ("lab",), ("a", "default"), (None,)]
+
+
 def lan_address() -> str | None:
     """This machine's non-loopback IPv4 address, if it has one."""
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
@@ -100,7 +119,7 @@ async def test_a_non_loopback_bridge_needs_the_token(caplog):
                 adapter = agent.adapters["sim2bot"]
                 assert await wait_for(lambda: "403" in adapter.status()["last_error"], 5)
                 await asyncio.sleep(1.0)                   # a refusal waits refused_delay_s, not the 0.5 s backoff
-                assert not adapter.status()["connected"] and adapter._link.total_failures == 1
+                assert not adapter.status()["connected"] and adapter.rooms[0].link.total_failures == 1
         refusals = [r.getMessage() for r in caplog.records if "refused the robot" in r.getMessage()]
         assert len(refusals) == 1 and "not a network fault" in refusals[0]
         async with running_agent(agent_params(own, token="s3cret-token")) as agent:
@@ -389,3 +408,20 @@ async def test_fuzzed_bad_messages_are_rejected_and_nothing_moves(bridge):
         assert (snap.active_source, snap.joints.target, snap.gripper, snap.stopped) == \
             ("", home.joints.target, home.gripper, False)
         assert adapter.status()["rejected"] == len(outcomes)
+
+
+def test_the_adapter_is_up_only_when_every_room_is_and_names_the_failing_room():
+    from agent.adapters.sim2bot import merged_state
+    from agent.ports import LinkState, LinkStatus
+
+    def room(name, state, since, error=""):
+        return LinkStatus(name="sim2bot", state=state, connected=state is LinkState.UP, since=since,
+                          last_error=error, detail={"room": name})
+
+    up_a, up_b = room("a", LinkState.UP, 5.0), room("b", LinkState.UP, 7.0)
+    assert merged_state([up_a, up_b]) == (LinkState.UP, True, 7.0, "")
+    down_b = room("b", LinkState.DOWN, 9.0, "OSError: refused")
+    assert merged_state([room("a", LinkState.UP, 5.0, "TimeoutError: old"), down_b]) == \
+        (LinkState.DOWN, False, 9.0, "room b: OSError: refused")
+    assert merged_state([down_b]) == (LinkState.DOWN, False, 9.0, "OSError: refused")
+    assert merged_state([up_a, room("b", LinkState.CONNECTING, 8.0)])[:3] == (LinkState.CONNECTING, False, 8.0)

@@ -6,6 +6,7 @@ connected again soon after the path returns. Bounds are loose; scripts/bench_lin
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 
 import pytest
@@ -13,7 +14,7 @@ import pytest
 from agent.model import BaseVelocity
 from agent.testing.proxy import TcpProxy
 from agent.testing.running_agent import running_agent, wait_for
-from agent.testing.sim2bot_bridge import Bridge, agent_params
+from agent.testing.sim2bot_bridge import Bridge, agent_params, controller
 
 pytestmark = [pytest.mark.timeout(120),
               pytest.mark.filterwarnings("ignore:connect\\(\\) must be used as a context manager")]
@@ -53,3 +54,77 @@ async def test_a_black_holed_bridge_is_declared_dead_the_source_released_and_the
             assert dead_s < BOUND_S + 3.0 and back_s < 3.0
             await asyncio.sleep(0.5)
             assert agent.physics.duty == [0.0, 0.0]
+
+
+class RoomGate:
+    """A loopback TCP gate in front of the bridge: a connection whose upgrade request names a room
+    in ``closed`` (``?room=``) is cut before the handshake; the others are forwarded."""
+
+    def __init__(self, target_port: int) -> None:
+        self.target_port, self.port = target_port, 0
+        self.closed: set[str] = set()
+        self._server: asyncio.base_events.Server | None = None
+        self._tasks: set[asyncio.Task] = set()
+
+    async def __aenter__(self) -> "RoomGate":
+        self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
+        self.port = self._server.sockets[0].getsockname()[1]
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self._server.close()
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self._tasks.add(asyncio.current_task())
+        try:
+            head = await reader.readuntil(b"\r\n\r\n")
+            request = head.split(b"\r\n", 1)[0].decode()
+            if any(f"room={room} " in request or f"room={room}&" in request for room in self.closed):
+                return
+            up_reader, up_writer = await asyncio.open_connection("127.0.0.1", self.target_port)
+            up_writer.write(head)
+            await asyncio.gather(self._pipe(reader, up_writer), self._pipe(up_reader, writer))
+        except (OSError, asyncio.IncompleteReadError, asyncio.CancelledError):
+            pass
+        finally:
+            writer.close()
+            self._tasks.discard(asyncio.current_task())
+
+    @staticmethod
+    async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while data := await reader.read(65536):
+                writer.write(data)
+                await writer.drain()
+        finally:
+            writer.close()
+
+
+async def test_a_room_whose_link_fails_leaves_the_other_rooms_serving(bridge):
+    async with RoomGate(bridge.port) as gate:
+        gate.closed.add("ctl-b")
+        params = agent_params(bridge, url=f"ws://127.0.0.1:{gate.port}/ws", rooms=["ctl-a", "ctl-b"])
+        async with running_agent(params) as agent:
+            adapter = agent.adapters["sim2bot"]
+
+            def rooms() -> dict:
+                return adapter.status().detail["rooms"]
+
+            assert await wait_for(lambda: rooms()["ctl-a"]["connected"] and rooms()["ctl-b"]["last_error"], 10)
+            async with controller(bridge, "ctl-a") as a:       # ctl-a serves while ctl-b's attempts fail
+                stream = a.camera("model:0", fps=10, width=64, height=48)
+                frame = await asyncio.to_thread(stream.read, 5.0)
+                assert frame is not None and (frame.width, frame.height) == (64, 48)
+                a.base_velocity(vx=0.4)
+                assert await wait_for(lambda: agent.physics.duty[0] > 0.0, 2)
+                with contextlib.suppress(Exception):
+                    await asyncio.to_thread(stream.close)
+            status = adapter.status()
+            assert (status["state"], status["connected"], rooms()["ctl-b"]["state"]) == ("down", False, "down")
+            assert status["last_error"].startswith("room ctl-b:") and rooms()["ctl-a"]["connects"] == 1
+            gate.closed.clear()                                # the path to ctl-b returns
+            assert await wait_for(lambda: adapter.status()["connected"], 10)
+            assert rooms()["ctl-a"]["connects"] == 1 and rooms()["ctl-b"]["connects"] == 1

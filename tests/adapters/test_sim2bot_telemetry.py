@@ -156,7 +156,7 @@ async def test_telemetry_goes_out_at_telemetry_hz():
     adapter, clock, ws = telemetry_loop(20.0)
     clock.stop_when(lambda: len(ws.sent) >= 40)
     with pytest.raises(asyncio.CancelledError):
-        await adapter._telemetry(ws)
+        await adapter.rooms[0]._telemetry(ws)
     times = [t for t, _ in ws.sent]
     assert times[-1] - times[0] == pytest.approx(39 * 0.05)
     assert all(p == pytest.approx(0.05) for p in clock.sleeps)
@@ -168,7 +168,7 @@ async def test_a_slow_send_skips_ahead_and_never_bursts():
     ws.stall_at, ws.stall_s = 10, 1.0                # the 11th send takes a whole second
     clock.stop_when(lambda: len(ws.sent) >= 30)
     with pytest.raises(asyncio.CancelledError):
-        await adapter._telemetry(ws)
+        await adapter.rooms[0]._telemetry(ws)
     gaps = [b - a for (a, _), (b, _) in zip(ws.sent, ws.sent[1:])]
     after = gaps[11:]
     assert sum(g < 0.05 - 1e-9 for g in after) <= 1      # one catch-up packet at most, then the period

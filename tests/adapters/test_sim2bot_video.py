@@ -294,3 +294,21 @@ async def test_three_subscribers_of_one_format_share_one_stream(bridge):
                 s.close()
         assert all(len(g) >= 5 for g in got)          # every subscriber gets the ~10 fps feed
         assert sent <= 20 and encodes <= sent + 2      # one stream, one encode per frame sent
+
+
+async def test_the_format_limit_per_camera_spans_rooms_and_a_shared_format_costs_nothing(bridge):
+    def subscribe(room: str, width: int) -> str:
+        message = {"type": "camera_subscribe", "camera": "model:0", "width": width, "height": 48, "codec": 2}
+        return adapter.handle_message(json.dumps(message), room)
+
+    async with running_agent(agent_params(bridge, rooms=["ctl-a", "ctl-b"])) as agent:
+        adapter = agent.adapters["sim2bot"]
+        assert [subscribe("ctl-a", 64 + i) for i in range(MAX_STREAMS_PER_CAMERA)] == ["camera"] * 4
+        assert subscribe("ctl-b", 64) == "camera"              # a format room ctl-a streams: shared
+        assert subscribe("ctl-b", 200) == "rejected"            # a fifth distinct format of the camera
+        assert adapter.status()["streams"] == MAX_STREAMS_PER_CAMERA + 1
+        unsubscribe = {"type": "camera_unsubscribe", "camera": "model:0"}
+        assert adapter.handle_message(json.dumps(unsubscribe), "ctl-a") == "camera"
+        assert subscribe("ctl-b", 200) == "camera"              # ctl-a's formats are ending: room again
+        with pytest.raises(KeyError, match="not served"):
+            adapter.handle_message(json.dumps(unsubscribe), "ctl-c")

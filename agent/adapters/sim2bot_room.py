@@ -1,0 +1,265 @@
+"""One bridge room of the Sim2Bot adapter: its control socket, its ``/video`` socket, its telemetry.
+
+The v1 bridge routes by room (``sim2bot.bridge_server``): a controller's commands go to the
+simulator of the message's room, a simulator's telemetry to the controllers of its room, and
+every binary message of a ``simulator-video`` socket to every ``controller-video`` socket of
+its room. The room is the only unit in which controllers can be told apart, so the adapter
+serves each configured room with one :class:`RoomLink` (docs/sim2bot.md, "Two controllers,
+two formats").
+
+A RoomLink connects (``?room=``), announces the tank with ``role: "simulator"``, sends
+telemetry at ``telemetry_hz``, hands every control message to its owner (the adapter parses
+and dispatches) and keeps the room's ``/video`` socket attached to the room's
+:class:`agent.adapters.sim2bot_video.VideoStreams`. Each socket has its own Reconnector and
+liveness ping, so one room's failing link leaves the other rooms alone.
+
+Source: ``sim2bot-bridge-protocol-v1.md`` ("Rooms", "Session"); peer ``sim2bot.bridge_server``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any, Protocol
+from urllib.parse import parse_qsl, urlencode, urlparse, urlunparse
+
+from websockets.asyncio.client import ClientConnection, connect
+from websockets.exceptions import InvalidStatus, WebSocketException
+
+from agent.adapters.sim2bot_commands import ParseContext, Parsed, normalize_room
+from agent.adapters.sim2bot_telemetry import TelemetryBuilder
+from agent.config.robotmsg import is_local_address
+from agent.config.sim2bot import Sim2botConfig
+from agent.errors import CommandError
+from agent.model import RobotDescription
+from agent.ports import LinkStatus, RobotPort
+from agent.reconnect import Reconnector
+
+if TYPE_CHECKING:  # imported only with cameras: it pulls in the video pipeline (OpenCV)
+    from agent.adapters.sim2bot_video import VideoStreams
+
+# the adapter's logger: every line of the Sim2Bot link keeps one source name
+log = logging.getLogger("agent.adapters.sim2bot")
+
+SOURCE = "sim2bot"
+#: Largest WebSocket message the transport accepts (the bridge's own uvicorn limit is 16 MiB);
+#: the logical limit is ``cfg.sim2bot.max_message_bytes``, checked without dropping the link.
+TRANSPORT_MAX_BYTES = (16 << 20) + (64 << 10)
+#: Messages longer than this are decoded and parsed off the event loop.
+OFFLOAD_BYTES = 64 << 10
+#: Longest a socket's closing handshake may take before the transport is dropped, s.
+CLOSE_S = 0.5
+#: Errors that end a session as a link fault (anything else is a bug, logged with its traceback).
+LINK_ERRORS = (OSError, WebSocketException, TimeoutError)
+
+Outcome = Parsed | dict | CommandError
+
+
+def refused(err: BaseException) -> bool:
+    """The bridge refused the robot on purpose (HTTP 401/403 on the upgrade: a missing or wrong
+    token), not a network fault: retried after ``refused_delay_s`` with one WARNING."""
+    return isinstance(err, InvalidStatus) and err.response.status_code in (401, 403)
+
+
+def video_url(control_url: str) -> str:
+    """The ``/video`` sibling of a control URL (``.../ws`` -> ``.../video``), query kept."""
+    parsed = urlparse(control_url)
+    path = parsed.path
+    path = path[: -len("/ws")] + "/video" if path.endswith("/ws") else path.rstrip("/") + "/video"
+    return urlunparse(parsed._replace(path=path))
+
+
+def is_loopback(url: str) -> bool:
+    """The URL's host is loopback (``localhost``, 127/8, ::1)."""
+    return is_local_address(url)
+
+
+def with_query(url: str, **params: str | None) -> str:
+    """``url`` with the given query parameters added (None values left out)."""
+    parsed = urlparse(url)
+    query = parse_qsl(parsed.query, keep_blank_values=True)
+    query += [(k, v) for k, v in params.items() if v]
+    return urlunparse(parsed._replace(query=urlencode(query)))
+
+
+class RoomOwner(Protocol):
+    """What a RoomLink asks of the adapter that owns it."""
+
+    def interpret(self, raw: str | bytes, ctx: ParseContext) -> tuple[str, Outcome]:
+        """Decode and parse one control message (thread-safe): its type and outcome."""
+
+    def apply(self, link: RoomLink, kind: str, outcome: Outcome) -> str:
+        """Act on a parsed message from ``link``'s room (event loop thread); a ``bridge_status``
+        goes to :meth:`RoomLink.bridge_status`."""
+
+    def release(self, link: RoomLink, reason: str) -> bool:
+        """``link``'s room lost its link or its controllers: release the source if that room
+        gave the last command. Returns whether it was released."""
+
+
+class RoomLink:
+    """The adapter's sockets in one bridge room.
+
+    Args:
+        name: the room as configured; None = the bridge's default room, no room on the wire.
+        s: the ``sim2bot`` config section.
+        desc: the robot description. hello: the simulator hello for this room.
+        robot: the RobotPort (snapshots for telemetry). owner: the adapter (:class:`RoomOwner`).
+        streams: this room's camera streams, or None without cameras.
+        cameras: global camera ids a controller may subscribe (empty without video).
+        clock, sleep: monotonic clock (s) and pause coroutine (injected in tests).
+
+    Attributes:
+        room: the bridge's name of the room (``default`` for None). ctx: the parse context.
+        connected, video_connected: the sockets are up. controllers: the last ``bridge_status``
+        count of the room (None before one). connects: announces sent. sent: telemetry packets.
+        link, video_link: the two sockets' Reconnectors.
+    """
+
+    def __init__(self, name: str | None, s: Sim2botConfig, desc: RobotDescription, hello: dict[str, Any],
+                 robot: RobotPort, owner: RoomOwner, streams: VideoStreams | None, cameras: tuple[str, ...], *,
+                 clock: Callable[[], float] = time.monotonic,
+                 sleep: Callable[[float], Awaitable[object]] = asyncio.sleep) -> None:
+        self.name, self.room = name, normalize_room(name)
+        self._s, self._desc, self._robot, self._owner = s, desc, robot, owner
+        self.streams = streams
+        self.ctx = ParseContext(dof=desc.dof, has_gripper=desc.has_gripper, cameras=cameras, room=self.room)
+        self._hello = json.dumps(hello)
+        self._control_url = with_query(s.url, room=name, token=s.token if s.token_in_query else None)
+        self._video_url = video_url(self._control_url)
+        self._headers = {"Authorization": f"Bearer {s.token}"} if s.token else None
+        self.where = s.url if name is None else f"{s.url} (room {self.room})"
+        self.connected = self.video_connected = False
+        self.controllers: int | None = None
+        self.connects = self.sent = 0
+        self._clock, self._sleep = clock, sleep
+        self.link = Reconnector(f"sim2bot: bridge at {self.where}", log, first_s=s.reconnect_delay_s,
+                                max_s=s.reconnect_delay_max_s, refused=refused, refused_s=s.refused_delay_s,
+                                clock=clock, sleep=sleep)
+        self.video_link = Reconnector(f"sim2bot: video socket to {video_url(s.url)} (room {self.room})", log,
+                                      first_s=s.reconnect_delay_s, max_s=s.reconnect_delay_max_s,
+                                      clock=clock, sleep=sleep)
+
+    def status(self) -> LinkStatus:
+        """This room's link state (counters empty) and detail: ``room``, ``connected``,
+        ``video_connected``, ``controllers``, ``connects``, ``sent``."""
+        detail = {"room": self.room, "connected": self.connected, "video_connected": self.video_connected,
+                  "controllers": self.controllers, "connects": self.connects, "sent": self.sent}
+        return self.link.status(SOURCE, {}, detail, connected=self.connected)
+
+    # ------------------------------------------------------------------ run
+    def _connect(self, url: str, max_size: int) -> connect:
+        s = self._s
+        return connect(url, additional_headers=self._headers, open_timeout=s.connect_timeout_s,
+                       max_size=max_size, compression=None, ping_interval=s.ping_interval_s,
+                       ping_timeout=s.ping_timeout_s, close_timeout=CLOSE_S,
+                       proxy=None if is_loopback(url) else True)
+
+    async def run(self) -> None:
+        """Connect, announce, serve; reconnect forever. Returns only by cancellation."""
+        await self.link.run(self._control_session, errors=LINK_ERRORS)
+
+    async def _control_session(self) -> None:
+        async with self._connect(self._control_url, TRANSPORT_MAX_BYTES) as ws:
+            self.link.up()
+            await self._session(ws)
+
+    async def _session(self, ws: ClientConnection) -> None:
+        await ws.send(self._hello)
+        self.connected, self.controllers = True, None
+        self.connects += 1
+        log.info("sim2bot: connected to %s as simulator (room %s), announced %r: dof %d, %d camera(s)",
+                 self._s.url, self.room, self._desc.name, self._desc.dof, len(self.ctx.cameras))
+        tasks = [asyncio.create_task(self._read(ws), name=f"sim2bot-read-{self.room}"),
+                 asyncio.create_task(self._telemetry(ws), name=f"sim2bot-telemetry-{self.room}")]
+        if self.streams is not None:
+            tasks.append(asyncio.create_task(self._video_run(), name=f"sim2bot-video-link-{self.room}"))
+        reason = "bridge connection closed"
+        try:
+            done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+            for task in done:
+                err = task.exception()
+                if err is not None:
+                    reason = f"bridge connection lost: {type(err).__name__}: {err}"
+                    if not isinstance(err, LINK_ERRORS):
+                        raise err
+        except asyncio.CancelledError:
+            reason = "agent shutting down"
+            raise
+        finally:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            if self.streams is not None:
+                self.streams.close()
+            self.connected = False
+            released = self._owner.release(self, reason)
+            log.warning("sim2bot: disconnected from %s (%s); %s", self.where, reason,
+                        f"released source {SOURCE}" if released else "another room gave the last command")
+
+    # ------------------------------------------------------------------ control messages
+    async def _read(self, ws: ClientConnection) -> None:
+        async for raw in ws:
+            if isinstance(raw, str) and len(raw) > OFFLOAD_BYTES:
+                kind, outcome = await asyncio.to_thread(self._owner.interpret, raw, self.ctx)
+            else:
+                kind, outcome = self._owner.interpret(raw, self.ctx)
+            self._owner.apply(self, kind, outcome)
+
+    def bridge_status(self, message: dict) -> None:
+        """The bridge's count of this room's controllers; when the last one left, the owner may
+        release the source at once (no wait for the watchdog)."""
+        count = message.get("controllers")
+        if isinstance(count, bool) or not isinstance(count, int):
+            return
+        before, self.controllers = self.controllers, count
+        if before != count:
+            log.info("sim2bot: %d controller(s) on the bridge in room %s", count, self.room)
+        if count == 0 and before:
+            self._owner.release(self, "the last controller left the bridge")
+
+    # ------------------------------------------------------------------ telemetry
+    async def _telemetry(self, ws: ClientConnection) -> None:
+        builder = TelemetryBuilder(self._desc, self._s.robot_id, self.room)
+        clock, robot = self._clock, self._robot
+        period = 1.0 / self._s.telemetry_hz
+        limit = self._s.max_samples
+        last_seq = robot.snapshot().seq
+        due = clock()
+        while True:
+            due += period
+            delay = due - clock()
+            if delay > 0:
+                await self._sleep(delay)
+            else:
+                due = clock()  # fell behind: skip, never burst
+            batch = robot.samples_since(last_seq, limit)
+            newest = robot.snapshot() if len(batch) >= limit or not batch else batch[-1]
+            last_seq = max(last_seq, newest.seq)
+            await ws.send(json.dumps(builder.build(newest, batch)))
+            self.sent += 1
+
+    # ------------------------------------------------------------------ video
+    async def _video_run(self) -> None:
+        await self.video_link.run(self._video_session, errors=LINK_ERRORS)
+
+    async def _video_session(self) -> None:
+        assert self.streams is not None
+        hello = {"type": "hello", "role": "simulator-video"}
+        if self.name:
+            hello["room"] = self.name
+        try:
+            async with self._connect(self._video_url, 1 << 20) as vws:
+                await vws.send(json.dumps(hello))
+                self.streams.attach(vws.send)
+                self.video_connected = True
+                self.video_link.up()
+                log.info("sim2bot: video socket connected to %s (room %s)", video_url(self._s.url), self.room)
+                await vws.wait_closed()
+                log.warning("sim2bot: video socket closed (room %s); reconnecting", self.room)
+        finally:
+            self.streams.attach(None)
+            self.video_connected = False
