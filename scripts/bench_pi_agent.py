@@ -109,6 +109,22 @@ def thread_figures(before: dict, after: dict, window: float) -> list[tuple[float
     return sorted(rows, reverse=True)
 
 
+def throttling() -> dict[str, int]:
+    """The quota's counters for this process's cgroup (cpu.stat: nr_periods, nr_throttled, throttled
+    time in ns; v1 ``throttled_time``, v2 ``throttled_usec`` given in ns), or {} without one."""
+    for line in Path("/proc/self/cgroup").read_text().splitlines():
+        _, controllers, path = line.split(":", 2)
+        base = (Path("/sys/fs/cgroup/cpu") if "cpu" in controllers.split(",")
+                else Path("/sys/fs/cgroup") if controllers == "" else None)
+        if base is None or not (base / path.lstrip("/") / "cpu.stat").exists():
+            continue
+        stat = dict(entry.split() for entry in (base / path.lstrip("/") / "cpu.stat").read_text().splitlines())
+        if "nr_throttled" in stat:
+            ns = int(stat["throttled_time"]) if "throttled_time" in stat else 1000 * int(stat.get("throttled_usec", 0))
+            return {"periods": int(stat["nr_periods"]), "throttled": int(stat["nr_throttled"]), "ns": ns}
+    return {}
+
+
 def tick_figures(times: list[float], rate_hz: float, window_s: float) -> dict:
     """Ticks on schedule per second (rate_hz less the slots missed: a gap of more than 1.5 periods
     misses round(gap / period) - 1 slots), ticks per second, worst gap and gaps over 30 ms."""
@@ -121,25 +137,28 @@ def tick_figures(times: list[float], rate_hz: float, window_s: float) -> dict:
 
 
 class GcPauses:
-    """Duration of every garbage collection, s, per generation (gc.callbacks; bench-only)."""
+    """Duration of every garbage collection per generation: wall time and the collecting thread's CPU
+    time, s (gc.callbacks; bench-only). Wall far above CPU: the process was throttled (or the
+    thread preempted) during the collection, not a long collection."""
 
     def __init__(self) -> None:
-        self.pauses: dict[int, list[float]] = {0: [], 1: [], 2: []}
-        self._start = 0.0
+        self.pauses: dict[int, list[tuple[float, float]]] = {0: [], 1: [], 2: []}
+        self._start = (0.0, 0.0)
         gc.callbacks.append(self._note)
 
     def _note(self, phase: str, info: dict) -> None:
         if phase == "start":
-            self._start = time.perf_counter()
+            self._start = (time.perf_counter(), time.thread_time())
         else:
-            self.pauses[info["generation"]].append(time.perf_counter() - self._start)
+            wall, cpu = self._start
+            self.pauses[info["generation"]].append((time.perf_counter() - wall, time.thread_time() - cpu))
 
     def figures(self) -> dict:
-        return {str(g): [len(p), 1e3 * max(p, default=0.0)] for g, p in self.pauses.items()}
+        return {str(g): [len(p), 1e3 * max((w for w, _ in p), default=0.0)] for g, p in self.pauses.items()}
 
-    def longest(self, n: int = 5) -> list[tuple[float, int]]:
-        """The ``n`` longest collections: (ms, generation), longest first."""
-        return sorted(((1e3 * d, g) for g, p in self.pauses.items() for d in p), reverse=True)[:n]
+    def longest(self, n: int = 5) -> list[tuple[float, float, int]]:
+        """The ``n`` longest collections: (wall ms, CPU ms, generation), longest first."""
+        return sorted(((1e3 * w, 1e3 * c, g) for g, p in self.pauses.items() for w, c in p), reverse=True)[:n]
 
 
 async def loop_lag(lags: list[float], stop: asyncio.Event) -> None:
@@ -187,9 +206,9 @@ async def run_agent(ports: dict, seconds: float, out: str, switch_interval: floa
             sys.setswitchinterval(switch_interval)
         duty = DutyEvents(agent.physics)
         await asyncio.sleep(WARMUP_S)
-        cpu0, t0, threads0 = os.times(), time.monotonic(), thread_cpu_s()
+        cpu0, t0, threads0, quota0 = os.times(), time.monotonic(), thread_cpu_s(), throttling()
         times, lags = await tick_times(agent, seconds)
-        cpu1, window, threads1 = os.times(), time.monotonic() - t0, thread_cpu_s()
+        cpu1, window, threads1, quota1 = os.times(), time.monotonic() - t0, thread_cpu_s(), throttling()
         threads = thread_figures(threads0, threads1, window)
         motor = cfg.drivers.motor
         result = {
@@ -201,6 +220,7 @@ async def run_agent(ports: dict, seconds: float, out: str, switch_interval: floa
             "duty_events": duty.events, "gc_pauses": pauses.figures(), "gc_frozen": gc.get_freeze_count(),
             "loop_lag_ms": [1e3 * _pct(lags, 50), 1e3 * _pct(lags, 99), 1e3 * max(lags, default=0.0)],
             "gc_longest": pauses.longest(),
+            "throttling": {k: quota1[k] - quota0[k] for k in quota1} if quota0 and quota1 else {},
             "heavy": [m for m in HEAVY if m in sys.modules],
             "emulator_cpu_pct": sum(cpu for cpu, _, name in threads if name.endswith("-pty")),
             "threads": threads,
