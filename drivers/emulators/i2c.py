@@ -149,7 +149,8 @@ class FakeSMBus:
     Args:
         chips: address -> chip emulator.
         label: the config value this bus stands for (``sim://``); used by the probe.
-        history: most transactions kept in :attr:`log` (oldest dropped).
+        history: most transactions kept in :attr:`log` (oldest dropped; each one is an object the
+            garbage collector walks while it lives: the simulated tank's bus is read ~100 times a second).
         read_last_only: ``i2c_rdwr`` fails with EOPNOTSUPP (95) when a read
             message is not the last one, like the Pi's ``i2c-bcm2835`` (§7.1).
         clock_hz: bus clock; each transaction then holds the bus for its wire time
@@ -157,7 +158,7 @@ class FakeSMBus:
     """
 
     def __init__(self, chips: dict[int, Chip] | None = None, *, label: str = "sim://",
-                 history: int = 512, read_last_only: bool = True, clock_hz: float | None = None) -> None:
+                 history: int = 64, read_last_only: bool = True, clock_hz: float | None = None) -> None:
         self.label = label
         self.clock_hz = clock_hz
         self.read_last_only = read_last_only
