@@ -9,10 +9,13 @@
    -> control snapshot stopped) p50/max over 10 stops while video streams.
 3. ``raw``: four ``sim2bot.Robot`` controllers (in a child process) subscribed to raw
    RGBA near 1920x1080 (four distinct sizes: four encodes per frame, the worst case) from
-   a 1920x1080 camera at 30 fps: control loop rate (``tick_stats``) min/mean, late ticks,
-   frames received, Sim2Bot frame age p50/p95 (capture -> handed to the socket), encoder
-   share of one core, RSS and encode-cache bytes after the subscribers left. The bridge and the
-   controllers run at ``nice 19`` (they stand in for other machines).
+   a 1920x1080 camera at 30 fps: control loop rate (``tick_stats``) mean and worst second,
+   late ticks, tick lateness p50/p99/max (tick interval - 20 ms), CPU per thread and of the
+   peers (share of one core), the ``/video`` link's send budget use (bytes/s, CPU share of
+   encode + pack + send) and drops, per stream frame age p50/p99 (capture -> handed to the
+   socket), delivered fps, drops; encodes per captured frame, encoder share, RSS and
+   encode-cache bytes after the subscribers left. The bridge and the controllers run at
+   ``nice 19`` (they stand in for other machines).
 
 Usage: ``python scripts/bench_video.py [--seconds 30] [--only big|slow|raw]``
 """
@@ -140,6 +143,8 @@ print(json.dumps(counts))
 #: share the agent's cores, and at normal priority their relaying of 8 MB frames takes the CPU the
 #: control thread needs (a cost of the bench, not of the agent).
 PEER_NICE = 19
+#: Clock ticks per second of /proc CPU times.
+HZ = os.sysconf("SC_CLK_TCK")
 
 
 def rss_mb() -> float:
@@ -149,13 +154,89 @@ def rss_mb() -> float:
     return float("nan")
 
 
-async def sample_rate(agent, seconds: float) -> tuple[list[float], int]:
+def cpu_s(stat_path: str) -> float:
+    """User + system CPU seconds of a /proc ``stat`` file (0 when gone)."""
+    try:
+        fields = Path(stat_path).read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / HZ
+
+
+def thread_cpu() -> dict[str, float]:
+    """CPU seconds per thread of this process, by Python thread name (same names summed)."""
+    import threading
+    names = {t.native_id: t.name for t in threading.enumerate()}
+    out: dict[str, float] = {}
+    for task in Path("/proc/self/task").iterdir():
+        name = names.get(int(task.name), "other")
+        out[name] = out.get(name, 0.0) + cpu_s(f"{task}/stat")
+    return out
+
+
+class LoopProbe:
+    """While the raw case runs: control tick intervals (from the scheduler's tick ring) and per-thread CPU."""
+
+    def __init__(self, agent, pids: dict[str, int]) -> None:
+        self._ring = agent.control._scheduler._tick_times     # bench-only peek at the tick times
+        self._seen = 0.0
+        self.intervals: list[float] = []
+        self._pids = pids
+        self._t0, self._cpu0 = time.monotonic(), self._cpu()
+
+    def _cpu(self) -> dict[str, float]:
+        out = thread_cpu()
+        for name, pid in self._pids.items():
+            out[name] = cpu_s(f"/proc/{pid}/stat")
+        return out
+
+    def sample(self) -> None:
+        times = [t for t in list(self._ring) if t > self._seen]
+        if self._seen and times:
+            self.intervals += [b - a for a, b in zip([self._seen] + times, times)]
+        if times:
+            self._seen = times[-1]
+
+    def cpu_shares(self) -> dict[str, float]:
+        """Share of one core per thread (and peer process) since the probe started."""
+        spent, now = self._cpu(), time.monotonic()
+        return {k: (v - self._cpu0.get(k, 0.0)) / (now - self._t0) for k, v in spent.items()}
+
+
+async def sample_rate(agent, seconds: float, probe: LoopProbe | None = None) -> tuple[list[float], int]:
     """``achieved_hz`` once a second for ``seconds``, and the late ticks meanwhile."""
     rates, late0 = [], agent.control.tick_stats().late_ticks
     for _ in range(int(seconds)):
-        await asyncio.sleep(1.0)
+        for _ in range(4):
+            await asyncio.sleep(0.25)
+            if probe is not None:
+                probe.sample()
         rates.append(agent.control.tick_stats().achieved_hz)
     return rates, agent.control.tick_stats().late_ticks - late0
+
+
+def stream_lines(status, seconds: float) -> list[str]:
+    """One line per Sim2Bot stream: age p50/p99, delivered fps, budget drops, too old."""
+    video = status.detail["video"]
+    lines = [f"      /video link: {video.get('budget_bytes_per_s', 0) / 1e6:.0f} MB/s, send path (encode + pack + send) "
+             f"{video.get('budget_cpu_share', float('nan')):.2f} core over the last second; "
+             f"budget drops {video.get('dropped')}"]
+    for name, v in video.items():
+        if not isinstance(v, dict) or "p50_s" not in v:
+            continue
+        ms = lambda x: "-" if x is None else f"{x * 1000:.0f}"  # noqa: E731
+        lines.append(f"      {name}: age p50 {ms(v['p50_s'])} ms p99 {ms(v.get('p99_s'))} ms, delivered "
+                     f"{v.get('sent', 0) / seconds:.1f} fps, budget drops {v.get('dropped')}, too old {v.get('too_old')}")
+    return lines
+
+
+def probe_lines(probe: LoopProbe) -> list[str]:
+    late = sorted(max(0.0, i - 0.02) for i in probe.intervals)
+    shares = sorted(probe.cpu_shares().items(), key=lambda kv: -kv[1])
+    return [f"      tick lateness (interval - 20 ms) p50 {pct(late, 50) * 1000:.1f} ms p99 {pct(late, 99) * 1000:.1f} ms "
+            f"max {max(late, default=float('nan')) * 1000:.1f} ms, intervals > 30 ms: "
+            f"{sum(1 for i in probe.intervals if i > 0.03)} of {len(probe.intervals)}",
+            "      CPU (share of one core): " + ", ".join(f"{k} {v:.2f}" for k, v in shares if v >= 0.005)]
 
 
 async def bench_raw(seconds: float) -> None:
@@ -172,21 +253,24 @@ async def bench_raw(seconds: float) -> None:
                 "nice", "-n", str(PEER_NICE), sys.executable, "-c", CONTROLLERS, bridge.url, str(seconds),
                 stdout=subprocess.PIPE)
             await asyncio.sleep(3.0)                         # connected and streaming
-            rates, late = await sample_rate(agent, max(1.0, seconds - 5))
+            video0, captured0 = agent.video.stats()["encodes"], agent.video.latest("front").seq
+            probe = LoopProbe(agent, {"bridge (nice 19)": bridge.proc.pid, "controllers (nice 19)": child.pid})
+            window = max(1.0, seconds - 5)
+            rates, late = await sample_rate(agent, window, probe)
+            lines = probe_lines(probe)
             status = agent.adapters["sim2bot"].status()
+            encodes = agent.video.stats()["encodes"] - video0
+            captured = agent.video.latest("front").seq - captured0
             share = agent.video.stats()["encode_share"]
             out, _ = await child.communicate()
             await asyncio.sleep(8.0)                          # subscriptions expired (3 s), nobody watches (3 s)
-            video = {k: v for k, v in status.detail["video"].items() if isinstance(v, dict)}
-            p50 = [v["p50_s"] for v in video.values() if v["p50_s"] is not None]
-            p95 = [v["p95_s"] for v in video.values() if v["p95_s"] is not None]
-            print(f"raw   4 controllers x raw ~1920x1080 @30 fps (4 encodes/frame), {seconds:g} s: control loop "
-                  f"min {min(rates):.1f} Hz mean {sum(rates) / len(rates):.1f} Hz, late ticks {late} (no video: min "
-                  f"{min(base):.1f} mean {sum(base) / len(base):.1f} Hz, late {base_late}); "
+            print(f"raw   4 controllers x raw ~1920x1080 @30 fps (4 formats), {seconds:g} s, load {os.getloadavg()[0]:.1f}: "
+                  f"control loop mean {sum(rates) / len(rates):.1f} Hz worst second {min(rates):.1f} Hz, late ticks {late} "
+                  f"(no video: mean {sum(base) / len(base):.1f} worst {min(base):.1f} Hz, late {base_late}); "
                   f"frames received {json.loads(out or b'[]')}")
-            print(f"      sim2bot age (capture -> socket) p50 {max(p50, default=float('nan')) * 1000:.0f} ms "
-                  f"p95 {max(p95, default=float('nan')) * 1000:.0f} ms (worst stream); encoder share {share:.2f} core; "
-                  f"too old {status.detail['video'].get('too_old')}; RSS before {rss_before:.0f} MB, after {rss_mb():.0f} MB, "
+            print("\n".join(lines + stream_lines(status, window)))
+            print(f"      encodes per captured frame {encodes / max(1, captured):.2f} ({encodes} encodes, {captured} frames); "
+                  f"encoder share {share:.2f} core; RSS before {rss_before:.0f} MB, after {rss_mb():.0f} MB, "
                   f"cache {agent.video.stats()['cache_bytes']:,} B")
 
 

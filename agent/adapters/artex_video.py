@@ -109,11 +109,10 @@ class ArtexVideo:
             return camera_id, None
         self._after[camera_id] = frame.seq
         if is_raw_key(camera_id):
-            data = frame.image.tobytes()
-            if len(data) > limit:
-                self._oversize(camera_id, f"a raw frame of {len(data)} bytes", limit)
+            if frame.image.nbytes > limit:     # checked before the copy: no 6 MB tobytes() just to skip it
+                self._oversize(camera_id, f"a raw frame of {frame.image.nbytes} bytes", limit)
                 return camera_id, None
-            return camera_id, (data, frame.t_mono_s)
+            return camera_id, (frame.image.tobytes(), frame.t_mono_s)
         fmt = FrameFormat("jpeg", quality=quality)
         out, level = await self._hub.encoded_within(frame, fmt, limit, pacer.level)
         if out is None:

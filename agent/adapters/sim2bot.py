@@ -127,9 +127,9 @@ class Sim2botAdapter:
         for name in self._s.served_rooms:
             streams = None
             if video is not None and global_ids:
-                from agent.adapters.sim2bot_video import VideoStreams
+                from agent.adapters.sim2bot_video import SendBudget, VideoStreams
                 streams = VideoStreams(video, streamable, self._s.subscription_ttl_s,
-                                       max_age_s=cfg.video.max_frame_age_s)
+                                       max_age_s=cfg.video.max_frame_age_s, budget=SendBudget.from_config(cfg.video))
             self.rooms.append(RoomLink(name, self._s, desc, hello_message(desc, cfg, name), robot, self,
                                        streams, cameras, clock=clock, sleep=sleep))
         self._warn = RateLimitedLog(log, WARN_REPEAT_S)

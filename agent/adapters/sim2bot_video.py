@@ -5,8 +5,12 @@ a stream not renewed within the TTL (~3 s, protocol v1) stops, so a crashed
 controller stops the feed. Each stream awaits the next frame encoded by the
 shared :class:`agent.video.VideoHub` (one encode per frame and format, however
 many streams want it), paces it to the requested fps and sends it as one
-binary message (:func:`pack_frame`). A slow socket makes the stream skip to
-the newest frame: nothing queues.
+binary message (:func:`frame_prefix` then the image, never joined: on a
+``websockets`` connection as masked fragments, :mod:`agent.video.wsframes`).
+A slow socket makes the stream skip to the newest frame: nothing queues. The
+link's :class:`agent.video.SendBudget` (bytes/s, CPU share of encode + pack +
+send) drops a stream's frame that would go over it: the delivered fps falls,
+the control loop never waits.
 
 There is one :class:`VideoStreams` per bridge room the adapter serves
 (:mod:`agent.adapters.sim2bot_room`): a room's streams go only to that room's
@@ -36,8 +40,9 @@ from agent.adapters.sim2bot_commands import (
 )
 from agent.config.drivers import CameraConfig
 from agent.errors import CommandDeclined
-from agent.video import EncodedFrame, FrameFormat, LinkPacer
+from agent.video import EncodedFrame, FrameFormat, LinkPacer, SendBudget
 from agent.video.links import transport_backlog, wait_drained
+from agent.video.wsframes import FragmentWriter
 
 log = logging.getLogger(__name__)
 
@@ -58,16 +63,15 @@ UNSUBSCRIBE_GRACE_S = 1.5
 Sender = Callable[[bytes], Awaitable[None]]
 
 
-def pack_frame(camera_id: str, codec: int, seq: int, t_unix_s: float, width: int, height: int,
-               image: bytes, keyframe: bool = True) -> bytes:
-    """One binary ``/video`` message: 20-byte little-endian header, id length, id, image.
+def frame_prefix(camera_id: str, codec: int, seq: int, t_unix_s: float, width: int, height: int,
+                 keyframe: bool = True) -> bytes:
+    """What goes before the image in a ``/video`` message: 20-byte little-endian header, id length, id.
 
     Args:
         camera_id: global camera id, at most 255 UTF-8 bytes.
         codec: 0 JPEG, 1 H.264, 2 raw RGBA (rows bottom-up).
         seq: frame sequence number (wrapped to 32 bits).
         t_unix_s: capture time, Unix s. width, height: pixels (<= 65535).
-        image: the encoded image.
 
     Raises:
         ValueError: camera id longer than 255 bytes, size out of range.
@@ -77,7 +81,18 @@ def pack_frame(camera_id: str, codec: int, seq: int, t_unix_s: float, width: int
         raise ValueError(f"camera id {camera_id!r} is longer than 255 bytes")
     header = HEADER.pack(FRAMING_VERSION, codec, FLAG_KEYFRAME if keyframe else 0,
                          seq & 0xFFFFFFFF, t_unix_s, width, height)
-    return b"".join((header, bytes((len(cid),)), cid, image))
+    return header + bytes((len(cid),)) + cid
+
+
+def pack_frame(camera_id: str, codec: int, seq: int, t_unix_s: float, width: int, height: int,
+               image: bytes | memoryview, keyframe: bool = True) -> bytes:
+    """One binary ``/video`` message in one buffer: :func:`frame_prefix` then ``image`` (the encoded
+    image). The streams send the two parts as one fragmented message instead (no 8 MB copy).
+
+    Raises:
+        ValueError: camera id longer than 255 bytes, size out of range.
+    """
+    return b"".join((frame_prefix(camera_id, codec, seq, t_unix_s, width, height, keyframe), image))
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,15 +131,21 @@ class VideoStreams:
         ttl_s: a stream not renewed for this long stops, s.
         clock: monotonic clock, s (injected in tests).
         max_age_s: a frame older than this (capture -> handed to the socket) is not sent, s.
+        budget: what the ``/video`` link may spend on frames (bytes/s, CPU share of encode + pack +
+            send); a stream's frame that would go over it is dropped (its delivered fps falls).
+            None: no limit.
     """
 
     def __init__(self, hub, cameras: dict[str, tuple[str, CameraConfig]], ttl_s: float,
-                 clock: Callable[[], float] = time.monotonic, max_age_s: float = 0.5) -> None:
+                 clock: Callable[[], float] = time.monotonic, max_age_s: float = 0.5,
+                 budget: SendBudget | None = None) -> None:
         self._hub = hub
         self._cameras = cameras
         self._ttl_s = ttl_s
         self._clock = clock
         self._send: Sender | None = None
+        self._writer: FragmentWriter | None = None
+        self.budget = budget or SendBudget(clock=clock)
         self._expiry: dict[StreamKey, float] = {}
         self._tasks: dict[StreamKey, asyncio.Task] = {}
         self._h264_warned = False
@@ -139,8 +160,14 @@ class VideoStreams:
 
     # ------------------------------------------------------------------ wiring
     def attach(self, send: Sender | None) -> None:
-        """Set (or clear, with None) the coroutine that sends one binary message on ``/video``."""
+        """Set (or clear, with None) the coroutine that sends one binary message on ``/video``.
+
+        The bound ``send`` of a ``websockets`` connection is not called: frames go out through a
+        :class:`agent.video.wsframes.FragmentWriter` on that connection (no 8 MB copies or masking
+        under the GIL on the event loop); any other coroutine gets each message as one ``bytes``."""
         self._send = send
+        conn = getattr(send, "__self__", None)
+        self._writer = FragmentWriter(conn) if hasattr(conn, "transport") and hasattr(conn, "protocol") else None
 
     @property
     def attached(self) -> bool:
@@ -223,8 +250,7 @@ class VideoStreams:
         fmt = hub_format(key)
         period = 1.0 / key.fps
         pacer = self.pacers[key] = LinkPacer(self._max_age_s, period, self._clock)
-        after_seq = -1
-        due = self._clock()
+        after_seq, due, cost = -1, self._clock(), (0, 0.0)
         while True:
             now = self._clock()
             if now >= self._expiry.get(key, 0.0):
@@ -232,43 +258,62 @@ class VideoStreams:
                 return
             if due > now:
                 await asyncio.sleep(due - now)
-            frame: EncodedFrame | None = await self._hub.next_encoded(hub_id, fmt, after_seq, _WAIT_S)
-            if frame is None:
+            if self._send is not None and not self.budget.admit(*cost):
+                pacer.dropped += 1                 # over the link's budget: this period's frame is dropped
+                due = max(due + period, self._clock())
                 continue
-            after_seq = frame.seq
-            due = max(due + period, self._clock())
+            # the camera's previous frame on this link is written first, then the newest frame is taken:
+            # a frame never ages waiting for another one to drain
             async with self._in_flight.setdefault(key.camera, asyncio.Lock()):
-                await self._send_one(key, pacer, frame)
+                frame: EncodedFrame | None = await self._hub.next_encoded(hub_id, fmt, after_seq, _WAIT_S)
+                if frame is None:
+                    continue
+                after_seq = frame.seq
+                due = max(due + period, self._clock())
+                cost = await self._send_one(key, pacer, frame) or cost
 
-    async def _send_one(self, key: StreamKey, pacer: LinkPacer, frame: EncodedFrame) -> None:
-        """Send ``frame`` unless too old, then wait until the socket wrote it (one frame in flight)."""
-        send = self._send
+    async def _send_one(self, key: StreamKey, pacer: LinkPacer, frame: EncodedFrame) -> tuple[int, float] | None:
+        """Send ``frame`` unless too old, then wait until the socket wrote it (one frame in flight).
+        Returns what it cost (wire bytes, CPU s of encode + pack + send), None when not sent."""
+        send, writer = self._send, self._writer
         if send is None:
-            return
+            return None
         if not pacer.fresh(frame.t_mono_s):
             self.too_old += 1
-            return
-        data = pack_frame(key.camera, key.codec, frame.seq, frame.t_unix_s, frame.width,
-                          frame.height, frame.data)
-        start = self._clock()
+            return None
+        parts = (frame_prefix(key.camera, key.codec, frame.seq, frame.t_unix_s, frame.width, frame.height),
+                 frame.data)
+        start, cpu0 = self._clock(), time.thread_time()
         try:
-            await send(data)
+            if writer is not None:
+                nbytes, cpu = await writer.send(parts)
+            else:
+                await send(b"".join(parts))
+                nbytes, cpu = len(parts[0]) + len(frame.data), time.thread_time() - cpu0
         except (WebSocketException, OSError) as err:  # the video task reconnects the socket
             self.send_errors += 1
             log.debug("sim2bot: frame send on /video failed: %s", err)
-            return
+            return None
+        self.budget.spend(nbytes, cpu + frame.encode_s)
         pacer.handed(frame.t_mono_s, start)
         self.frames_sent += 1
-        self.bytes_sent += len(data)
+        self.bytes_sent += nbytes
         transport = getattr(getattr(send, "__self__", None), "transport", None)
         await wait_drained(lambda: transport_backlog(transport), _WAIT_S, clock=self._clock)
-        pacer.drained(len(data), self._clock() - start)
+        pacer.drained(nbytes, self._clock() - start)
+        return nbytes, cpu + frame.encode_s
 
     def stats(self) -> dict[str, object]:
-        """Per stream (``camera codec WxH@fps``): frame age p50/p95/max (capture -> handed to the
-        socket, s) and throughput (kB/s); plus ``too_old`` (frames not sent: older than the limit)."""
-        out: dict[str, object] = {"too_old": self.too_old}
+        """Per stream (``camera codec WxH@fps``): frame age p50/p95/p99/max (capture -> handed to the
+        socket, s), throughput (kB/s), ``sent``, ``dropped`` (over the link's budget) and ``too_old``;
+        plus the link's ``too_old`` (frames not sent: older than the limit), ``dropped``,
+        ``budget_bytes_per_s`` and ``budget_cpu_share`` (what the link spent over the last second,
+        CPU as a share of one core). Only streams are dicts."""
+        usage = self.budget.usage()
+        out: dict[str, object] = {"too_old": self.too_old, "dropped": self.budget.dropped,
+                                  "budget_bytes_per_s": usage["bytes_per_s"], "budget_cpu_share": usage["cpu_share"]}
         for key, pacer in self.pacers.items():
             name = f"{key.camera} {key.codec} {key.width}x{key.height}@{key.fps:g}"
-            out[name] = {**pacer.age_stats(), "kBps": round(pacer.throughput_bps / 1000)}
+            out[name] = {**pacer.age_stats(), "kBps": round(pacer.throughput_bps / 1000), "sent": pacer.sent,
+                         "dropped": pacer.dropped, "too_old": pacer.too_old}
         return out

@@ -3,13 +3,14 @@
 - :mod:`agent.video.frames`: :class:`Frame`, :class:`FrameFormat`, :class:`EncodedFrame`, :func:`encode`;
 - :mod:`agent.video.capture`: capture threads, supervision, capture-on-demand with a health probe;
 - :mod:`agent.video.hub`: :class:`VideoHub`, the shared latest-frame hub and encode cache;
-- :mod:`agent.video.budget`: encoder CPU share, message wire size, per-link pacing.
+- :mod:`agent.video.budget`: encoder CPU share, per-link send budget, message wire size, per-link pacing;
+- :mod:`agent.video.wsframes`: big binary WebSocket messages as masked fragments (client side).
 """
 
-from agent.video.budget import CpuBudget, LinkPacer, fit_ladder, json_wire_size, socketio_wire_size
+from agent.video.budget import CpuBudget, LinkPacer, SendBudget, fit_ladder, json_wire_size, socketio_wire_size
 from agent.video.frames import ENCODERS, EncodedFrame, Frame, FrameFormat, content_digest, encode
 from agent.video.hub import CACHE_MAX_BYTES, MAX_CACHED_ENCODES, VideoHub, hub_from_config
 
 __all__ = ["CACHE_MAX_BYTES", "ENCODERS", "MAX_CACHED_ENCODES", "CpuBudget", "EncodedFrame", "Frame",
-           "FrameFormat", "LinkPacer", "VideoHub", "content_digest", "encode", "fit_ladder",
+           "FrameFormat", "LinkPacer", "SendBudget", "VideoHub", "content_digest", "encode", "fit_ladder",
            "hub_from_config", "json_wire_size", "socketio_wire_size"]

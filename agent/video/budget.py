@@ -9,6 +9,9 @@
   as the websocket transport sends them).
 - :func:`fit_ladder`: the formats tried, in order, to bring a frame under a size
   (quality first, then scale).
+- :class:`SendBudget`: per link, bytes/s and share of one core for the whole send path of
+  video (encode + pack + send); a frame that would go over it is dropped (the stream's
+  delivered fps falls), never delayed.
 - :class:`LinkPacer`: per link and camera, at most one frame in flight, frames
   older than ``max_age_s`` never sent, throughput measured and the ladder level
   adapted down (slow link, oversize frames) and back up.
@@ -25,7 +28,7 @@ from typing import Any
 
 from agent.video.frames import FrameFormat
 
-__all__ = ["CpuBudget", "LinkPacer", "fit_ladder", "socketio_wire_size", "json_wire_size"]
+__all__ = ["CpuBudget", "LinkPacer", "SendBudget", "fit_ladder", "socketio_wire_size", "json_wire_size"]
 
 #: JPEG qualities tried (each capped by the requested one) before the frame is scaled down.
 QUALITY_STEPS = (60, 40)
@@ -91,6 +94,69 @@ class CpuBudget:
         with self._lock:
             self._trim(self._clock())
             return self._total / self.window_s
+
+
+class SendBudget:
+    """What one link may spend on video over a sliding window: wire bytes and CPU. Event-loop only.
+
+    Args:
+        max_bytes_per_s: wire bytes per second (None: no limit).
+        cpu_share: share of one core for encode + pack + send of this link's frames (1 or more:
+            no limit). The encode of a frame counts in full for every link sending it.
+        window_s: averaging window, s. clock: monotonic clock, s.
+
+    Attributes:
+        dropped: frames refused, in all.
+    """
+
+    def __init__(self, max_bytes_per_s: float | None = None, cpu_share: float = 1.0, window_s: float = 1.0,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.max_bytes_per_s = max_bytes_per_s
+        self.cpu_share = cpu_share
+        self.window_s = window_s
+        self._clock = clock
+        self._spent: deque[tuple[float, int, float]] = deque()     # (time, bytes, cpu s)
+        self._bytes = 0
+        self._cpu = 0.0
+        self.dropped = 0
+
+    def _trim(self) -> None:
+        horizon = self._clock() - self.window_s
+        while self._spent and self._spent[0][0] <= horizon:
+            _, nbytes, cpu = self._spent.popleft()
+            self._bytes -= nbytes
+            self._cpu -= cpu
+
+    def admit(self, nbytes: int, cpu_s: float) -> bool:
+        """True when a frame expected to cost ``nbytes`` and ``cpu_s`` fits the window; else counts a
+        drop. The first frame of an empty window always fits (a frame bigger than the budget
+        still goes out, at most once per window)."""
+        self._trim()
+        if not self._spent:
+            return True
+        fits_bytes = self.max_bytes_per_s is None or self._bytes + nbytes <= self.max_bytes_per_s * self.window_s
+        fits_cpu = self.cpu_share >= 1.0 or self._cpu + cpu_s <= self.cpu_share * self.window_s
+        if fits_bytes and fits_cpu:
+            return True
+        self.dropped += 1
+        return False
+
+    def spend(self, nbytes: int, cpu_s: float) -> None:
+        """Record a frame sent now: ``nbytes`` on the wire, ``cpu_s`` of CPU (encode + pack + send)."""
+        self._spent.append((self._clock(), nbytes, cpu_s))
+        self._bytes += nbytes
+        self._cpu += cpu_s
+        self._trim()
+
+    @classmethod
+    def from_config(cls, video: Any) -> SendBudget:
+        """The budget of one link from the ``video`` config section (``link_max_mib_per_s``, ``link_cpu_share``)."""
+        return cls(video.link_max_mib_per_s * 1024 * 1024, video.link_cpu_share)
+
+    def usage(self) -> dict[str, float]:
+        """``{"bytes_per_s", "cpu_share"}`` over the window."""
+        self._trim()
+        return {"bytes_per_s": round(self._bytes / self.window_s), "cpu_share": round(self._cpu / self.window_s, 3)}
 
 
 def socketio_wire_size(event: str, data: Any, namespace: str = "/robot") -> int:
@@ -165,6 +231,7 @@ class LinkPacer:
         self.ages: deque[float] = deque(maxlen=512)
         self.sent = 0
         self.too_old = 0
+        self.dropped = 0
 
     def fresh(self, t_mono_s: float) -> bool:
         """True when a frame captured at ``t_mono_s`` may still be sent; counts the stale ones."""
@@ -201,9 +268,9 @@ class LinkPacer:
         self._good = 0
 
     def age_stats(self) -> dict[str, float | None]:
-        """``{"p50_s", "p95_s", "max_s"}`` of recent frame ages (None before any)."""
+        """``{"p50_s", "p95_s", "p99_s", "max_s"}`` of recent frame ages (None before any)."""
         if not self.ages:
-            return {"p50_s": None, "p95_s": None, "max_s": None}
+            return {"p50_s": None, "p95_s": None, "p99_s": None, "max_s": None}
         ages = sorted(self.ages)
         pick = lambda p: round(ages[min(len(ages) - 1, int(p * len(ages)))], 4)  # noqa: E731
-        return {"p50_s": pick(0.5), "p95_s": pick(0.95), "max_s": round(ages[-1], 4)}
+        return {"p50_s": pick(0.5), "p95_s": pick(0.95), "p99_s": pick(0.99), "max_s": round(ages[-1], 4)}

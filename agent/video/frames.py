@@ -54,13 +54,18 @@ def _encode_jpeg(image: np.ndarray, quality: int) -> bytes:
     return buf.tobytes()
 
 
-def _encode_rgba(image: np.ndarray, quality: int) -> bytes:
-    """Raw RGBA, width*height*4 bytes, rows bottom-up (WebGL order); ``quality`` unused."""
-    return cv2.flip(cv2.cvtColor(image, cv2.COLOR_BGR2RGBA), 0).tobytes()
+def _encode_rgba(image: np.ndarray, quality: int) -> memoryview:
+    """Raw RGBA, width*height*4 bytes, rows bottom-up (WebGL order); ``quality`` unused.
+
+    A read-only byte view of the flipped array, not a copy: OpenCV releases the GIL while it
+    converts and flips, a ``tobytes()`` of a full-HD frame would hold it for an 8 MB copy."""
+    rgba = cv2.flip(cv2.cvtColor(image, cv2.COLOR_BGR2RGBA), 0)
+    rgba.flags.writeable = False
+    return memoryview(rgba).cast("B")
 
 
-#: codec -> ``(image_bgr, quality) -> bytes``.
-ENCODERS: dict[str, Callable[[np.ndarray, int], bytes]] = {"jpeg": _encode_jpeg, "rgba": _encode_rgba}
+#: codec -> ``(image_bgr, quality) -> bytes`` (raw RGBA: a read-only ``memoryview`` of bytes).
+ENCODERS: dict[str, Callable[[np.ndarray, int], bytes | memoryview]] = {"jpeg": _encode_jpeg, "rgba": _encode_rgba}
 
 
 def _optional_size(name: str, value: object) -> None:
@@ -115,8 +120,10 @@ class EncodedFrame:
     Attributes:
         seq: the :class:`Frame` seq. t_unix_s: capture time, Unix s.
         width, height: encoded size, px. codec: ``jpeg`` | ``rgba``.
-        data: JPEG file bytes, or width*height*4 RGBA bytes with bottom-up rows.
+        data: JPEG file bytes, or width*height*4 RGBA bytes with bottom-up rows (a read-only
+            ``memoryview``, shared by every consumer: never copied on the way to a socket).
         t_mono_s: capture time, s, agent monotonic clock (the :class:`Frame`'s).
+        encode_s: time the encoder thread spent on this encode, s (0 when unknown).
     """
 
     seq: int
@@ -124,8 +131,9 @@ class EncodedFrame:
     width: int
     height: int
     codec: str
-    data: bytes
+    data: bytes | memoryview
     t_mono_s: float = 0.0
+    encode_s: float = 0.0
 
     def age_s(self, now_mono_s: float) -> float:
         """Seconds since capture at monotonic time ``now_mono_s`` (0 when the capture time is unknown)."""

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import dataclasses
 import logging
 import random
 import threading
@@ -320,6 +321,7 @@ class VideoHub(CaptureThreads):
             log.error("%s: encoding frame %d as %s failed: %s", feed.name, frame.seq, fmt, err)
             return None
         spent = time.perf_counter() - start
+        out = dataclasses.replace(out, encode_s=spent)
         self.cpu.spend(spent)
         key = (frame.seq, fmt)
         with self._stats_lock:
