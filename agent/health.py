@@ -56,6 +56,7 @@ class HealthTracker:
         self._last_error = last_error
         self._errors = 0
         self._error_when_ok = error_when_ok
+        self._last_report: DeviceHealth | None = None
 
     @property
     def state(self) -> Health:
@@ -101,8 +102,14 @@ class HealthTracker:
             self._state = state
 
     def report(self) -> DeviceHealth:
-        """This device's :class:`~agent.model.DeviceHealth` (plain-string state)."""
+        """This device's :class:`~agent.model.DeviceHealth` (plain-string state).
+
+        The same object while nothing changed: the control loop asks every tick and keeps each
+        tick's answer in its snapshot ring, so a new one per tick would be garbage-collection work."""
         with self._lock:
             state, error, errors = self._state, self._last_error, self._errors
         shown = error if state != OK or self._error_when_ok else ""
-        return DeviceHealth(self.name, state.value, shown, errors)
+        last = self._last_report
+        if last is None or last.state != state.value or last.last_error != shown or last.errors != errors:
+            last = self._last_report = DeviceHealth(self.name, state.value, shown, errors)
+        return last

@@ -2,7 +2,9 @@
 
 Part of agent/hardware.py's Hardware (docs/architecture.md, "Hardware"): the
 transactions of one bus never interleave and a hung bus never stalls the
-control loop. A gyro calibration runs here one read per pass (the IMU driver's
+control loop. A sensor is read every ``1 / rate_hz``, or every ``poll_period_s`` of its
+driver when that is longer (the MPU-6050 gathers samples in its FIFO and is polled
+every 4 samples: 25 wake-ups a second instead of 100). A gyro calibration runs here one read per pass (the IMU driver's
 ``gyro_calibration``), interleaved with the bus's other devices, never as one
 2 s block.
 """
@@ -83,7 +85,8 @@ class I2cWorker:
                     self.reads += 1
                 elif dev.state == LOST:
                     setattr(self, attr, None)  # publish "unavailable", never a stale value
-                entry[3] = max(due + period, now)
+                # a driver that buffers samples (the MPU-6050's FIFO) is polled at its own, longer period
+                entry[3] = max(due + max(period, getattr(dev.driver, "poll_period_s", 0.0)), now)
             dues = [e[3] for e in sensors] + ([self._slice_due] if self._slices is not None else [])
             timeout = max(0.0, min(dues) - time.monotonic()) if dues else 0.5
             self._wake.wait(timeout)

@@ -185,7 +185,7 @@ class Ina219Config(DriverSection):
     shunt_ohm: float = Field(0.1, ge=1e-4, le=100.0)
     max_current_a: float = Field(3.2, ge=0.01, le=1000.0)
     battery: BatteryConfig = Field(default_factory=BatteryConfig)
-    rate_hz: RateHz = Field(10.0, le=200)
+    rate_hz: RateHz = Field(2.0, le=200)    # a battery moves slowly: each read is 5 transactions
 
 
 class Ina226Config(DriverSection):
@@ -200,7 +200,7 @@ class Ina226Config(DriverSection):
     shunt_ohm: float = Field(0.002, ge=1e-4, le=100.0)
     max_current_a: float = Field(20.0, ge=0.01, le=1000.0)
     battery: BatteryConfig = Field(default_factory=BatteryConfig)
-    rate_hz: RateHz = Field(10.0, le=200)
+    rate_hz: RateHz = Field(2.0, le=200)    # a battery moves slowly: each read is 5 transactions
 
 
 class ServoJointConfig(DriverSection):

@@ -42,6 +42,7 @@ class SMBusLike(Protocol):
                             force: bool | None = None) -> list[int]: ...
     def write_i2c_block_data(self, i2c_addr: int, register: int, data: list[int],
                              force: bool | None = None) -> None: ...
+    def i2c_rdwr(self, *i2c_msgs: smbus2.i2c_msg) -> None: ...
     def close(self) -> None: ...
 
 
@@ -158,6 +159,17 @@ class I2cDevice:
             raise DriverError(f"{self}: short read at 0x{reg:02x}: {len(data)} of {length} bytes",
                               device=self.device)
         return bytes(data)
+
+    def read_stream(self, reg: int, length: int) -> bytes:
+        """Read ``length`` bytes from ``reg`` in one combined transaction (I2C_RDWR: register write,
+        repeated start, read), past SMBus's 32-byte block limit (a FIFO's contents)."""
+        write, read = smbus2.i2c_msg.write(self.address, [reg]), smbus2.i2c_msg.read(self.address, length)
+        self._call(f"read {length} bytes at 0x{reg:02x}", lambda _address: self.bus.i2c_rdwr(write, read))
+        data = bytes(read)
+        if len(data) != length:
+            raise DriverError(f"{self}: short read at 0x{reg:02x}: {len(data)} of {length} bytes",
+                              device=self.device)
+        return data
 
     def write_block(self, reg: int, data: bytes | list[int]) -> None:
         """Write ``data`` (<= 32 bytes) starting at ``reg`` in one transaction."""

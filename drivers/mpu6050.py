@@ -12,6 +12,16 @@ flat, components up, X arrow to the front), so chip axes are the body axes
 (0, 0, +9.81) m/s^2 (specific force: gravity seen as an upward push). Mount
 it that way or remap the axes in a wrapper.
 
+Samples come through the chip's FIFO (RM §4.6-4.7): at open the FIFO takes
+accel, temperature and gyro (14 bytes per sample, the burst's layout) at the
+sample rate; a read takes the FIFO count and then every waiting sample in one
+combined transaction, runs each through the filter at the chip's sample period
+and returns the newest. So the bus worker polls every :attr:`Mpu6050.poll_period_s`
+(:data:`FIFO_BATCH` samples, 40 ms at 100 Hz) with no sample lost, instead of
+waking at the sample rate. An empty FIFO (polled early), an overflow or a stall
+of more than :data:`FIFO_MAX_BATCH` samples (the FIFO is then reset) falls back
+to one burst of the data registers.
+
 Orientation comes from Madgwick's IMU filter (drivers/madgwick.py: the
 ``ahrs`` library's update in plain floats; the first sample from its ``acc2q``, also in plain floats;
 no magnetometer: yaw is integrated gyro, relative to the heading at
@@ -45,8 +55,13 @@ REG_SMPLRT_DIV = 0x19
 REG_CONFIG = 0x1A
 REG_GYRO_CONFIG = 0x1B
 REG_ACCEL_CONFIG = 0x1C
+REG_FIFO_EN = 0x23
+REG_INT_STATUS = 0x3A
 REG_ACCEL_XOUT_H = 0x3B
+REG_USER_CTRL = 0x6A
 REG_PWR_MGMT_1 = 0x6B
+REG_FIFO_COUNTH = 0x72
+REG_FIFO_R_W = 0x74
 REG_WHO_AM_I = 0x75
 
 WHO_AM_I_VALUE = 0x68
@@ -58,6 +73,19 @@ BURST_LEN = 14
 ACCEL_LSB_PER_G = {2: 16384.0, 4: 8192.0, 8: 4096.0, 16: 2048.0}
 #: Gyro LSB per deg/s by range (FS_SEL 0..3), §3.5.
 GYRO_LSB_PER_DPS = {250: 131.0, 500: 65.5, 1000: 32.8, 2000: 16.4}
+#: FIFO_EN: temperature, gyro X/Y/Z and accel: 14-byte FIFO samples laid out as the burst from 0x3B.
+FIFO_EN_ALL = 0xF8
+#: USER_CTRL bits: FIFO enable, FIFO reset (self-clearing).
+USER_FIFO_EN = 0x40
+USER_FIFO_RESET = 0x04
+#: INT_STATUS bit: the FIFO overflowed.
+INT_FIFO_OFLOW = 0x10
+#: FIFO size, bytes.
+FIFO_SIZE = 1024
+#: Samples the FIFO gathers between two reads (poll_period_s = FIFO_BATCH sample periods).
+FIFO_BATCH = 4
+#: More samples than this waiting (the reader stalled) are dropped: FIFO reset, the registers read instead.
+FIFO_MAX_BATCH = 16
 #: Gyro start-up time after wake, s (PS §6.1: 30 ms typical).
 GYRO_STARTUP_S = 0.03
 #: Gyro zero-rate offset tolerance, rad/s (PS §6.1: +-20 deg/s); a larger "bias" means the robot moved.
@@ -109,6 +137,11 @@ class Mpu6050(Imu):
         self.gyro_bias_radps: Vec3 = (0.0, 0.0, 0.0)
         self._q: tuple[float, float, float, float] | None = None     # w, x, y, z
         self._t_last: float | None = None
+        self._period_s = 1.0 / sample_rate_hz(cfg)
+        #: How often a reader should call :meth:`read`: FIFO_BATCH sample periods, s.
+        self.poll_period_s = FIFO_BATCH * self._period_s
+        #: FIFO resets after an overflow or a stall.
+        self.fifo_resets = 0
 
     # ------------------------------------------------------------------ lifecycle
     def open(self) -> None:
@@ -127,6 +160,7 @@ class Mpu6050(Imu):
                                   "(0x70/0x71 would be an MPU-6500/9250: not supported)")
         self._configure()
         self._sleep(GYRO_STARTUP_S)
+        self._enable_fifo()
         self._q = None
         self._t_last = None
         self._dev.ready = True
@@ -139,6 +173,10 @@ class Mpu6050(Imu):
         back = self._dev.read_block(REG_SMPLRT_DIV, len(self._config_bytes))
         if back != self._config_bytes:
             raise self._dev.error(f"config read-back {back.hex()} != written {self._config_bytes.hex()}")
+
+    def _enable_fifo(self) -> None:
+        self._dev.write_u8(REG_FIFO_EN, FIFO_EN_ALL)
+        self._dev.write_u8(REG_USER_CTRL, USER_FIFO_EN | USER_FIFO_RESET)
 
     def close(self) -> None:
         """Mark the driver closed (the chip keeps running; the bus stays open). Idempotent."""
@@ -153,34 +191,68 @@ class Mpu6050(Imu):
         if not any(data):
             # All-zero burst: the chip is asleep again (power-on reset). Wake it; drop this sample.
             self._configure()
+            self._enable_fifo()
             raise self._dev.error("burst read all zeros: chip was reset and asleep; re-initialised, sample dropped")
+        return (t, *self._scale(data))
+
+    def _scale(self, data: bytes) -> tuple[Vec3, float, Vec3]:
+        """14 burst bytes -> (accel m/s^2, temperature degC, gyro rad/s without bias removal)."""
         ax, ay, az, temp, gx, gy, gz = struct.unpack(">7h", data)
         s_a, s_g = self._accel_scale, self._gyro_scale
-        return t, (ax * s_a, ay * s_a, az * s_a), temperature_c(temp), (gx * s_g, gy * s_g, gz * s_g)
+        return (ax * s_a, ay * s_a, az * s_a), temperature_c(temp), (gx * s_g, gy * s_g, gz * s_g)
+
+    def _read_fifo(self) -> list[bytes]:
+        """The samples waiting in the FIFO, oldest first (14 bytes each); [] when there is none, or
+        after an overflow or a stall (the FIFO is reset then)."""
+        self._dev.require_ready()
+        count = self._dev.read_u16_be(REG_FIFO_COUNTH)
+        waiting = count // BURST_LEN
+        if count % BURST_LEN or waiting > FIFO_MAX_BATCH:
+            log.debug("%r: FIFO holds %d bytes (overflow or stall): reset", self._dev, count)
+            self._dev.write_u8(REG_USER_CTRL, USER_FIFO_EN | USER_FIFO_RESET)
+            self.fifo_resets += 1
+            return []
+        if not waiting:
+            return []
+        data = self._dev.read_stream(REG_FIFO_R_W, waiting * BURST_LEN)
+        return [data[i:i + BURST_LEN] for i in range(0, len(data), BURST_LEN)]
 
     def read(self) -> ImuSample:
-        """One sample: accel m/s^2 (with gravity), gyro rad/s (bias removed), orientation xyzw, degC.
+        """The newest sample: accel m/s^2 (with gravity), gyro rad/s (bias removed), orientation xyzw, degC.
+
+        Every sample waiting in the FIFO goes through the orientation filter at the sample period;
+        with none waiting, the data registers are read.
 
         Raises:
             DriverError: bus error (errno kept), or the chip was found reset (re-initialised; sample dropped).
             DeviceClosed: after close().
         """
-        t, accel, temp, gyro_raw = self._read_raw()
-        b = self.gyro_bias_radps
-        gyro = (gyro_raw[0] - b[0], gyro_raw[1] - b[1], gyro_raw[2] - b[2])
-        q = self._update_orientation(t, accel, gyro)
+        batch = self._read_fifo()
+        if not batch:
+            t, accel, temp, gyro_raw = self._read_raw()
+            gyro, q = self._filter(t, accel, gyro_raw, None)
+        else:
+            t = self._clock()
+            for data in batch:
+                accel, temp, gyro_raw = self._scale(data)
+                gyro, q = self._filter(t, accel, gyro_raw, self._period_s)
         return ImuSample(t_mono_s=t, accel_mps2=accel, gyro_radps=gyro, orientation_xyzw=q, temperature_c=temp)
 
-    def _update_orientation(self, t: float, accel: Vec3, gyro: Vec3) -> Quat:
+    def _filter(self, t: float, accel: Vec3, gyro_raw: Vec3, dt: float | None) -> tuple[Vec3, Quat]:
+        """Remove the gyro bias and step the orientation by ``dt`` (None: the time since the last
+        sample); (gyro rad/s, orientation xyzw)."""
+        b = self.gyro_bias_radps
+        gyro = (gyro_raw[0] - b[0], gyro_raw[1] - b[1], gyro_raw[2] - b[2])
         if self._q is None:
             self._q = acc2q(accel)
         else:
-            dt = t - (self._t_last if self._t_last is not None else t)
+            if dt is None:
+                dt = t - (self._t_last if self._t_last is not None else t)
             if 0.0 < dt <= MAX_FILTER_DT_S:
                 self._q = update_imu(self._q, gyro, accel, dt)
         self._t_last = t
         w, x, y, z = self._q
-        return (x, y, z, w)
+        return gyro, (x, y, z, w)
 
     def calibrate_gyro(self, samples: int = 200) -> Vec3:
         """Average ``samples`` gyro reads at rest; later samples subtract this bias.

@@ -20,7 +20,8 @@ the closer stand-in. Which one was used is printed.
 Printed: ticks on schedule per second (``rate_hz`` less the slots a gap of over
 1.5 periods missed; a woken tick restarts the slot grid, so slots are counted
 from the gaps, not on a fixed grid), the
-worst gap between ticks, command -> motor-emulator receipt p50/p99 per protocol
+worst gap between ticks, gc collections (the longest), CPU % and wake-ups per second
+per thread, command -> motor-emulator receipt p50/p99 per protocol
 next to each transport's bare relay measured in the same run and the duty
 packet's wire time, CPU % of the child, its peak RSS.
 
@@ -128,12 +129,22 @@ def report(args, how: str, code: int, relays: dict, sends: dict, result: dict) -
     print(f"  CPU {result['cpu_pct']:.1f} % of one core (of which the motor emulator's thread "
           f"{result['emulator_cpu_pct']:.1f} %: simulation, not agent)   RSS peak {result['rss_peak_mib']:.1f} MiB "
           f"(now {result['rss_mib']:.1f} MiB)   switch interval {result['switch_interval_ms']:.2f} ms")
+    quota = result["throttling"]
+    if quota.get("periods"):
+        print(f"  quota: throttled in {quota['throttled']} of {quota['periods']} periods "
+              f"({100 * quota['throttled'] / quota['periods']:.1f} %), {quota['ns'] / 1e6:.0f} ms in all")
+    print(f"  libraries loaded: {', '.join(result['heavy'])}")
     gcs = result["gc_pauses"]
     print(f"  gc: {result['gc_frozen']} objects frozen; collections (count, longest ms) "
           + ", ".join(f"gen{g} {n} / {ms:.1f}" for g, (n, ms) in gcs.items()))
     lag = result["loop_lag_ms"]
     print(f"  event loop lag (a 50 ms sleep wakes late by): p50 {lag[0]:.2f} ms  p99 {lag[1]:.2f} ms  max {lag[2]:.1f} ms")
-    print("  busiest threads: " + ", ".join(f"{name} {share:.1f} %" for share, name in result["threads_cpu_pct"]))
+    print("  gc: longest collections, wall (CPU): "
+          + ", ".join(f"{ms:.1f} ({cpu:.1f}) ms gen{g}" for ms, cpu, g in result["gc_longest"]))
+    print("  threads (CPU % of one core, wake-ups/s):")
+    for share, wakeups, name in result["threads"]:
+        if share >= 0.05 or wakeups >= 1:
+            print(f"    {name:<32} {share:5.1f} %  {wakeups:6.0f}/s")
     print(f"  command -> motor emulator receipt; wire floor of the duty packet {wire * 1e3:.2f} ms "
           f"(RoboClaw 8 bytes at {result['baud']} baud), figures net of it:")
     for proto, lat in latencies(sends, result["duty_events"]).items():

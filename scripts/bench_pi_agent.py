@@ -27,6 +27,9 @@ from drivers.serialport import transfer_s  # noqa: E402
 WARMUP_S = 3.0
 #: Sleep of the event loop lag probe, s.
 LAG_PROBE_S = 0.05
+#: Libraries whose import weighs in RSS (requests and websocket-client come only with the test extra:
+#: python-socketio[client]; the engine.io package imports them when they are installed).
+HEAVY = ("cv2", "numpy", "zmq", "robot_msg", "socketio", "aiohttp", "requests", "websocket", "ahrs")
 #: RoboClaw duty packet (cmd 34): address, command, 2 x int16, CRC16.
 DUTY_PACKET_BYTES = 8
 
@@ -76,17 +79,50 @@ def _rss_mib(field: str) -> float:
     return 0.0
 
 
-def thread_cpu_s() -> dict[str, float]:
-    """CPU seconds (user + system) per live thread name, from /proc/self/task/<tid>/stat."""
+def thread_cpu_s() -> dict[str, tuple[float, int]]:
+    """(CPU seconds (user + system), voluntary context switches: wake-ups) per thread name, from
+    /proc/self/task/<tid>/stat and status; threads Python did not start (ZeroMQ's I/O thread,
+    OpenCV's pool) under their kernel name."""
     tick = os.sysconf("SC_CLK_TCK")
-    out: dict[str, float] = {}
-    for thread in threading.enumerate():
+    names = {t.native_id: t.name for t in threading.enumerate()}
+    out: dict[str, tuple[float, int]] = {}
+    for task in Path("/proc/self/task").iterdir():
         try:
-            fields = Path(f"/proc/self/task/{thread.native_id}/stat").read_text().rsplit(")", 1)[1].split()
+            fields = (task / "stat").read_text().rsplit(")", 1)[1].split()
+            status = (task / "status").read_text()
+            name = names.get(int(task.name)) or "[" + (task / "comm").read_text().strip() + "]"
         except OSError:
             continue
-        out[thread.name] = out.get(thread.name, 0.0) + (int(fields[11]) + int(fields[12])) / tick
+        wakeups = next((int(line.split()[1]) for line in status.splitlines()
+                        if line.startswith("voluntary_ctxt_switches")), 0)
+        cpu, n = out.get(name, (0.0, 0))
+        out[name] = (cpu + (int(fields[11]) + int(fields[12])) / tick, n + wakeups)
     return out
+
+
+def thread_figures(before: dict, after: dict, window: float) -> list[tuple[float, float, str]]:
+    """(CPU % of one core, wake-ups per second, name) per thread over the window, busiest first."""
+    rows = []
+    for name, (cpu, wakeups) in after.items():
+        cpu0, wakeups0 = before.get(name, (0.0, 0))
+        rows.append((100 * (cpu - cpu0) / window, (wakeups - wakeups0) / window, name))
+    return sorted(rows, reverse=True)
+
+
+def throttling() -> dict[str, int]:
+    """The quota's counters for this process's cgroup (cpu.stat: nr_periods, nr_throttled, throttled
+    time in ns; v1 ``throttled_time``, v2 ``throttled_usec`` given in ns), or {} without one."""
+    for line in Path("/proc/self/cgroup").read_text().splitlines():
+        _, controllers, path = line.split(":", 2)
+        base = (Path("/sys/fs/cgroup/cpu") if "cpu" in controllers.split(",")
+                else Path("/sys/fs/cgroup") if controllers == "" else None)
+        if base is None or not (base / path.lstrip("/") / "cpu.stat").exists():
+            continue
+        stat = dict(entry.split() for entry in (base / path.lstrip("/") / "cpu.stat").read_text().splitlines())
+        if "nr_throttled" in stat:
+            ns = int(stat["throttled_time"]) if "throttled_time" in stat else 1000 * int(stat.get("throttled_usec", 0))
+            return {"periods": int(stat["nr_periods"]), "throttled": int(stat["nr_throttled"]), "ns": ns}
+    return {}
 
 
 def tick_figures(times: list[float], rate_hz: float, window_s: float) -> dict:
@@ -101,21 +137,28 @@ def tick_figures(times: list[float], rate_hz: float, window_s: float) -> dict:
 
 
 class GcPauses:
-    """Duration of every garbage collection, s, per generation (gc.callbacks; bench-only)."""
+    """Duration of every garbage collection per generation: wall time and the collecting thread's CPU
+    time, s (gc.callbacks; bench-only). Wall far above CPU: the process was throttled (or the
+    thread preempted) during the collection, not a long collection."""
 
     def __init__(self) -> None:
-        self.pauses: dict[int, list[float]] = {0: [], 1: [], 2: []}
-        self._start = 0.0
+        self.pauses: dict[int, list[tuple[float, float]]] = {0: [], 1: [], 2: []}
+        self._start = (0.0, 0.0)
         gc.callbacks.append(self._note)
 
     def _note(self, phase: str, info: dict) -> None:
         if phase == "start":
-            self._start = time.perf_counter()
+            self._start = (time.perf_counter(), time.thread_time())
         else:
-            self.pauses[info["generation"]].append(time.perf_counter() - self._start)
+            wall, cpu = self._start
+            self.pauses[info["generation"]].append((time.perf_counter() - wall, time.thread_time() - cpu))
 
     def figures(self) -> dict:
-        return {str(g): [len(p), 1e3 * max(p, default=0.0)] for g, p in self.pauses.items()}
+        return {str(g): [len(p), 1e3 * max((w for w, _ in p), default=0.0)] for g, p in self.pauses.items()}
+
+    def longest(self, n: int = 5) -> list[tuple[float, float, int]]:
+        """The ``n`` longest collections: (wall ms, CPU ms, generation), longest first."""
+        return sorted(((1e3 * w, 1e3 * c, g) for g, p in self.pauses.items() for w, c in p), reverse=True)[:n]
 
 
 async def loop_lag(lags: list[float], stop: asyncio.Event) -> None:
@@ -163,9 +206,10 @@ async def run_agent(ports: dict, seconds: float, out: str, switch_interval: floa
             sys.setswitchinterval(switch_interval)
         duty = DutyEvents(agent.physics)
         await asyncio.sleep(WARMUP_S)
-        cpu0, t0, threads0 = os.times(), time.monotonic(), thread_cpu_s()
+        cpu0, t0, threads0, quota0 = os.times(), time.monotonic(), thread_cpu_s(), throttling()
         times, lags = await tick_times(agent, seconds)
-        cpu1, window, threads1 = os.times(), time.monotonic() - t0, thread_cpu_s()
+        cpu1, window, threads1, quota1 = os.times(), time.monotonic() - t0, thread_cpu_s(), throttling()
+        threads = thread_figures(threads0, threads1, window)
         motor = cfg.drivers.motor
         result = {
             "window_s": window, "rate_hz": cfg.control.rate_hz, **tick_figures(times, cfg.control.rate_hz, window),
@@ -175,9 +219,10 @@ async def run_agent(ports: dict, seconds: float, out: str, switch_interval: floa
             "baud": motor.baud, "duty_wire_s": transfer_s(DUTY_PACKET_BYTES, motor.baud),
             "duty_events": duty.events, "gc_pauses": pauses.figures(), "gc_frozen": gc.get_freeze_count(),
             "loop_lag_ms": [1e3 * _pct(lags, 50), 1e3 * _pct(lags, 99), 1e3 * max(lags, default=0.0)],
-            "emulator_cpu_pct": 100 * sum(v - threads0.get(k, 0.0) for k, v in threads1.items()
-                                          if k.endswith("-pty")) / window,
-            "threads_cpu_pct": sorted(((100 * (v - threads0.get(k, 0.0)) / window, k) for k, v in threads1.items()),
-                                      reverse=True)[:6],
+            "gc_longest": pauses.longest(),
+            "throttling": {k: quota1[k] - quota0[k] for k in quota1} if quota0 and quota1 else {},
+            "heavy": [m for m in HEAVY if m in sys.modules],
+            "emulator_cpu_pct": sum(cpu for cpu, _, name in threads if name.endswith("-pty")),
+            "threads": threads,
         }
     Path(out).write_text(json.dumps(result))

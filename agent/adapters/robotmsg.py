@@ -283,18 +283,19 @@ class RobotMsgAdapter:
         period = 1.0 / self._cfg.state_hz
         next_t = loop.time()
         while True:
-            timeout = next_t - loop.time()
-            if timeout > 0 and not self._publish_now.is_set():
+            if next_t > loop.time() and not self._publish_now.is_set():
+                # the slot's timer sets the same event a ctrl_update sets: one timer handle per
+                # wait, no task (asyncio.wait_for made a task per slot: state_hz a second)
+                timer = loop.call_at(next_t, self._publish_now.set)
                 try:
-                    await asyncio.wait_for(self._publish_now.wait(), timeout)
-                except TimeoutError:
-                    pass
-            if self._publish_now.is_set():
-                self._publish_now.clear()
-                self._publish_state(pub, ch.topic)
-                continue
+                    await self._publish_now.wait()
+                finally:
+                    timer.cancel()
+            self._publish_now.clear()
             self._publish_state(pub, ch.topic)
-            next_t = max(next_t + period, loop.time())
+            now = loop.time()
+            if now >= next_t:
+                next_t = max(next_t + period, now)
 
     def _publish_state(self, pub: zmq.Socket, topic: bytes | None) -> None:
         try:

@@ -149,7 +149,8 @@ class FakeSMBus:
     Args:
         chips: address -> chip emulator.
         label: the config value this bus stands for (``sim://``); used by the probe.
-        history: most transactions kept in :attr:`log` (oldest dropped).
+        history: most transactions kept in :attr:`log` (oldest dropped; each one is an object the
+            garbage collector walks while it lives: the simulated tank's bus is read ~100 times a second).
         read_last_only: ``i2c_rdwr`` fails with EOPNOTSUPP (95) when a read
             message is not the last one, like the Pi's ``i2c-bcm2835`` (§7.1).
         clock_hz: bus clock; each transaction then holds the bus for its wire time
@@ -157,7 +158,7 @@ class FakeSMBus:
     """
 
     def __init__(self, chips: dict[int, Chip] | None = None, *, label: str = "sim://",
-                 history: int = 512, read_last_only: bool = True, clock_hz: float | None = None) -> None:
+                 history: int = 64, read_last_only: bool = True, clock_hz: float | None = None) -> None:
         self.label = label
         self.clock_hz = clock_hz
         self.read_last_only = read_last_only
@@ -332,6 +333,7 @@ class FakeSMBus:
         if self.read_last_only and any(m.flags & I2C_M_RD for m in i2c_msgs[:-1]):
             raise _os_error(errno_mod.EOPNOTSUPP)
         with self._lock:
+            moved = 0
             for msg in i2c_msgs:
                 chip = self._target(msg.addr)
                 if msg.flags & I2C_M_RD:
@@ -342,6 +344,9 @@ class FakeSMBus:
                     payload = bytes(msg)
                     chip.write(payload)
                     self.log.append(Transaction(msg.addr, "write", payload))
+                moved += msg.len
+            reads = any(m.flags & I2C_M_RD for m in i2c_msgs)
+            self._hold(moved - 1, read=reads)       # the first byte written is the register
 
     def close(self) -> None:
         """Close the bus; later calls raise EBADF."""

@@ -7,6 +7,18 @@ body specific force and angular rate from :class:`BodyMotion`, quantised with
 the ranges in GYRO_CONFIG / ACCEL_CONFIG, big-endian, saturated at s16.
 Writes to read-only registers (data, WHO_AM_I) are ignored; DEVICE_RESET
 (PWR_MGMT_1 bit 7) restores power-on values. Chip axes = body axes.
+
+FIFO (RM §4.6-4.7, registers 0x23 FIFO_EN, 0x6A USER_CTRL, 0x72/0x73
+FIFO_COUNT, 0x74 FIFO_R_W, 0x3A INT_STATUS): while USER_CTRL.FIFO_EN is set
+and the chip is awake, one sample of the enabled registers (in register order:
+accel, temperature, gyro) is written at every sample-rate tick (gyro output
+rate / (1 + SMPLRT_DIV)) of the chip's clock (the physics time; the monotonic
+clock without physics). Ticks are written when the FIFO is next read, with
+the body motion of that moment and fresh noise per sample. 1024 bytes; on
+overflow the oldest bytes are lost and INT_STATUS.FIFO_OFLOW is set (cleared by
+reading INT_STATUS). FIFO_COUNT reads the byte count; FIFO_R_W pops a byte per
+byte read (the pointer does not advance past it; an empty FIFO reads 0).
+USER_CTRL.FIFO_RESET empties it (self-clearing).
 """
 
 from __future__ import annotations
@@ -14,12 +26,15 @@ from __future__ import annotations
 import math
 import random
 import struct
+import time
 from typing import TYPE_CHECKING
 
 from drivers.emulators.i2c import RegisterChip
 from drivers.emulators.tank import GRAVITY_MPS2, TankPhysics
-from drivers.mpu6050 import (ACCEL_LSB_PER_G, GYRO_LSB_PER_DPS, REG_ACCEL_CONFIG, REG_ACCEL_XOUT_H,
-                             REG_GYRO_CONFIG, REG_PWR_MGMT_1, REG_WHO_AM_I, WHO_AM_I_VALUE)
+from drivers.mpu6050 import (ACCEL_LSB_PER_G, FIFO_SIZE, GYRO_LSB_PER_DPS, INT_FIFO_OFLOW, REG_ACCEL_CONFIG,
+                             REG_ACCEL_XOUT_H, REG_CONFIG, REG_FIFO_COUNTH, REG_FIFO_EN, REG_FIFO_R_W,
+                             REG_GYRO_CONFIG, REG_INT_STATUS, REG_PWR_MGMT_1, REG_SMPLRT_DIV, REG_USER_CTRL,
+                             REG_WHO_AM_I, USER_FIFO_EN, USER_FIFO_RESET, WHO_AM_I_VALUE)
 
 if TYPE_CHECKING:
     from drivers.config import Mpu6050Config
@@ -33,6 +48,9 @@ SIM_NOISE = {"gyro_noise_radps": math.radians(0.005) * math.sqrt(44.0),
 PWR_SLEEP = 0x40
 PWR_DEVICE_RESET = 0x80
 DATA_FIRST, DATA_LAST = REG_ACCEL_XOUT_H, 0x48
+#: FIFO_EN bits -> the data bytes (offsets into the 14-byte data block) each one puts in the FIFO.
+FIFO_SOURCES = ((0x08, slice(0, 6)), (0x80, slice(6, 8)), (0x40, slice(8, 10)), (0x20, slice(10, 12)),
+                (0x10, slice(12, 14)))
 
 
 def _s16(value: float) -> int:
@@ -72,11 +90,22 @@ class BodyMotion:
             yaw = self.physics.pose()[2]
         else:
             accel, gyro, yaw = self.accel_mps2, self.gyro_radps, self.yaw_rad
+        accel, gyro = self.noisy(accel, gyro)
+        return accel, gyro, yaw
+
+    def truth(self) -> tuple[tuple[float, ...], tuple[float, ...]]:
+        """(accel m/s^2, gyro rad/s) without bias and noise (:meth:`noisy` adds them)."""
+        if self.physics is not None:
+            return self.physics.accel_body_mps2(), self.physics.gyro_body_radps()
+        return self.accel_mps2, self.gyro_radps
+
+    def noisy(self, accel, gyro) -> tuple[tuple[float, ...], tuple[float, ...]]:
+        """``accel`` and ``gyro`` with fresh noise, and the gyro bias added."""
         g = self._rng.gauss
         an, gn = self.accel_noise_mps2, self.gyro_noise_radps
         accel = tuple(a + (g(0.0, an) if an else 0.0) for a in accel)
         gyro = tuple(w + b + (g(0.0, gn) if gn else 0.0) for w, b in zip(gyro, self.gyro_bias_radps))
-        return accel, gyro, yaw
+        return accel, gyro
 
 
 class Mpu6050Chip(RegisterChip):
@@ -94,6 +123,9 @@ class Mpu6050Chip(RegisterChip):
         self.motion = BodyMotion(physics, **motion)
         self.temperature_c = temperature_c
         self.samples = 0
+        self.clock = physics.now if physics is not None else time.monotonic
+        self.fifo = bytearray()
+        self._fifo_t = 0.0          # chip time of the next FIFO sample tick, s
         super().__init__()
 
     @classmethod
@@ -102,29 +134,89 @@ class Mpu6050Chip(RegisterChip):
         bias (:data:`SIM_NOISE`; options as the constructor's override them)."""
         return cls(physics, **{**SIM_NOISE, **options})
 
+    def reset(self) -> None:
+        super().reset()
+        self.fifo.clear()
+
     @property
     def asleep(self) -> bool:
         return bool(self.regs[REG_PWR_MGMT_1] & PWR_SLEEP)
 
+    @property
+    def sample_period_s(self) -> float:
+        """Sample-rate tick: (1 + SMPLRT_DIV) / gyro output rate (8 kHz at DLPF_CFG 0 or 7, else 1 kHz), s."""
+        base = 8000.0 if self.regs[REG_CONFIG] & 7 in (0, 7) else 1000.0
+        return (1 + self.regs[REG_SMPLRT_DIV]) / base
+
+    def advance(self, reg: int) -> int:
+        return reg if reg == REG_FIFO_R_W else (reg + 1) & 0xFF
+
     def store(self, reg: int, value: int) -> None:
-        if reg == REG_WHO_AM_I or DATA_FIRST <= reg <= DATA_LAST:
+        if reg == REG_WHO_AM_I or DATA_FIRST <= reg <= DATA_LAST or reg == REG_FIFO_R_W:
             return
         if reg == REG_PWR_MGMT_1 and value & PWR_DEVICE_RESET:
             self.reset()
             return
+        if reg == REG_USER_CTRL:
+            if value & USER_FIFO_RESET or not self.regs[REG_USER_CTRL] & USER_FIFO_EN:
+                self.fifo.clear()
+                self._fifo_t = self.clock() + self.sample_period_s
+            value &= ~USER_FIFO_RESET & 0xFF           # self-clearing
         self.regs[reg] = value
 
+    def read(self, length: int) -> bytes:
+        if self.pointer != REG_FIFO_R_W:
+            return super().read(length)
+        self._fill()
+        out = bytes(self.fifo[:length])
+        del self.fifo[:length]
+        return out + bytes(length - len(out))          # an empty FIFO reads 0
+
+    def load(self, reg: int) -> int:
+        value = self.regs[reg]
+        if reg == REG_INT_STATUS:
+            self.regs[reg] = 0                          # cleared by the read
+        return value
+
     def latch(self, reg: int, length: int) -> None:
+        if reg <= REG_FIFO_R_W < reg + length or reg <= REG_FIFO_COUNTH + 1 < reg + length:
+            self._fill()
+            count = min(len(self.fifo), FIFO_SIZE)
+            self.regs[REG_FIFO_COUNTH], self.regs[REG_FIFO_COUNTH + 1] = count >> 8, count & 0xFF
         if reg > DATA_LAST or reg + length <= DATA_FIRST:
             return
         if self.asleep:
             self.regs[DATA_FIRST:DATA_LAST + 1] = bytes(DATA_LAST + 1 - DATA_FIRST)
             return
-        accel, gyro, _ = self.motion.sample()
+        self.regs[DATA_FIRST:DATA_LAST + 1] = self._data(*self.motion.truth())
+
+    def _data(self, accel, gyro) -> bytes:
+        """The 14 data bytes (0x3B..0x48) of one sample of ``accel`` / ``gyro``, noise added."""
+        accel, gyro = self.motion.noisy(accel, gyro)
         a_lsb = ACCEL_LSB_PER_G[sorted(ACCEL_LSB_PER_G)[(self.regs[REG_ACCEL_CONFIG] >> 3) & 3]] / GRAVITY_MPS2
-        g_lsb = GYRO_LSB_PER_DPS[sorted(GYRO_LSB_PER_DPS)[(self.regs[REG_GYRO_CONFIG] >> 3) & 3]]
-        raw = [_s16(a * a_lsb) for a in accel]
-        raw.append(_s16((self.temperature_c - 36.53) * 340.0))
-        raw += [_s16(math.degrees(w) * g_lsb) for w in gyro]
-        self.regs[DATA_FIRST:DATA_LAST + 1] = struct.pack(">7h", *raw)
+        g_lsb = math.degrees(GYRO_LSB_PER_DPS[sorted(GYRO_LSB_PER_DPS)[(self.regs[REG_GYRO_CONFIG] >> 3) & 3]])
         self.samples += 1
+        return struct.pack(">7h", _s16(accel[0] * a_lsb), _s16(accel[1] * a_lsb), _s16(accel[2] * a_lsb),
+                           _s16((self.temperature_c - 36.53) * 340.0),
+                           _s16(gyro[0] * g_lsb), _s16(gyro[1] * g_lsb), _s16(gyro[2] * g_lsb))
+
+    def _fill(self) -> None:
+        """Write the samples of every sample-rate tick since the last fill into the FIFO."""
+        enabled = self.regs[REG_FIFO_EN]
+        if not self.regs[REG_USER_CTRL] & USER_FIFO_EN or self.asleep or not enabled:
+            return
+        now, period = self.clock(), self.sample_period_s
+        ticks = int((now - self._fifo_t) / period + 1e-9) + 1 if now >= self._fifo_t - 1e-9 else 0
+        if ticks <= 0:
+            return
+        self._fifo_t += ticks * period
+        parts = [part for bit, part in FIFO_SOURCES if enabled & bit]
+        per_sample = sum(part.stop - part.start for part in parts)
+        truth = self.motion.truth()
+        for _ in range(min(ticks, FIFO_SIZE // per_sample + 1)):     # a long pause only overflows it
+            data = self._data(*truth)
+            for part in parts:
+                self.fifo += data[part]
+        if len(self.fifo) > FIFO_SIZE:
+            del self.fifo[:len(self.fifo) - FIFO_SIZE]   # the oldest bytes are lost
+            self.regs[REG_INT_STATUS] |= INT_FIFO_OFLOW

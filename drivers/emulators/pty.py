@@ -219,30 +219,39 @@ class PtySerialDevice(FaultInjection):
     # ------------------------------------------------------------------ server thread
     def _serve(self) -> None:
         due: float | None = None
+        wake_r, monotonic, wait_readable = self._wake_r, time.monotonic, select.select
         while not self._stop.is_set():
-            with self._lock:
-                fds = [self._wake_r, self._master] if self._master is not None and self._port_open else [self._wake_r]
-                cap = OPEN_POLL_S if self._master is not None and not self._port_open else IDLE_WAIT_S
-            wait = cap if due is None else max(0.0, min(cap, due - time.monotonic()))
+            # read without the lock: unplug/replug/close change these under it and wake this thread,
+            # and the state is looked at again under the lock below
+            master, port_open = self._master, self._port_open
+            fds = [wake_r, master] if master is not None and port_open else [wake_r]
+            cap = OPEN_POLL_S if master is not None and not port_open else IDLE_WAIT_S
+            wait = cap if due is None else max(0.0, min(cap, due - monotonic()))
             try:
-                readable, _, _ = select.select(fds, [], [], wait)
+                readable = wait_readable(fds, (), (), wait)[0]
             except (OSError, ValueError):  # a descriptor closed by unplug() meanwhile
                 readable = []
             with self._lock:
                 if self._stop.is_set():
                     break
-                if self._wake_r in readable:
-                    self._drain_wake()
-                now = self._now = time.monotonic()
-                if self._master is not None and (self._master in readable or not self._port_open):
-                    data = self._noisy(self._read_master(now))
-                    if data:
-                        self.wire.received(data, now)
-                self._carry(now)
-                due = self._on_time(now)
-                wire_due = self.wire.next_due()
-                due = wire_due if due is None else due if wire_due is None else min(due, wire_due)
-                self._changed.notify_all()
+                due = self._serve_once(readable, monotonic())
+
+    def _serve_once(self, readable: list[int], now: float) -> float | None:
+        """One pass of the server thread (lock held): read, carry, timers; returns the next due time."""
+        if self._wake_r in readable:
+            self._drain_wake()
+        self._now = now
+        if self._master is not None and (self._master in readable or not self._port_open):
+            data = self._noisy(self._read_master(now))
+            if data:
+                self.wire.received(data, now)
+        wire = self.wire
+        if wire.due(now):
+            self._carry(now)
+        due = self._on_time(now)
+        wire_due = wire.next_due()
+        self._changed.notify_all()
+        return wire_due if due is None else due if wire_due is None else min(due, wire_due)
 
     def _carry(self, now: float) -> None:
         """Hand the requests that have arrived to the device, and write the replies that are due."""

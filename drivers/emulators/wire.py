@@ -91,8 +91,15 @@ class SerialWire:
 
     def next_due(self) -> float | None:
         """Monotonic time of the next arrival or reply, or None."""
-        times = [q[0][0] for q in (self._rx, self._tx) if q]
-        return min(times) if times else None
+        rx, tx = self._rx, self._tx
+        if rx and tx:
+            return min(rx[0][0], tx[0][0])
+        return rx[0][0] if rx else tx[0][0] if tx else None
+
+    def due(self, now: float) -> bool:
+        """True when something has arrived or a reply is due by ``now`` (:meth:`arrived` / :meth:`sent`
+        would return it)."""
+        return bool(self._rx and self._rx[0][0] <= now or self._tx and self._tx[0][0] <= now)
 
     def clear(self) -> None:
         """Drop what is on the wire (the cable was pulled)."""

@@ -55,7 +55,8 @@ def test_current_lsb_is_raised_until_cal_fits_the_register():
 # ------------------------------------------------------------------ INA219
 
 def cfg219(**kw) -> Ina219Config:
-    return Ina219Config(kind="ina219", **kw)
+    """An INA219 read at 10 Hz (the worked averaging figures below), unless ``kw`` says otherwise."""
+    return Ina219Config(**{"kind": "ina219", "rate_hz": 10.0, **kw})
 
 
 def test_ina219_open_writes_calibration_and_configuration():
@@ -206,7 +207,8 @@ def test_ina219_error_bursts_keep_errno_then_recover(code):
 # ------------------------------------------------------------------ INA226
 
 def cfg226(**kw) -> Ina226Config:
-    return Ina226Config(kind="ina226", **kw)
+    """An INA226 read at 10 Hz (the worked averaging figures below), unless ``kw`` says otherwise."""
+    return Ina226Config(**{"kind": "ina226", "rate_hz": 10.0, **kw})
 
 
 def test_ina226_open_checks_ids_and_writes_registers():

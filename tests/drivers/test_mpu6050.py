@@ -88,18 +88,49 @@ def test_at_rest_reads_gravity_up_and_level_orientation():
     assert sample.t_mono_s == clock()
 
 
-def test_yaw_rate_and_heading_follow_the_physics():
+@pytest.mark.parametrize("poll_s", [0.01, 0.04], ids=["every-sample", "every-4-samples-from-the-fifo"])
+def test_yaw_rate_and_heading_follow_the_physics(poll_s):
     imu, _, _, physics, clock = make()
     imu.open()
     imu.read()
     physics.set_duty(-0.2, 0.2)                 # turn left in place
-    for _ in range(100):
-        clock.sleep(0.01)
+    for _ in range(round(1.0 / poll_s)):
+        clock.sleep(poll_s)
         sample = imu.read()
     omega = physics.omega_radps
     assert omega == pytest.approx(0.4 / 0.3, rel=0.01)
     assert sample.gyro_radps[2] == pytest.approx(omega, abs=math.radians(1 / 131) * 2)
-    assert yaw_of(sample.orientation_xyzw) == pytest.approx(physics.pose()[2], abs=0.05)
+    assert yaw_of(sample.orientation_xyzw) == pytest.approx(physics.pose()[2], abs=0.05)   # every sample integrated
+
+
+def test_fifo_gathers_one_sample_per_tick_and_the_read_takes_them_all():
+    imu, chip, bus, _, clock = make()
+    imu.open()
+    assert imu.poll_period_s == pytest.approx(0.04)           # 4 samples at 100 Hz
+    clock.sleep(0.04)
+    assert bus.read_word_data(ADDR, 0x72) == (4 * 14) << 8    # FIFO_COUNT, big-endian: 4 samples
+    before = bus.transactions[ADDR]
+    sample = imu.read()
+    assert bus.transactions[ADDR] - before == 3              # the count, one I2C_RDWR of two messages
+    assert bus.log[-1].op == "read" and len(bus.log[-1].data) == 4 * 14
+    assert len(chip.fifo) == 0 and sample.t_mono_s == clock()
+    assert sample.accel_mps2[2] == pytest.approx(9.81, abs=0.01)
+
+
+def test_a_stalled_reader_overflows_the_fifo_then_it_is_reset_and_the_registers_read():
+    imu, chip, _, _, clock = make()
+    imu.open()
+    clock.sleep(1.0)                            # 100 samples: more than 1024 bytes
+    assert chip.read(0) is not None and chip.regs[0x3A] == 0
+    chip.write(bytes([0x72]))
+    chip.read(2)
+    assert chip.regs[0x3A] & 0x10               # FIFO_OFLOW
+    sample = imu.read()                         # reset, this read from the data registers
+    assert imu.fifo_resets == 1 and len(chip.fifo) == 0
+    assert sample.accel_mps2[2] == pytest.approx(9.81, abs=0.01)
+    clock.sleep(0.04)
+    imu.read()
+    assert imu.fifo_resets == 1 and len(chip.fifo) == 0
 
 
 @pytest.mark.parametrize("code", [121, 110, 5])

@@ -11,6 +11,7 @@ import statistics
 import time
 
 import pytest
+from smbus2 import i2c_msg
 
 from agent.config.drivers import Ina219Config, Mpu6050Config, RoboclawConfig
 from drivers.emulators.i2c import FakeSMBus, ManualClock
@@ -66,6 +67,14 @@ def test_a_paced_i2c_burst_holds_the_bus_for_its_clock_time():
     for _ in range(10):
         bus.read_i2c_block_data(0x68, 0x3B, 14)
     assert time.monotonic() - started >= 10 * i2c_transfer_s(14, 100_000, read=True)
+
+
+def test_a_paced_combined_fifo_read_holds_the_bus_for_its_clock_time():
+    bus = FakeSMBus({0x68: Mpu6050Chip()}, clock_hz=100_000)
+    started = time.monotonic()
+    for _ in range(5):
+        bus.i2c_rdwr(i2c_msg.write(0x68, [0x74]), i2c_msg.read(0x68, 56))
+    assert time.monotonic() - started >= 5 * i2c_transfer_s(56, 100_000, read=True)
 
 
 def test_the_simulated_imu_at_rest_is_never_perfectly_still():
