@@ -45,20 +45,13 @@ from agent.adapters.sim2bot_commands import (
     decode,
     parse,
 )
-from agent.adapters.sim2bot_room import (  # noqa: F401  (video_url, with_query: re-exported)
-    SOURCE,
-    Outcome,
-    RoomLink,
-    is_loopback,
-    video_url,
-    with_query,
-)
+from agent.adapters.sim2bot_room import SOURCE, Outcome, RoomLink
 from agent.adapters.sim2bot_telemetry import camera_ids, hello_message
 from agent.config import AgentConfig
+from agent.config.robotmsg import is_local_address
 from agent.errors import CommandDeclined, CommandError
 from agent.ports import LinkState, LinkStatus, RobotPort, VideoPort
 from agent.ratelimit import RateLimitedLog, safe
-from agent.reconnect import backoff_s  # noqa: F401  (re-exported)
 
 log = logging.getLogger(__name__)
 
@@ -171,7 +164,7 @@ class Sim2botAdapter:
         """Serve every room: connect, announce, serve; each room reconnects forever with jittered
         capped backoff, on its own. Never raises on peer or network errors; returns only by
         cancellation."""
-        if not is_loopback(self._s.url):
+        if not is_local_address(self._s.url):
             if not self._s.token:
                 log.warning("sim2bot: %s is not loopback and no token is configured; the bridge "
                             "will refuse the connection", self._s.url)

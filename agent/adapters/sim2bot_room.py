@@ -72,11 +72,6 @@ def video_url(control_url: str) -> str:
     return urlunparse(parsed._replace(path=path))
 
 
-def is_loopback(url: str) -> bool:
-    """The URL's host is loopback (``localhost``, 127/8, ::1)."""
-    return is_local_address(url)
-
-
 def with_query(url: str, **params: str | None) -> str:
     """``url`` with the given query parameters added (None values left out)."""
     parsed = urlparse(url)
@@ -156,7 +151,7 @@ class RoomLink:
         return connect(url, additional_headers=self._headers, open_timeout=s.connect_timeout_s,
                        max_size=max_size, compression=None, ping_interval=s.ping_interval_s,
                        ping_timeout=s.ping_timeout_s, close_timeout=CLOSE_S,
-                       proxy=None if is_loopback(url) else True)
+                       proxy=None if is_local_address(url) else True)
 
     async def run(self) -> None:
         """Connect, announce, serve; reconnect forever. Returns only by cancellation."""

@@ -64,11 +64,22 @@ def shrink_send_buffer(transport: Any, size: int = SEND_BUFFER_BYTES) -> None:
 
 
 async def wait_drained(backlog: Callable[[], int], timeout_s: float, poll_s: float = 0.002,
-                       clock: Callable[[], float] = time.monotonic) -> bool:
-    """Wait until ``backlog()`` is 0 (polled every ``poll_s`` s); False after ``timeout_s`` s."""
-    end = clock() + timeout_s
-    while backlog() > 0:
+                       clock: Callable[[], float] = time.monotonic, max_poll_s: float | None = None) -> bool:
+    """Wait until ``backlog()`` is 0; False after ``timeout_s`` s (``math.inf``: no limit).
+
+    Polled every ``poll_s`` s; with ``max_poll_s``, each next look comes when the rest should be
+    gone at the rate seen since the wait began, within ``poll_s``..``max_poll_s`` (a slow link is
+    not polled hundreds of times a second, a fast one is not left idle)."""
+    began = clock()
+    end = began + timeout_s
+    first = left = backlog()
+    poll = poll_s
+    while left > 0:
         if clock() >= end:
             return False
-        await asyncio.sleep(poll_s)
+        await asyncio.sleep(poll)
+        left = backlog()
+        if max_poll_s is not None:
+            gone = first - left
+            poll = max_poll_s if gone <= 0 else min(max_poll_s, max(poll_s, left * (clock() - began) / gone))
     return True

@@ -20,6 +20,7 @@ The library's own ``send`` must not be used for data while a writer is attached.
 from __future__ import annotations
 
 import asyncio
+import math
 import secrets
 import struct
 import time
@@ -27,6 +28,8 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+
+from agent.video.links import wait_drained
 
 __all__ = ["FRAGMENT_BYTES", "FragmentWriter", "frame_header", "mask_into"]
 
@@ -118,16 +121,10 @@ class FragmentWriter:
             return await self._fragments(self._chunks(parts))   # a second message in mid-way
 
     async def _emptied(self, transport: Any) -> None:
-        """Wait until the transport's buffer is empty (or the connection closes); looks again when the
-        rest should be gone at the average rate seen since the wait began."""
-        loop = asyncio.get_running_loop()
-        first = left = transport.get_write_buffer_size()
-        began, poll = loop.time(), POLL_S
-        while left > 0 and self.open():
-            await asyncio.sleep(poll)
-            left = transport.get_write_buffer_size()
-            gone = first - left
-            poll = MAX_POLL_S if gone <= 0 else min(MAX_POLL_S, max(POLL_S, left * (loop.time() - began) / gone))
+        """Wait until the transport's buffer is empty or the connection closes (adaptive polling:
+        :func:`agent.video.links.wait_drained`)."""
+        await wait_drained(lambda: transport.get_write_buffer_size() if self.open() else 0, math.inf,
+                           poll_s=POLL_S, clock=asyncio.get_running_loop().time, max_poll_s=MAX_POLL_S)
 
     async def _fragments(self, chunks: list[memoryview]) -> tuple[int, float]:
         transport, sent, cpu = self._conn.transport, 0, 0.0

@@ -18,7 +18,9 @@ from hypothesis import strategies as st
 from sim2bot import Robot
 from websockets.sync.client import connect as ws_connect
 
-from agent.adapters.sim2bot import Sim2botAdapter, backoff_s, video_url, with_query
+from agent.adapters.sim2bot import Sim2botAdapter
+from agent.adapters.sim2bot_room import video_url, with_query
+from agent.ratelimit import backoff_s
 from agent.testing.running_agent import running_agent, sim_config, wait_for
 from agent.testing.sim2bot_bridge import Bridge, agent_params, controller
 

@@ -26,7 +26,7 @@ from sim2bot.client import _parse_frame   # the reference reader's frame parser
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import connect as ws_connect
 
-from agent.adapters.sim2bot import video_url
+from agent.adapters.sim2bot_room import video_url
 from agent.adapters.sim2bot_video import UNSUBSCRIBE_GRACE_S
 from agent.testing.running_agent import running_agent, wait_for
 from agent.testing.sim2bot_bridge import Bridge, agent_params, controller
