@@ -116,6 +116,10 @@ class Arbiter:
                 best = c
         return best
 
+    def claim(self, source: str, channel: str) -> Claim | None:
+        """``source``'s claim on ``channel`` (fresh or not yet dropped), or None."""
+        return self._claims.get((channel, source))
+
     def _key(self, c: Claim) -> tuple[int, float]:
         return self.priority(c.source), c.receipt_s
 

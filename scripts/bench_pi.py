@@ -119,7 +119,7 @@ async def parent(args: argparse.Namespace) -> None:
 
 
 def report(args, how: str, code: int, relays: dict, sends: dict, result: dict) -> None:
-    from bench_pi_peers import latencies, pct
+    from bench_pi_peers import latencies, pct, split
 
     wire = result["duty_wire_s"]
     print(f"bench_pi: agent under CPU quota {args.quota * 100:g} % of one core ({how}); child exit {code}")
@@ -157,6 +157,11 @@ def report(args, how: str, code: int, relays: dict, sends: dict, result: dict) -
               f"(n={len(net)}/{len(sends[proto])})   "
               f"relay p50 {pct(relay, 50) * 1e3:5.2f} ms  p99 {pct(relay, 99) * 1e3:5.2f} ms   "
               f"p99 ratio {pct(net, 99) / pct(relay, 99):4.2f}x")
+    print("  where it goes: send -> the adapter's submit (transport and adapter), submit -> receipt net of the wire:")
+    for proto, (before, after) in split(sends, result["submits"], result["duty_events"]).items():
+        if before:
+            print(f"    {proto:<9} to submit p50 {pct(before, 50) * 1e3:6.2f} ms  p99 {pct(before, 99) * 1e3:6.2f} ms   "
+                  f"submit to receipt p50 {(pct(after, 50) - wire) * 1e3:6.2f} ms  p99 {(pct(after, 99) - wire) * 1e3:6.2f} ms")
 
 
 # ---------------------------------------------------------------------- child (the agent)

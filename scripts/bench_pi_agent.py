@@ -72,6 +72,25 @@ class DutyEvents:
         physics.set_duty = set_duty
 
 
+class Submits:
+    """(monotonic s, source) of every non-stop command handed to ControlLoop.submit: where a command's
+    time goes, adapter side (bench-only: the class method is wrapped in this child process)."""
+
+    def __init__(self) -> None:
+        from agent.control.loop import ControlLoop
+        from agent.model import Stop
+
+        self.events: list[tuple[float, str]] = []
+        original = ControlLoop.submit
+
+        def submit(loop, source, command) -> None:
+            if not isinstance(command, Stop):
+                self.events.append((time.monotonic(), source))
+            original(loop, source, command)
+
+        ControlLoop.submit = submit
+
+
 def _rss_mib(field: str) -> float:
     for line in Path("/proc/self/status").read_text().splitlines():
         if line.startswith(field + ":"):
@@ -198,6 +217,7 @@ async def run_agent(ports: dict, seconds: float, out: str, switch_interval: floa
                     gc_freeze: bool = True, video: bool = True) -> None:
     logging.basicConfig(level=logging.ERROR)
     cfg = config(ports, video)
+    submits = Submits()
     async with Agent(cfg) as agent:
         if not gc_freeze:
             gc.unfreeze()       # A/B: the agent's startup objects back in the collected generations
@@ -217,7 +237,7 @@ async def run_agent(ports: dict, seconds: float, out: str, switch_interval: floa
             "rss_mib": _rss_mib("VmRSS"), "rss_peak_mib": _rss_mib("VmHWM"),
             "switch_interval_ms": sys.getswitchinterval() * 1e3,
             "baud": motor.baud, "duty_wire_s": transfer_s(DUTY_PACKET_BYTES, motor.baud),
-            "duty_events": duty.events, "gc_pauses": pauses.figures(), "gc_frozen": gc.get_freeze_count(),
+            "duty_events": duty.events, "submits": submits.events, "gc_pauses": pauses.figures(), "gc_frozen": gc.get_freeze_count(),
             "loop_lag_ms": [1e3 * _pct(lags, 50), 1e3 * _pct(lags, 99), 1e3 * max(lags, default=0.0)],
             "gc_longest": pauses.longest(),
             "throttling": {k: quota1[k] - quota0[k] for k in quota1} if quota0 and quota1 else {},

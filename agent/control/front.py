@@ -94,7 +94,6 @@ class Front:
         self._clock = clock
         self._wake = wake
         self._closed = False
-        self._last_velocity: dict[tuple[str, str], Command] = {}  # (source, channel) -> its last velocity command
         self._muted: dict[str, float] = {}  # source -> its last velocity command refused by the stop latch, s
         self._calibration: concurrent.futures.Future | None = None
         self._rejects = RateLimitedLog(log, REJECT_LOG_INTERVAL_S)
@@ -149,8 +148,11 @@ class Front:
         with self._lock:
             now = self._clock()
             self._check_stop_latch(source, now)
-            changed = self._last_velocity.get((source, channel)) != command or self._state.stopped
-            self._last_velocity[(source, channel)] = command
+            # a repeat of the command the source's fresh claim already carries changes nothing; the same
+            # value after its claim timed out, was dropped or stopped is a new command
+            prev = self._state.arbiter.claim(source, channel)
+            changed = (prev is None or prev.command != command or not prev.fresh(now)
+                       or self._state.stopped)
             self._state.arbiter.offer(source, channel, command, now)
             self._state.stopped = False
         if changed:     # a new value runs a tick at once; a repeated one only refreshes the watchdog

@@ -75,6 +75,22 @@ def test_a_new_velocity_value_wakes_the_loop_and_a_repeat_does_not(tank):
     assert _wait(lambda: sim.physics.duty[0] > 0.0)
 
 
+def test_the_same_value_after_its_command_timed_out_wakes_the_loop(tank):
+    """A source that resends the value it sent before its claim expired (or was stopped) is a new
+    command: it wakes the loop instead of waiting for the next slot (woken_ticks counts only wake-ups)."""
+    loop, hw, sim = tank(control={"rate_hz": 20}, watchdog={"velocity_timeout_s": 0.1})
+    loop.start()
+    assert _wait(lambda: hw.motor.state == "ok" and loop.tick_stats().ticks > 1)
+    loop.submit("sim2bot", BaseVelocity(0.2, 0.0))
+    assert _wait(lambda: loop.tick_stats().woken_ticks == 1)
+    assert _wait(lambda: sim.physics.duty[0] == 0.0)      # the watchdog zeroed it (its deadline tick)
+    time.sleep(0.05)
+    woken = loop.tick_stats().woken_ticks
+    loop.submit("sim2bot", BaseVelocity(0.2, 0.0))        # the same value, its old claim long expired
+    assert _wait(lambda: loop.tick_stats().woken_ticks == woken + 1, timeout_s=0.3)
+    assert _wait(lambda: sim.physics.duty[0] > 0.0, timeout_s=0.3)
+
+
 def test_the_motor_thread_writes_the_latest_duty_and_drops_the_older_ones(tank):
     _, hw, sim = tank()
     assert _wait(lambda: hw.motor.state == "ok")
