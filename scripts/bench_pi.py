@@ -74,7 +74,7 @@ def make_cgroup(quota: float, period_ms: float) -> tuple[Path | None, str]:
 
 
 def spawn_child(args: argparse.Namespace, ports: dict, out: str) -> tuple[subprocess.Popen, str, Path | None]:
-    cmd = [sys.executable, __file__, "--child", "--out", out, "--seconds", str(args.seconds),
+    cmd = [args.agent_python or sys.executable, __file__, "--child", "--out", out, "--seconds", str(args.seconds),
            "--ports", json.dumps(ports)]
     if args.switch_interval is not None:
         cmd += ["--switch-interval", str(args.switch_interval)]
@@ -95,9 +95,23 @@ def spawn_child(args: argparse.Namespace, ports: dict, out: str) -> tuple[subpro
 
 
 # ---------------------------------------------------------------------- parent
+def reference_work_ms() -> float:
+    """CPU time of a fixed pure-Python workload, ms (best of 5): this machine's speed at the moment.
+    A shared or throttled host drifts by tens of per cent within minutes; compare runs by it."""
+    best = float("inf")
+    for _ in range(5):
+        t = time.thread_time()
+        total = 0
+        for i in range(200_000):
+            total += i * i % 7
+        best = min(best, time.thread_time() - t)
+    return 1e3 * best
+
+
 async def parent(args: argparse.Namespace) -> None:
     from bench_pi_peers import Peers, relay_figures   # the peers' libraries stay out of the child
 
+    speed = [reference_work_ms()]
     peers = Peers()
     await peers.start()
     try:
@@ -115,14 +129,18 @@ async def parent(args: argparse.Namespace) -> None:
         os.unlink(out)
     finally:
         await peers.stop()
-    report(args, how, code, relays, sends, result)
+    speed.append(reference_work_ms())
+    report(args, how, code, relays, sends, result, speed)
 
 
-def report(args, how: str, code: int, relays: dict, sends: dict, result: dict) -> None:
+def report(args, how: str, code: int, relays: dict, sends: dict, result: dict, speed: list[float]) -> None:
     from bench_pi_peers import latencies, pct, split
 
     wire = result["duty_wire_s"]
-    print(f"bench_pi: agent under CPU quota {args.quota * 100:g} % of one core ({how}); child exit {code}")
+    print(f"bench_pi: agent under CPU quota {args.quota * 100:g} % of one core ({how}); child exit {code}; "
+          f"agent's interpreter {args.agent_python or sys.executable}")
+    print(f"  machine speed: reference work {speed[0]:.1f} ms CPU before, {speed[1]:.1f} ms after "
+          f"(lower is faster; runs compare only at similar figures)")
     print(f"  window {result['window_s']:.0f} s: ticks on schedule {result['on_schedule_hz']:.1f} /s "
           f"(of {result['rate_hz']:.0f}), ticks run {result['ticks_hz']:.1f} /s, worst gap {result['worst_gap_ms']:.1f} ms, "
           f"gaps > 30 ms: {result['gaps_over_30']}")
@@ -139,8 +157,8 @@ def report(args, how: str, code: int, relays: dict, sends: dict, result: dict) -
           + ", ".join(f"gen{g} {n} / {ms:.1f}" for g, (n, ms) in gcs.items()))
     lag = result["loop_lag_ms"]
     print(f"  event loop lag (a 50 ms sleep wakes late by): p50 {lag[0]:.2f} ms  p99 {lag[1]:.2f} ms  max {lag[2]:.1f} ms")
-    print("  gc: longest collections, wall (CPU): "
-          + ", ".join(f"{ms:.1f} ({cpu:.1f}) ms gen{g}" for ms, cpu, g in result["gc_longest"]))
+    print("  gc: longest collections, wall (CPU) ms, generation, objects freed: "
+          + ", ".join(f"{ms:.1f} ({cpu:.1f}) gen{g} {k}" for ms, cpu, g, k in result["gc_longest"]))
     print("  threads (CPU % of one core, wake-ups/s):")
     for share, wakeups, name in result["threads"]:
         if share >= 0.05 or wakeups >= 1:
@@ -174,6 +192,8 @@ def main() -> None:
     ap.add_argument("--switch-interval", type=float, default=None, help="sys.setswitchinterval in the agent, s")
     ap.add_argument("--no-gc-freeze", action="store_true", help="undo the agent's gc.freeze() (A/B)")
     ap.add_argument("--no-video", action="store_true", help="no camera in the agent (A/B)")
+    ap.add_argument("--agent-python", help="interpreter for the agent (default: this one); e.g. a virtualenv "
+                    "made by scripts/install.sh, which lacks the test extra's libraries this one may load")
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--out", help=argparse.SUPPRESS)
     ap.add_argument("--ports", help=argparse.SUPPRESS)

@@ -33,6 +33,7 @@ import numpy as np
 from agent.config.drivers import CameraConfig
 from agent.errors import DriverError
 from agent.health import DEGRADED, LOST, OK, HealthTracker
+from agent.threadprio import background_thread
 from agent.ratelimit import backoff_s
 from agent.video.frames import Frame, FrameFormat, content_digest
 from drivers.camera import Camera
@@ -125,6 +126,7 @@ class CaptureThreads:
 
     def _capture(self, feed: _Feed, run: _Run) -> None:
         """Capture thread: open, pump frames, on failure close and reopen with backoff."""
+        background_thread()
         attempt = 0
         while self._current(feed, run):
             seq_before = feed.seq

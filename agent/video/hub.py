@@ -32,6 +32,7 @@ from agent.config import AgentConfig
 from agent.config.drivers import CameraConfig
 from agent.errors import CommandError, ConfigError
 from agent.model import DeviceHealth
+from agent.threadprio import background_thread
 from agent.video.budget import CpuBudget, fit_ladder
 from agent.video.capture import CaptureThreads, _Feed
 from agent.video.frames import EncodedFrame, Frame, FrameFormat, encode
@@ -241,7 +242,8 @@ class VideoHub(CaptureThreads):
         if self._started:
             return
         self._started = True
-        self._executor = concurrent.futures.ThreadPoolExecutor(self._encode_workers, "video-encode")
+        self._executor = concurrent.futures.ThreadPoolExecutor(self._encode_workers, "video-encode",
+                                                               initializer=background_thread)
         for feed in self._feeds.values():
             with feed.lock:
                 self._spawn(feed)

@@ -1,0 +1,53 @@
+"""Best-effort threads (camera capture, video encoding) run at a higher nice value than the control
+path, so under a CPU quota the scheduler picks the control, motor and event loop threads first."""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+from agent.threadprio import BACKGROUND_NICE_STEP, background_thread
+from agent.video import FrameFormat
+from tests.agent.test_video import Recorder, hubs, running  # noqa: F401 - the fixture
+
+pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="per-thread nice values are Linux's")
+
+
+def nice_of(tid: int) -> int:
+    """The nice value of thread ``tid`` of this process (/proc/self/task/<tid>/stat field 19)."""
+    fields = Path(f"/proc/self/task/{tid}/stat").read_text().rsplit(")", 1)[1].split()
+    return int(fields[16])
+
+
+def threads_named(prefix: str) -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name.startswith(prefix)]
+
+
+def test_background_thread_raises_only_the_calling_threads_nice_value():
+    base = os.getpriority(os.PRIO_PROCESS, 0)
+    seen: list[tuple[int, int]] = []
+
+    def body() -> None:
+        background_thread()
+        seen.append((threading.get_native_id(), nice_of(threading.get_native_id())))
+
+    worker = threading.Thread(target=body)
+    worker.start()
+    worker.join()
+    assert seen[0][1] == min(19, base + BACKGROUND_NICE_STEP)
+    assert nice_of(threading.get_native_id()) == base          # the caller's own thread is untouched
+
+
+async def test_camera_capture_and_encode_threads_are_background(hubs):  # noqa: F811
+    base = nice_of(threading.get_native_id())
+    hub = await running(hubs, Recorder())
+    await hub.next_encoded("front", FrameFormat("jpeg"), 0, 5.0)   # an encode thread exists now
+    background = threads_named("camera-") + threads_named("video-encode")
+    assert {t.name.split("_")[0] for t in background} == {"camera-front", "video-encode"}
+    for thread in background:
+        assert nice_of(thread.native_id) == min(19, base + BACKGROUND_NICE_STEP), thread.name
+    assert nice_of(threading.get_native_id()) == base
