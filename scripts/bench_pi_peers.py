@@ -123,12 +123,11 @@ def latencies(sends: dict[str, list[float]], events: list) -> dict[str, list[flo
 def split(sends: dict[str, list[float]], submits: list, events: list) -> dict[str, tuple[list[float], list[float]]]:
     """Per protocol: (send -> the agent's submit, submit -> the emulator's first nonzero duty), s, for
     the trials whose adapter submitted within MOTION_S (the agent's submit times are bench-only)."""
-    names = {"artex": "artex", "sim2bot": "sim2bot", "robot_msg": "robot_msg"}
     out: dict[str, tuple[list[float], list[float]]] = {}
     for proto, times in sends.items():
         before, after = [], []
         for t0 in times:
-            t1 = next((t for t, src in submits if t > t0 and src == names[proto]), None)
+            t1 = next((t for t, src in submits if t > t0 and src == proto), None)
             first = next((t for t, left, right in events if t > t0 and (left or right)), None)
             if t1 is None or first is None or first - t0 >= MOTION_S or t1 > first:
                 continue

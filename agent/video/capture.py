@@ -33,8 +33,8 @@ import numpy as np
 from agent.config.drivers import CameraConfig
 from agent.errors import DriverError
 from agent.health import DEGRADED, LOST, OK, HealthTracker
-from agent.threadprio import background_thread
 from agent.ratelimit import backoff_s
+from agent.threadprio import background_thread
 from agent.video.frames import Frame, FrameFormat, content_digest
 from drivers.camera import Camera
 
