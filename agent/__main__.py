@@ -218,6 +218,11 @@ def cmd_check_config(args: argparse.Namespace) -> int:
         return EXIT_CONFIG
     if cfg.ignored_keys:
         print(f"{args.path}: warning: {cfg.ignored_warning()}")
+    if cfg.console.enabled:
+        from agent.console.auth import refusal
+        why = refusal(cfg.console)
+        if why:     # the agent runs without its console then (the robot does not depend on it)
+            print(f"{args.path}: warning: $.console: {why}")
     devices = [n for n in ("motor", "imu", "power", "servo") if getattr(cfg.drivers, n) is not None]
     print(f"{args.path}: ok (devices: {', '.join(devices) or 'none'}; cameras: {len(cfg.drivers.cameras)}; "
           f"artex: {'on' if cfg.artex_enabled else 'off'}, sim2bot: {'on' if cfg.sim2bot.enabled else 'off'}, "

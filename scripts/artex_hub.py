@@ -117,6 +117,8 @@ class _Console:
                     print(arg, flush=True)
             except (TimeoutError, ConnectionError, socketio.exceptions.SocketIOError) as err:
                 print(f"failed: {err!r}", flush=True)
+            except (RecursionError, ValueError, TypeError) as err:   # a payload the encoder cannot send
+                print(f"failed: cannot send that payload: {type(err).__name__}: {str(err)[:120]}", flush=True)
 
 
 def _stdin_queue(loop: asyncio.AbstractEventLoop) -> asyncio.Queue:

@@ -10,7 +10,7 @@ name           "DefaultName"         passport name
 type           "DefaultType"         passport type
 telem_can      false                 robot sends telemetry
 video_can      false                 robot sends video
-server         "http://artex.arcon"  ARTEX hub URL; "" or null turns ARTEX off
+server         "http://artex.arcon"  ARTEX hub URL (http or https, host only); "" or null turns ARTEX off
 port           80                    hub port
 max_send_freq  0.05                  seconds between telem/video sends (a period)
 logger_type    "console"             "console" (stderr -> journald) or "file"
@@ -36,6 +36,7 @@ import difflib
 import json
 import logging
 import os
+import re
 import typing
 from pathlib import Path
 from typing import Any, Literal
@@ -102,6 +103,15 @@ class AgentConfig(Section):
     video: VideoConfig = Field(default_factory=VideoConfig)
     log_dir: str | None = Field(None, description="directory of robot-agent.log when logger_type is 'file'; "
                                 "ARTEX `file` requests are served from memory (agent.logtail) either way")
+
+    @field_validator("server")
+    @classmethod
+    def _hub_url(cls, value: str | None) -> str | None:
+        # the SDK connects to f"{server}:{port}" with python-socketio: an http(s) URL with a host
+        if value and not re.fullmatch(r"(?i)https?://(\[[0-9a-f:.]+\]|[^/\s:?#\[\]@]+)/?", value):
+            raise ValueError(f"server must be an http:// or https:// URL of the hub's host, without port or "
+                             f"path (the port is `port`), e.g. \"http://artex.arcon\"; got {value[:80]!r}")
+        return value
 
     @field_validator("logger_level")
     @classmethod

@@ -382,7 +382,10 @@ async def test_hub_script_repeats_motion_until_stop():
         params = sim_config(server="http://127.0.0.1", port=port)
         async with running_agent(params) as agent:
             assert await wait_for(lambda: any(x.startswith("heartbeat") for x in lines), 10)
-            proc.stdin.write(b"forward\n")
+            deep = b'{"drive":' + b'{"a":' * 900 + b"1" + b"}" * 901 + b"\n"   # the encoder's recursion limit
+            proc.stdin.write(deep)
+            assert await wait_for(lambda: any("failed: cannot send that payload" in x for x in lines), 10)
+            proc.stdin.write(b"forward\n")                # the hub's console still reads commands
             await proc.stdin.drain()
             await asyncio.sleep(1.5)  # three watchdog timeouts: only the repeat keeps it going
             assert agent.control.snapshot().watchdog == "ok" and distance(agent) > 0.2

@@ -175,6 +175,29 @@ def test_foreign_top_level_keys_are_ignored_with_a_warning_but_typos_stay_errors
         loads(json.dumps({"base": {"colour": "red"}}))
 
 
+@pytest.mark.parametrize("server", ["ftp://x", "artex.arcon", "http://hub:8765", "http://hub/socket", "http://"])
+def test_server_must_be_an_http_url_of_a_host(server):
+    with pytest.raises(ConfigError) as info:
+        loads(json.dumps({"server": server}))
+    assert [m for p, m in info.value.problems if p == "$.server" and "http:// or https://" in m], info.value.problems
+
+
+@pytest.mark.parametrize("server", ["http://artex.arcon", "https://hub.example/", "HTTP://10.0.0.2", "http://[::1]"])
+def test_server_accepts_http_urls_of_names_and_addresses(server):
+    assert loads(json.dumps({"server": server})).server == server
+
+
+def test_check_config_warns_of_a_console_the_agent_will_not_start(tmp_path, capsys):
+    path = tmp_path / "params.json"
+    path.write_text(json.dumps({"console": {"enabled": True, "host": "0.0.0.0"}}))
+    assert main(["check-config", str(path)]) == 0          # the robot runs; only its console does not
+    out = capsys.readouterr().out
+    assert "warning: $.console: console NOT started: host 0.0.0.0" in out and "console.token" in out
+    path.write_text(json.dumps({"console": {"enabled": True, "host": "0.0.0.0", "token": "s3cret-token"}}))
+    assert main(["check-config", str(path)]) == 0
+    assert "warning" not in capsys.readouterr().out
+
+
 @pytest.mark.parametrize("doc, path, words", [
     ({"drivers": {"power": {"kind": "ina219", "max_current_a": float("inf")}}}, "$.drivers.power.max_current_a", "finite"),
     ({"drivers": {"motor": {"kind": "roboclaw", "port": "/dev/x", "baud": 10**18}}}, "$.drivers.motor.baud", "less than"),
