@@ -161,7 +161,7 @@ class GcPauses:
     thread preempted) during the collection, not a long collection."""
 
     def __init__(self) -> None:
-        self.pauses: dict[int, list[tuple[float, float]]] = {0: [], 1: [], 2: []}
+        self.pauses: dict[int, list[tuple[float, float, int]]] = {0: [], 1: [], 2: []}
         self._start = (0.0, 0.0)
         gc.callbacks.append(self._note)
 
@@ -170,14 +170,15 @@ class GcPauses:
             self._start = (time.perf_counter(), time.thread_time())
         else:
             wall, cpu = self._start
-            self.pauses[info["generation"]].append((time.perf_counter() - wall, time.thread_time() - cpu))
+            self.pauses[info["generation"]].append((time.perf_counter() - wall, time.thread_time() - cpu,
+                                                    info["collected"]))
 
     def figures(self) -> dict:
-        return {str(g): [len(p), 1e3 * max((w for w, _ in p), default=0.0)] for g, p in self.pauses.items()}
+        return {str(g): [len(p), 1e3 * max((w for w, _, _ in p), default=0.0)] for g, p in self.pauses.items()}
 
-    def longest(self, n: int = 5) -> list[tuple[float, float, int]]:
-        """The ``n`` longest collections: (wall ms, CPU ms, generation), longest first."""
-        return sorted(((1e3 * w, 1e3 * c, g) for g, p in self.pauses.items() for w, c in p), reverse=True)[:n]
+    def longest(self, n: int = 5) -> list[tuple[float, float, int, int]]:
+        """The ``n`` longest collections: (wall ms, CPU ms, generation, objects freed), longest first."""
+        return sorted(((1e3 * w, 1e3 * c, g, k) for g, p in self.pauses.items() for w, c, k in p), reverse=True)[:n]
 
 
 async def loop_lag(lags: list[float], stop: asyncio.Event) -> None:
