@@ -15,7 +15,11 @@ Quota: a cgroup CPU controller limits the child to 25 % of one core. cgroup v2
 CPUQuota=25%``; else none (said so). The period is ``--period-ms`` (default
 10 ms, quota 2.5 ms): a Pi core is slow all the time, not a fast core frozen
 for 75 ms of every 100 ms (systemd's default period), so the shorter period is
-the closer stand-in. Which one was used is printed.
+the closer stand-in. Which one was used is printed. The motor emulator's thread
+stands for another chip (the RoboClaw): under cgroup v1, which places single
+threads, it is moved back to this parent's cgroup, outside the quota
+(``--emulator-in-quota`` keeps it in; under v2 it stays in, said so). The I2C
+devices' emulation runs inline in the agent's bus thread and stays in.
 
 Printed: ticks on schedule per second (``rate_hz`` less the slots a gap of over
 1.5 periods missed; a woken tick restarts the slot grid, so slots are counted
@@ -80,6 +84,7 @@ def spawn_child(args: argparse.Namespace, ports: dict, out: str) -> tuple[subpro
         cmd += ["--switch-interval", str(args.switch_interval)]
     cmd += ["--no-gc-freeze"] if args.no_gc_freeze else []
     cmd += ["--no-video"] if args.no_video else []
+    cmd += ["--emulator-in-quota"] if args.emulator_in_quota else []
     if args.quota <= 0:
         return subprocess.Popen(cmd), "none (--quota 0)", None
     procs, how = make_cgroup(args.quota, args.period_ms)
@@ -145,7 +150,7 @@ def report(args, how: str, code: int, relays: dict, sends: dict, result: dict, s
           f"(of {result['rate_hz']:.0f}), ticks run {result['ticks_hz']:.1f} /s, worst gap {result['worst_gap_ms']:.1f} ms, "
           f"gaps > 30 ms: {result['gaps_over_30']}")
     print(f"  CPU {result['cpu_pct']:.1f} % of one core (of which the motor emulator's thread "
-          f"{result['emulator_cpu_pct']:.1f} %: simulation, not agent)   RSS peak {result['rss_peak_mib']:.1f} MiB "
+          f"{result['emulator_cpu_pct']:.1f} %: simulation, not agent; it runs {result['emulator_quota']})   RSS peak {result['rss_peak_mib']:.1f} MiB "
           f"(now {result['rss_mib']:.1f} MiB)   switch interval {result['switch_interval_ms']:.2f} ms")
     quota = result["throttling"]
     if quota.get("periods"):
@@ -192,6 +197,8 @@ def main() -> None:
     ap.add_argument("--switch-interval", type=float, default=None, help="sys.setswitchinterval in the agent, s")
     ap.add_argument("--no-gc-freeze", action="store_true", help="undo the agent's gc.freeze() (A/B)")
     ap.add_argument("--no-video", action="store_true", help="no camera in the agent (A/B)")
+    ap.add_argument("--emulator-in-quota", action="store_true",
+                    help="keep the motor emulator's thread inside the quota (default: moved out where cgroup v1 allows)")
     ap.add_argument("--agent-python", help="interpreter for the agent (default: this one); e.g. a virtualenv "
                     "made by scripts/install.sh, which lacks the test extra's libraries this one may load")
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
@@ -201,7 +208,8 @@ def main() -> None:
     if args.child:
         from bench_pi_agent import run_agent
         asyncio.run(run_agent(json.loads(args.ports), args.seconds, args.out, args.switch_interval,
-                              gc_freeze=not args.no_gc_freeze, video=not args.no_video))
+                              gc_freeze=not args.no_gc_freeze, video=not args.no_video,
+                              emulator_outside=not args.emulator_in_quota))
     else:
         asyncio.run(parent(args))
 
