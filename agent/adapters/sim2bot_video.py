@@ -254,7 +254,9 @@ class VideoStreams:
         while True:
             now = self._clock()
             if now >= self._expiry.get(key, 0.0):
-                self._stop(key, f"not renewed for {self._ttl_s:g} s")
+                why = (f"unsubscribed, not renewed within {UNSUBSCRIBE_GRACE_S:g} s" if key in self._ending
+                       else f"not renewed for {self._ttl_s:g} s")
+                self._stop(key, why)
                 return
             if due > now:
                 await asyncio.sleep(due - now)

@@ -46,6 +46,10 @@ from agent.ratelimit import RateLimitedLog
 
 log = logging.getLogger(__name__)
 
+#: Sources whose protocol has a reset (Sim2Bot ``reset``, robot_msg ctrl_mode reset): the stop latch's
+#: refusal names it as a way out; ARTEX and the console have none, their way out is a pause.
+RESET_SOURCES = ("sim2bot", "robot_msg")
+
 #: Snapshots kept for :meth:`Front.samples_since` (about 10 s at 50 Hz).
 RING_SIZE = 512
 #: Measured track speed below which the base counts as still, m/s.
@@ -222,8 +226,9 @@ class Front:
         timeout = self._state.arbiter.timeout_s(source)
         if now - last < timeout:
             self._muted[source] = now
+            resume = " or sends reset" if source in RESET_SOURCES else ""
             raise CommandDeclined(f"{source} was driving when a stop came; its velocity commands are refused "
-                                  f"until it pauses for {timeout:.2f} s or sends reset")
+                                  f"until it pauses for {timeout:.2f} s{resume}")
         del self._muted[source]
         log.info("%s: velocity commands accepted again after the stop (its stream paused)", source)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import itertools
 import json
 import time
@@ -129,7 +130,7 @@ async def test_subscription_expires_after_its_ttl_and_renewal_keeps_it(hub):
     assert len(rec.frames) == count
 
 
-async def test_unsubscribe_ends_every_unrenewed_format_after_the_grace(hub):
+async def test_unsubscribe_ends_every_unrenewed_format_after_the_grace(hub, caplog):
     """The protocol names neither the controller nor the format: every stream of the camera ends
     UNSUBSCRIBE_GRACE_S later, except the ones renewed meanwhile (another controller's)."""
     streams = VideoStreams(hub, {"model:0": ("front", CAM)}, ttl_s=3.0)
@@ -140,8 +141,11 @@ async def test_unsubscribe_ends_every_unrenewed_format_after_the_grace(hub):
     assert streams.unsubscribe("model:0") == 2 and len(streams.active) == 2
     await asyncio.sleep(UNSUBSCRIBE_GRACE_S / 2)
     streams.subscribe(CameraRequest("model:0", codec=0))          # the other controller renews
+    caplog.set_level(logging.INFO, logger="agent.adapters.sim2bot_video")
     await asyncio.sleep(UNSUBSCRIBE_GRACE_S / 2 + 0.6)
     assert streams.active == (jpeg,)
+    ended = [r.getMessage() for r in caplog.records if "stopped streaming" in r.getMessage()]
+    assert len(ended) == 1 and f"unsubscribed, not renewed within {UNSUBSCRIBE_GRACE_S:g} s" in ended[0], ended
     streams.close()
 
 

@@ -328,6 +328,18 @@ def test_a_stop_latches_the_stoppers_own_stream_too(rig):
     assert rig.duty[0] > 0.0 and rig.loop.snapshot().active_source == "sim2bot"
 
 
+@pytest.mark.parametrize("source, way_out", [("sim2bot", "or sends reset"), ("robot_msg", "or sends reset"),
+                                             ("artex", ""), ("console", "")])
+def test_the_stop_latch_refusal_names_reset_only_where_the_protocol_has_one(rig, source, way_out):
+    for _ in range(3):
+        rig.loop.submit(source, BaseVelocity(0.5, 0.0))
+        rig.tick()
+    rig.loop.submit(source, Stop())
+    with pytest.raises(CommandError) as err:
+        rig.loop.submit(source, BaseVelocity(0.5, 0.0))
+    assert str(err.value).endswith("until it pauses for 0.50 s" + (" " + way_out if way_out else ""))
+
+
 MOTION = st.one_of(
     st.builds(BaseVelocity, st.floats(-2, 2), st.floats(-5, 5)),
     st.builds(TrackDuty, st.floats(-1, 1), st.floats(-1, 1)),
