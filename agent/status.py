@@ -206,13 +206,20 @@ class StatusReporter:
 
 
 def _alive(pid: int) -> bool:
+    """True while process ``pid`` runs; a zombie (killed, not yet reaped by its parent) is not running."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:  # another user's process (robot-agent vs the caller)
+        pass
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rsplit(b")", 1)[1].split()[0] != b"Z"
+    except FileNotFoundError:  # it went just now; without /proc (not Linux) kill() had the answer
+        return not os.path.isdir("/proc/self")
+    except (OSError, IndexError):
         return True
-    return True
 
 
 def read(path: Path, now: float | None = None) -> tuple[int, dict[str, Any] | None, str]:

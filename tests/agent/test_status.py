@@ -166,3 +166,21 @@ async def test_read_tells_healthy_degraded_stale_and_missing_apart(tmp_path):
     write_atomically(path, {key: value for key, value in health.items() if key != "pid"})
     assert read(path)[0] == EXIT_NO_AGENT
     assert oct(path.stat().st_mode & 0o777) == oct(0o644)
+
+
+def test_a_killed_agent_not_yet_reaped_is_stale_at_once(tmp_path):
+    """After ``kill -9`` the process is a zombie until its parent reaps it: kill(pid, 0) still
+    succeeds then, but the agent is gone and status must say so at once."""
+    from agent.status import _alive
+
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        assert _alive(proc.pid)
+        os.kill(proc.pid, signal.SIGKILL)
+        deadline = time.monotonic() + 5
+        while _alive(proc.pid) and time.monotonic() < deadline:   # the kill lands; nobody reaps it yet
+            time.sleep(0.01)
+        assert not _alive(proc.pid)
+    finally:
+        proc.kill()
+        proc.wait()
