@@ -37,6 +37,7 @@ import json
 import logging
 import os
 import re
+import sys
 import typing
 from pathlib import Path
 from typing import Any, Literal
@@ -254,8 +255,9 @@ def _parse(text: str, origin: str) -> dict[str, Any]:
         raise ConfigError(f"{origin}: {err}", [("$", str(err))]) from err
     except json.JSONDecodeError as err:
         raise ConfigError(f"{origin}: not valid JSON: {err}", [("$", f"line {err.lineno} column {err.colno}: {err.msg}")]) from err
-    except ValueError as err:  # an integer beyond sys.get_int_max_str_digits()
-        raise ConfigError(f"{origin}: unusable number: {err}", [("$", f"unusable number: {err}")]) from err
+    except ValueError as err:  # an integer beyond sys.get_int_max_str_digits(): say so in the file's terms
+        why = f"unusable number: an integer of more than {sys.get_int_max_str_digits()} digits"
+        raise ConfigError(f"{origin}: {why}", [("$", why)]) from err
     except RecursionError as err:
         raise ConfigError(f"{origin}: nested too deeply", [("$", "nested too deeply for the JSON parser")]) from err
     if not isinstance(data, dict):

@@ -175,6 +175,12 @@ def test_foreign_top_level_keys_are_ignored_with_a_warning_but_typos_stay_errors
         loads(json.dumps({"base": {"colour": "red"}}))
 
 
+def test_a_huge_integer_is_explained_in_the_files_terms():
+    with pytest.raises(ConfigError) as info:
+        loads('{"port": ' + "9" * 5000 + "}")
+    assert "more than 4300 digits" in str(info.value) and "set_int_max_str_digits" not in str(info.value)
+
+
 @pytest.mark.parametrize("server", ["ftp://x", "artex.arcon", "http://hub:8765", "http://hub/socket", "http://"])
 def test_server_must_be_an_http_url_of_a_host(server):
     with pytest.raises(ConfigError) as info:
