@@ -22,6 +22,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 from agent.app import Agent  # noqa: E402
 from agent.config import AgentConfig  # noqa: E402
+from bench_pi import CGROUP_V1, CGROUP_V2  # noqa: E402  (where the cgroup trees are mounted)
 from drivers.serialport import transfer_s  # noqa: E402
 
 WARMUP_S = 3.0
@@ -128,29 +129,31 @@ def thread_figures(before: dict, after: dict, window: float) -> list[tuple[float
     return sorted(rows, reverse=True)
 
 
-def throttling() -> dict[str, int]:
-    """The quota's counters for this process's cgroup (cpu.stat: nr_periods, nr_throttled, throttled
-    time in ns; v1 ``throttled_time``, v2 ``throttled_usec`` given in ns), or {} without one."""
-    for line in Path("/proc/self/cgroup").read_text().splitlines():
-        _, controllers, path = line.split(":", 2)
-        base = (Path("/sys/fs/cgroup/cpu") if "cpu" in controllers.split(",")
-                else Path("/sys/fs/cgroup") if controllers == "" else None)
-        if base is None or not (base / path.lstrip("/") / "cpu.stat").exists():
-            continue
-        stat = dict(entry.split() for entry in (base / path.lstrip("/") / "cpu.stat").read_text().splitlines())
-        if "nr_throttled" in stat:
-            ns = int(stat["throttled_time"]) if "throttled_time" in stat else 1000 * int(stat.get("throttled_usec", 0))
-            return {"periods": int(stat["nr_periods"]), "throttled": int(stat["nr_throttled"]), "ns": ns}
-    return {}
-
-
-def _cpu_cgroup(pid: int | str) -> str | None:
-    """The cgroup v1 ``cpu`` controller path of ``pid`` (``/proc/<pid>/cgroup``), or None (v2, none)."""
+def cpu_cgroup(pid: int | str = "self") -> tuple[Path, bool] | None:
+    """The directory of ``pid``'s CPU-controller cgroup and whether it is cgroup v1 (``cpu``), else
+    the v2 unified tree's (hybrid hosts list both: v1's ``cpu`` wins), from ``/proc/<pid>/cgroup``;
+    None without either."""
+    found = None
     for line in Path(f"/proc/{pid}/cgroup").read_text().splitlines():
         _, controllers, path = line.split(":", 2)
         if "cpu" in controllers.split(","):
-            return path
-    return None
+            return CGROUP_V1 / path.lstrip("/"), True
+        if controllers == "":
+            found = (CGROUP_V2 / path.lstrip("/"), False)
+    return found
+
+
+def throttling() -> dict[str, int]:
+    """The quota's counters for this process's cgroup (cpu.stat: nr_periods, nr_throttled, throttled
+    time in ns; v1 ``throttled_time``, v2 ``throttled_usec`` given in ns), or {} without one."""
+    group = cpu_cgroup()
+    if group is None or not (group[0] / "cpu.stat").exists():
+        return {}
+    stat = dict(entry.split() for entry in (group[0] / "cpu.stat").read_text().splitlines())
+    if "nr_throttled" not in stat:
+        return {}
+    ns = int(stat["throttled_time"]) if "throttled_time" in stat else 1000 * int(stat.get("throttled_usec", 0))
+    return {"periods": int(stat["nr_periods"]), "throttled": int(stat["nr_throttled"]), "ns": ns}
 
 
 def emulator_out_of_quota() -> str:
@@ -158,14 +161,14 @@ def emulator_out_of_quota() -> str:
     parent's cgroup, outside the quota: cgroup v1 places single threads (``tasks``); v2 moves whole
     processes only (without threaded mode), so there it stays in. Returns what was done."""
     tids = [t.native_id for t in threading.enumerate() if t.name.endswith("-pty")]
-    mine, parents = _cpu_cgroup("self"), _cpu_cgroup(os.getppid())
-    if mine is None or parents is None:
+    mine, parents = cpu_cgroup("self"), cpu_cgroup(os.getppid())
+    if mine is None or parents is None or not mine[1]:
         return "inside the quota (cgroup v2 or no cpu controller: threads move only with their process)"
     if mine == parents:
-        return "no quota group"
+        return "outside the quota (there is none)"
     try:
         for tid in tids:
-            (Path("/sys/fs/cgroup/cpu") / parents.lstrip("/") / "tasks").write_text(str(tid))
+            (parents[0] / "tasks").write_text(str(tid))
     except OSError as err:
         return f"inside the quota ({err})"
     return f"outside the quota ({len(tids)} thread{'s' * (len(tids) != 1)} moved to the parent's cgroup)"

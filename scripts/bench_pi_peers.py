@@ -108,13 +108,18 @@ class Peers:
         return sends
 
 
+def first_motion(events: list, t0: float) -> float | None:
+    """The time of the first nonzero duty the emulator applied after ``t0``, s, or None."""
+    return next((t for t, left, right in events if t > t0 and (left or right)), None)
+
+
 def latencies(sends: dict[str, list[float]], events: list) -> dict[str, list[float]]:
     """Per protocol: send -> first nonzero duty the emulator applied after it, s (misses left out)."""
     out: dict[str, list[float]] = {}
     for proto, times in sends.items():
         out[proto] = []
         for t0 in times:
-            first = next((t for t, left, right in events if t > t0 and (left or right)), None)
+            first = first_motion(events, t0)
             if first is not None and first - t0 < MOTION_S:
                 out[proto].append(first - t0)
     return out
@@ -128,7 +133,7 @@ def split(sends: dict[str, list[float]], submits: list, events: list) -> dict[st
         before, after = [], []
         for t0 in times:
             t1 = next((t for t, src in submits if t > t0 and src == proto), None)
-            first = next((t for t, left, right in events if t > t0 and (left or right)), None)
+            first = first_motion(events, t0)
             if t1 is None or first is None or first - t0 >= MOTION_S or t1 > first:
                 continue
             before.append(t1 - t0)
