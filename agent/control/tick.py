@@ -217,7 +217,7 @@ def observe(state: ControlState, plan: Plan, readings: Readings) -> Snapshot:
         gripper=plan.gripper,
         imu=readings.imu,
         power=readings.power,
-        active_source=plan.base.winner.source if plan.base.winner else "",
+        active_source=plan.base.driver,
         overridden=plan.overridden,
         watchdog=plan.watchdog,
         stopped=plan.stopped,
@@ -227,7 +227,7 @@ def observe(state: ControlState, plan: Plan, readings: Readings) -> Snapshot:
 
 
 def _note_base_source(state: ControlState, sel: Selection) -> None:
-    src = sel.winner.source if sel.winner else ""
+    src = sel.driver
     if src != state.base_source:
         if src and state.base_source:
             log.info("base: %s takes over from %s", src, state.base_source)
