@@ -272,6 +272,54 @@ class Arbiter:
         return tuple(sorted(self._overridden.items(), key=lambda kv: _order(kv[0])))
 
 
+class SenderLatch:
+    """The stop latch among the senders behind one source name that its adapter can tell apart
+    (Sim2Bot rooms: every room is the source ``sim2bot``), docs/safety.md.
+
+    The control loop treats every sender of the stopping source as the stopper. This keeps a
+    *different* sender of it that was streaming velocity commands when the stop came from
+    resuming by streaming on: its velocity commands are refused (the adapter does not submit
+    them) until it re-engages as a source does (a pause of ``timeout_s``, a zero velocity
+    command, its own stop, a reset). Its refused commands hold no claim: the stopper may drive.
+    Not thread-safe (the adapter's event loop).
+
+    Args:
+        timeout_s: the source's velocity timeout, s.
+    """
+
+    def __init__(self, timeout_s: float) -> None:
+        self._timeout = timeout_s
+        self._streamed: dict[str, float] = {}         # sender -> its last velocity command, s
+        self._latched: dict[str, LatchedOut] = {}
+
+    def stop(self, sender: str, now: float) -> list[str]:
+        """A stop from ``sender`` at ``now``; returns the other senders it latched out."""
+        self._latched.pop(sender, None)
+        out = [s for s, t in self._streamed.items() if s != sender and now - t < self._timeout]
+        for other in out:
+            self._latched[other] = LatchedOut(sender, now)
+        return out
+
+    def reset(self, sender: str) -> None:
+        """``sender`` sent a reset: it re-engages."""
+        self._latched.pop(sender, None)
+
+    def velocity(self, sender: str, command: Command, now: float) -> str | None:
+        """A velocity command from ``sender`` at ``now``: None to submit it, else why it is refused."""
+        self._streamed[sender] = now
+        latched = self._latched.get(sender)
+        if latched is None:
+            return None
+        if now - latched.last_s >= self._timeout or is_zero(command):
+            del self._latched[sender]
+            log.info("%s re-engaged after the stop from %s", sender, latched.stopper)
+            return None
+        self._latched[sender] = LatchedOut(latched.stopper, now)
+        return (f"{sender} was streaming when {latched.stopper} sent stop; its velocity commands are refused "
+                f"until it re-engages: send a zero velocity command, a stop, a reset, or nothing for "
+                f"{self._timeout:.2f} s")
+
+
 def _order(source: str) -> tuple[int, str]:
     return (SOURCES.index(source) if source in SOURCES else len(SOURCES), source)
 

@@ -6,7 +6,7 @@ import logging
 
 import pytest
 
-from agent.arbitration import BASE, EXPIRED, IDLE, JOINTS, OK, Arbiter, Watchdog, is_zero
+from agent.arbitration import BASE, EXPIRED, IDLE, JOINTS, OK, Arbiter, SenderLatch, Watchdog, is_zero
 from agent.config import AgentConfig
 from agent.model import BaseVelocity, JointVelocity, TrackDuty
 
@@ -225,3 +225,33 @@ def test_re_engage_ends_the_latch(arb):
     (JointVelocity((0.0, 0.0)), True), (JointVelocity((0.0, 0.2)), False)])
 def test_is_zero(command, zero):
     assert is_zero(command) is zero
+
+
+def test_sender_latch_between_the_senders_of_one_source():
+    rooms = SenderLatch(0.5)
+    assert rooms.velocity("room a", FWD, 0.0) is None
+    assert rooms.velocity("room b", FWD, 0.0) is None
+    assert rooms.velocity("room c", FWD, -1.0) is None       # not streaming any more at the stop
+    assert rooms.stop("room a", 0.1) == ["room b"]
+    assert rooms.velocity("room a", FWD, 0.12) is None        # the stopper drives on
+    refusal = rooms.velocity("room b", FWD, 0.15)
+    assert refusal.startswith("room b was streaming when room a sent stop")
+    assert refusal.endswith("a zero velocity command, a stop, a reset, or nothing for 0.50 s")
+    assert rooms.velocity("room c", FWD, 0.15) is None
+    assert rooms.velocity("room b", FWD, 0.64) is not None    # 0.49 s since its last refusal
+    assert rooms.velocity("room b", FWD, 1.15) is None        # paused over 0.5 s
+
+
+@pytest.mark.parametrize("engage", ["zero", "stop", "reset"])
+def test_sender_latch_re_engage(engage):
+    rooms = SenderLatch(0.5)
+    rooms.velocity("room b", FWD, 0.0)
+    rooms.stop("room a", 0.1)
+    assert rooms.velocity("room b", FWD, 0.2) is not None
+    if engage == "zero":
+        assert rooms.velocity("room b", BaseVelocity(0.0, 0.0), 0.25) is None
+    elif engage == "stop":
+        assert rooms.stop("room b", 0.25) == []                   # room a sent no velocity command
+    else:
+        rooms.reset("room b")
+    assert rooms.velocity("room b", FWD, 0.3) is None
