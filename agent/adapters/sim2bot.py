@@ -11,8 +11,8 @@ Rooms: the bridge routes commands, telemetry and video per room, so the adapter
 joins every room of ``cfg.sim2bot.served_rooms`` with its own pair of sockets
 (:class:`agent.adapters.sim2bot_room.RoomLink`) and its own camera streams: a
 controller gets only the formats subscribed in its room. Commands from every room
-are the one source ``sim2bot`` (priorities, stop latch and watchdog as for one
-controller; a ``stop`` from any room stops the tank). The control loop cannot tell
+are the one source ``sim2bot`` (priorities and watchdog as for one controller; a
+``stop`` from any room stops the tank). The control loop cannot tell
 rooms apart, so the adapter keeps the stop latch between them
 (:class:`agent.arbitration.SenderLatch`, docs/safety.md): after one room's stop, another
 room that was streaming velocity commands is refused until it re-engages. A room whose

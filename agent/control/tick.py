@@ -63,7 +63,7 @@ class ControlState:
         arbiter, watchdog, joints: claims per channel, velocity freshness, servo joints
             (the front writes commands into the first and the last).
         cmd: track speeds commanded at the last tick, after the ramp, m/s.
-        stopped: a ``Stop`` is latched (cleared by the next motion command).
+        stopped: a ``Stop`` came and no motion command was accepted since (docs/safety.md).
         motor_ok: the last duty write was confirmed.
         max_speed_mps, max_accel_mps2: runtime base limits (``set_limits``).
         full_duty_mps: track speed at duty 1.0, m/s (``base.max_speed_mps``).

@@ -300,7 +300,7 @@ def test_stop_latch_leaves_the_stopper_free_and_reset_rearms(rig):
     assert rig.duty == (0.0, 0.0) and rig.loop.snapshot().active_source == ""
     with pytest.raises(CommandError):
         rig.loop.submit("robot_msg", BaseVelocity(0.5, 0.0))
-    rig.loop.submit("robot_msg", Reset())                              # an explicit reset re-arms it
+    rig.loop.submit("robot_msg", Reset())                              # an explicit reset re-engages it
     rig.loop.submit("robot_msg", BaseVelocity(0.5, 0.0))
     rig.tick()
     assert rig.loop.snapshot().active_source == "robot_msg"
