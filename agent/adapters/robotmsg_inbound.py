@@ -308,9 +308,17 @@ def intent(message: object) -> tuple[type, tuple[str, ...]]:
     """Latest-wins key: the message type and which fields it sets.
 
     A stream of ``u_rt`` actions shares one key (only the newest applies); a ``q_traj``
-    action and a ``u_rt`` action have different keys, so one never drops the other.
+    action and a ``u_rt`` action have different keys, so one never drops the other. A
+    ``u_rt`` of zeros is a kind of its own: it is how a controller latched out by another
+    source's stop re-engages (docs/safety.md), so the drive that follows it in the same
+    batch does not supersede it.
     """
-    return type(message), _present(message)
+    fields = _present(message)
+    if isinstance(message, rm.RobotAction) and message.real_time_action is not None:
+        u_rt = message.real_time_action.u_rt
+        if u_rt and all(v == 0.0 for v in u_rt):
+            fields += ("u_rt=0",)
+    return type(message), fields
 
 
 class LatestWins:

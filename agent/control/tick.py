@@ -63,7 +63,7 @@ class ControlState:
         arbiter, watchdog, joints: claims per channel, velocity freshness, servo joints
             (the front writes commands into the first and the last).
         cmd: track speeds commanded at the last tick, after the ramp, m/s.
-        stopped: a ``Stop`` is latched (cleared by the next motion command).
+        stopped: a ``Stop`` came and no motion command was accepted since (docs/safety.md).
         motor_ok: the last duty write was confirmed.
         max_speed_mps, max_accel_mps2: runtime base limits (``set_limits``).
         full_duty_mps: track speed at duty 1.0, m/s (``base.max_speed_mps``).
@@ -217,7 +217,7 @@ def observe(state: ControlState, plan: Plan, readings: Readings) -> Snapshot:
         gripper=plan.gripper,
         imu=readings.imu,
         power=readings.power,
-        active_source=plan.base.winner.source if plan.base.winner else "",
+        active_source=plan.base.driver,
         overridden=plan.overridden,
         watchdog=plan.watchdog,
         stopped=plan.stopped,
@@ -227,7 +227,7 @@ def observe(state: ControlState, plan: Plan, readings: Readings) -> Snapshot:
 
 
 def _note_base_source(state: ControlState, sel: Selection) -> None:
-    src = sel.winner.source if sel.winner else ""
+    src = sel.driver
     if src != state.base_source:
         if src and state.base_source:
             log.info("base: %s takes over from %s", src, state.base_source)

@@ -308,6 +308,14 @@ def test_messages_with_different_fields_do_not_supersede_each_other():
     assert newest_per_type([both, a1], MODES) == [both, a1]
 
 
+def test_a_zero_u_rt_is_not_superseded_by_the_drive_that_follows_it():
+    """The explicit zero re-engages a controller latched out by another source's stop (docs/safety.md)."""
+    zero, a1, a2 = rt_action(u_rt=[0.0, 0.0]), rt_action(u_rt=[0.1, 0.0]), rt_action(u_rt=[0.2, 0.0])
+    assert newest_per_type([a1, zero, a2], MODES) == [zero, a2]
+    assert newest_per_type([zero, a1, zero, a2], MODES) == [zero, a2]
+    assert newest_per_type([a1, a2, zero], MODES) == [a2, zero]         # the newest still applies last
+
+
 def test_intent_is_the_type_and_the_fields_present():
     assert intent(rt_action(u_rt=[0.1, 0.0])) == intent(rt_action(u_rt=[0.5, 0.2]))
     assert intent(rt_action(u_rt=[0.1, 0.0])) != intent(rt_action(q_rt=[0.1, 0.0]))
