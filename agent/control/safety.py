@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import logging
 import math
-import time
 from collections.abc import Callable
 
 from agent.errors import CommandDeclined, CommandRejected
@@ -41,19 +40,9 @@ ROBOT = "robot"
 MAX_REASON_CHARS = 200
 
 
-def _clock_text(unix_s: float) -> str:
-    return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(unix_s))
-
-
 def describe_halt(halt: Halt) -> str:
     """One line for a halt: ``emergency stop set by console since 2026-12-01 18:07:45 UTC: <reason>``."""
-    what = "emergency stop" if halt.kind == "estop" else f"{halt.kind} failsafe"
-    text = f"{what} set by {halt.by} since {_clock_text(halt.since_unix_s)}"
-    if halt.reason:
-        text += f": {halt.reason}"
-    if halt.cleared:
-        text += " (condition cleared; ends with the next motion command)"
-    return text
+    return halt.describe()
 
 
 def _reengages(command: Command) -> bool:
