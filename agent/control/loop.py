@@ -33,7 +33,7 @@ from agent.control.devices import DeviceIO, HardwarePort
 from agent.control.front import Front, describe
 from agent.control.scheduler import Scheduler, TickStats
 from agent.control.tick import ControlState, command, motor_answered, observe
-from agent.model import Command, Snapshot
+from agent.model import Command, Halt, Snapshot
 
 log = logging.getLogger(__name__)
 
@@ -116,6 +116,14 @@ class ControlLoop:
             CommandDeclined: no emergency stop is set.
         """
         self._front.release_estop(by)
+
+    def restore_estop(self, halt: Halt) -> bool:
+        """Put back an e-stop kept across a restart (its setter and time unchanged); True when set now."""
+        return self._front.restore_estop(halt)
+
+    def on_estop_change(self, listener: Callable[[Halt | None], None]) -> None:
+        """``listener(halt)`` after each set (the Halt) and release (None) of the e-stop; must not block."""
+        self._front.on_estop_change(listener)
 
     @property
     def safety(self):  # -> agent.control.safety.SafetyLatches
