@@ -38,7 +38,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from agent.errors import CommandDeclined, CommandError
+from agent.errors import CommandError
 from agent.model import Halt
 from agent.ratelimit import safe
 
@@ -132,7 +132,6 @@ class EstopStore:
         data = {"version": 1, "estop": None if halt is None else
                 {"by": halt.by, "reason": halt.reason, "since_unix_s": halt.since_unix_s}}
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
             fd, tmp = tempfile.mkstemp(prefix=".estop-", dir=self.path.parent)
             try:
                 with os.fdopen(fd, "w") as f:
@@ -256,9 +255,7 @@ class ControlServer:
                 return {"ok": True, "released": before}
             if op == "state":
                 return {"ok": True, "safety": self.control.snapshot().safety.as_dict()}
-        except CommandDeclined as err:
-            return {"ok": False, "error": err.reason, "message": str(err)}
-        except CommandError as err:
+        except CommandError as err:     # CommandDeclined: release without an e-stop
             return {"ok": False, "error": err.reason, "message": str(err)}
         return _bad(peer, f"unknown op {safe(op, 40)}; known: estop, release, state")
 

@@ -11,7 +11,6 @@ import socket
 import stat
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -107,7 +106,7 @@ def test_estop_set_shown_kept_across_a_restart_and_released(tmp_path):
                 assert reply["error"] == "bad_request" and reply["message"]
     finally:
         err = agent.stop()
-    assert "bad request from uid 0" in err or "bad request from uid" in err
+    assert "control socket: bad request from uid" in err
     assert not sock.exists()
 
     # restarted (as systemd's Restart= or the watchdog would): it comes back e-stopped, same setter and time
@@ -195,14 +194,13 @@ def test_an_unreadable_kept_estop_starts_the_robot_halted(tmp_path):
     path.write_text(json.dumps({"version": 1, "estop": None}))
     assert EstopStore(path).load() is None
     assert EstopStore(tmp_path / "missing.json").load() is None
-    store = EstopStore(tmp_path / "sub" / "estop.json")
+    store = EstopStore(tmp_path / "kept.json")
     store.save(halt).result(5)
-    assert EstopStore(tmp_path / "sub" / "estop.json").load().reason == halt.reason
+    assert EstopStore(tmp_path / "kept.json").load().reason == halt.reason
+    store.save(None).result(5)
+    assert EstopStore(tmp_path / "kept.json").load() is None
+    missing_dir = EstopStore(tmp_path / "no-such-dir" / "estop.json")
+    missing_dir.save(halt).result(5)               # logged, not raised: the e-stop itself still holds
+    assert not (tmp_path / "no-such-dir").exists()
     store.close()
-
-
-def wait_file(path: Path, timeout_s: float) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline and not path.exists():
-        time.sleep(0.05)
-    return path.exists()
+    missing_dir.close()
