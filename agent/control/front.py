@@ -10,6 +10,9 @@ release of a driving source calls ``wake`` so the scheduler runs a tick at once,
 does a velocity command whose value differs from its source's last one (a repeat
 only refreshes the watchdog). A velocity more than ``OVER_LIMIT_FACTOR`` (10) times
 the configured maximum is refused with a CommandError, not clamped to full speed.
+Before any motion command the halts are asked (``ControlState.safety.admit``,
+agent.control.safety): while the e-stop or a failsafe latch holds it is refused;
+``estop`` / ``release_estop`` set and release the e-stop (docs/safety.md).
 """
 
 from __future__ import annotations

@@ -17,7 +17,8 @@ stops the tracks at its deadline, never later than one tick after it; ``Stop`` f
 source wins; a released source that was driving stops at once; a failed duty
 write drops every base command so the tracks stay at zero until a command
 arrives after the motor answers again; :meth:`ControlLoop.close` writes zero and
-confirms it.
+confirms it; while the emergency stop (:meth:`ControlLoop.estop`) or a failsafe latch holds,
+every motion command is refused and the tracks are held at zero (agent.control.safety).
 """
 
 from __future__ import annotations
