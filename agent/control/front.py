@@ -10,6 +10,9 @@ runtime base limits. A ``Stop`` or the release of a driving source calls ``wake`
 the scheduler runs a tick at once, and so does a velocity command whose value differs from its source's last one (a repeat
 only refreshes the watchdog). A velocity more than ``OVER_LIMIT_FACTOR`` (10) times
 the configured maximum is refused with a CommandError, not clamped to full speed.
+Before any motion command the halts are asked (``ControlState.safety.admit``,
+agent.control.safety): while the e-stop or a failsafe latch holds it is refused;
+``estop`` / ``release_estop`` set and release the e-stop (docs/safety.md).
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ from agent.model import (
     CalibrateImu,
     Command,
     Gripper,
+    Halt,
     JointPosition,
     JointTrajectory,
     JointTrajectoryStop,
@@ -99,6 +103,7 @@ class Front:
         self._wake = wake
         self._closed = False
         self._calibration: concurrent.futures.Future | None = None
+        self._estop_listeners: list[Callable[[Halt | None], None]] = []
         self._rejects = RateLimitedLog(log, REJECT_LOG_INTERVAL_S)
         self._snap = Snapshot(joints=state.joints.state(), gripper=state.joints.gripper)
         self._ring: deque[Snapshot] = deque(maxlen=RING_SIZE)
@@ -128,6 +133,8 @@ class Front:
         if self._closed:
             raise CommandDeclined("the control loop is closed")
         if isinstance(command, Stop):
+            with self._lock:    # a stop is never refused by a halt; it re-engages its source after one
+                self._state.safety.reengaged(source)
             self._stop(source)
         elif isinstance(command, CalibrateImu):
             self._calibrate_imu(source)
@@ -150,6 +157,7 @@ class Front:
         self._check_magnitude(command)
         with self._lock:
             now = self._clock()
+            self._state.safety.admit(source, command, now)     # e-stop / failsafe halts (agent.control.safety)
             self._check_stop_latch(source, channel, command, now)
             # a repeat of the command the source's fresh claim already carries changes nothing; the same
             # value after its claim timed out, was dropped or stopped is a new command
@@ -188,6 +196,7 @@ class Front:
             joints.check_gripper()
         with self._lock:
             now = self._clock()
+            state.safety.admit(source, command, now)     # e-stop / failsafe halts (agent.control.safety)
             if not isinstance(command, Reset) or joints.dof or joints.gripper_cfg is not None:
                 above = state.arbiter.latch(source, JOINTS, now)
                 if above is not None:
@@ -297,6 +306,67 @@ class Front:
             log.warning("%s released (%s) while driving %s: stopped at once", source, reason, " and ".join(driving))
         else:
             log.info("%s released (%s); %d pending claim(s) dropped", source, reason, len(dropped))
+
+    # ================================================================== e-stop
+    def estop(self, by: str, reason: str, now_unix_s: float) -> bool:
+        """Set the e-stop (agent.control.safety.SafetyLatches.estop): every claim dropped, joints hold,
+        a tick at once. True when newly set.
+
+        Raises:
+            CommandRejected: ``by`` is not console, cli or input; ``reason`` not a string.
+        """
+        try:
+            with self._lock:
+                new = self._state.safety.estop(by, reason, now_unix_s)
+                if new:
+                    self._state.arbiter.drop()
+                    self._state.joints.hold()
+                estop = self._state.safety.state().estop
+        except CommandError as err:
+            log.error("emergency stop refused: %s", err)
+            raise
+        self._wake()
+        if new:
+            self._estop_changed(estop)
+        return new
+
+    def restore_estop(self, halt: Halt) -> bool:
+        """Put back an e-stop kept across a restart (SafetyLatches.restore_estop); wakes a tick."""
+        with self._lock:
+            new = self._state.safety.restore_estop(halt)
+            if new:
+                self._state.arbiter.drop()
+                self._state.joints.hold()
+        self._wake()
+        return new
+
+    def on_estop_change(self, listener: Callable[[Halt | None], None]) -> None:
+        """Call ``listener(halt)`` after the e-stop is set (the Halt) or released (None), on the caller's
+        thread, outside the lock; it must not block (agent.estopctl hands the write to its own thread)."""
+        self._estop_listeners.append(listener)
+
+    def _estop_changed(self, halt: Halt | None) -> None:
+        for listener in self._estop_listeners:
+            try:
+                listener(halt)
+            except Exception:  # noqa: BLE001 - a listener's bug must not undo or block the e-stop
+                log.exception("e-stop listener failed")
+
+    def release_estop(self, by: str) -> None:
+        """Release the e-stop; moves nothing (claims were dropped), wakes a tick.
+
+        Raises:
+            CommandRejected: ``by`` is not console, cli or input.
+            CommandDeclined: no e-stop is set.
+        """
+        try:
+            with self._lock:
+                self._state.safety.release_estop(by)
+        except CommandError as err:
+            log.error("emergency stop release refused: %s", err)
+            raise
+        self._wake()
+        self._estop_changed(None)
 
     def close(self) -> None:
         """Refuse every command from now on (the loop is closing)."""

@@ -17,7 +17,8 @@ stops the tracks at its deadline, never later than one tick after it; ``Stop`` f
 source wins; a released source that was driving stops at once; a failed duty
 write drops every base command so the tracks stay at zero until a command
 arrives after the motor answers again; :meth:`ControlLoop.close` writes zero and
-confirms it.
+confirms it; while the emergency stop (:meth:`ControlLoop.estop`) or a failsafe latch holds,
+every motion command is refused and the tracks are held at zero (agent.control.safety).
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from agent.control.devices import DeviceIO, HardwarePort
 from agent.control.front import Front, describe
 from agent.control.scheduler import Scheduler, TickStats
 from agent.control.tick import ControlState, command, motor_answered, observe
-from agent.model import Command, Snapshot
+from agent.model import Command, Halt, Snapshot
 
 log = logging.getLogger(__name__)
 
@@ -63,6 +64,7 @@ class ControlLoop:
         self.description = describe(cfg)
         self.period_s = 1.0 / cfg.control.rate_hz
         self._clock = clock
+        self._wall = wall
         self._lock = threading.Lock()
         self._state = ControlState(cfg)
         self._io = DeviceIO(hardware, wall)
@@ -94,6 +96,44 @@ class ControlLoop:
     def limits(self) -> tuple[float, float]:
         """Current (max_speed_mps, max_accel_mps2)."""
         return self._front.limits()
+
+    # ================================================================== halts (agent.control.safety)
+    def estop(self, by: str, reason: str = "") -> bool:
+        """Set the emergency stop: tracks to zero at once (a tick is woken), every motion command from
+        every source refused until :meth:`release_estop`. ``by``: ``console``, ``cli`` or ``input``.
+        Returns True when newly set, False when it already held (first setter kept).
+
+        Raises:
+            CommandRejected: ``by`` may not set it; ``reason`` is not a string.
+        """
+        return self._front.estop(by, reason, self._wall())
+
+    def release_estop(self, by: str) -> None:
+        """Release the emergency stop; moves nothing: motion needs a fresh command (a source that
+        streamed into the e-stop re-engages first, as after a stop).
+
+        Raises:
+            CommandRejected: ``by`` may not release it.
+            CommandDeclined: no emergency stop is set.
+        """
+        self._front.release_estop(by)
+
+    def restore_estop(self, halt: Halt) -> bool:
+        """Put back an e-stop kept across a restart (its setter and time unchanged); True when set now."""
+        return self._front.restore_estop(halt)
+
+    def on_estop_change(self, listener: Callable[[Halt | None], None]) -> None:
+        """``listener(halt)`` after each set (the Halt) and release (None) of the e-stop; must not block."""
+        self._front.on_estop_change(listener)
+
+    @property
+    def safety(self):  # -> agent.control.safety.SafetyLatches
+        """The halts (e-stop, failsafe latches) and speed cap; use under :meth:`locked`."""
+        return self._state.safety
+
+    def locked(self) -> threading.Lock:
+        """The loop's lock: hold it around calls to :attr:`safety` (``trip``, ``condition_cleared``, ...)."""
+        return self._lock
 
     # ================================================================== one tick
     def tick(self, now: float | None = None) -> Snapshot:
