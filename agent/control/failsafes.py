@@ -104,6 +104,7 @@ class BatteryDetector:
         self.low = False
         self.critical = False
         self.volts: float | None = None       # the averaged, compensated voltage, V
+        self._cap_reason = ""
 
     def _average(self, now: float, power: PowerSample | None) -> float | None:
         v = None if power is None else power.voltage_v
@@ -127,7 +128,8 @@ class BatteryDetector:
         low_timed = self._low_hold.update(now, v < s.low_v)
         if not self.low and low_timed:
             self.low = True
-            log.warning("battery low: %s", self.cap_reason())
+            self._cap_reason = (f"battery {v:.2f} V below low {s.low_v:.2f} V for {self._low_hold.held(now):.1f} s:"
+                                f" speed limited to {s.low_speed_mps:.2f} m/s")
         elif self.low and v > s.low_v + s.hysteresis_v:
             self.low = False
             log.info("battery recovered to %.2f V (above low %.2f V + %.2f V): speed limit lifted",
@@ -141,9 +143,8 @@ class BatteryDetector:
         return trip, cleared
 
     def cap_reason(self) -> str:
-        s = self.s
-        return (f"battery {self.volts:.2f} V below low {s.low_v:.2f} V for {s.low_for_s:.1f} s: "
-                f"speed limited to {s.low_speed_mps:.2f} m/s")
+        """Why the speed is capped, with the figures of the moment it was ("" while not low)."""
+        return self._cap_reason if self.low else ""
 
 
 def tilt_deg(accel_mps2: tuple[float, float, float]) -> tuple[float, float]:
