@@ -179,7 +179,7 @@ class TiltDetector:
             if not self.tripped:
                 self.tripped = True
                 axis, angle = ("pitch", pitch) if abs(pitch) >= abs(roll) else ("roll", roll)
-                return (f"tilt: {axis} {angle:.1f} deg over {self.max_deg:.1f} deg for "
+                return (f"{axis} {angle:.1f} deg over {self.max_deg:.1f} deg for "
                         f"{self._hold.held(now):.2f} s"), False
             return None, False
         if self.tripped and worst < self.clear_deg:
@@ -202,19 +202,35 @@ class StallSettings:
 
 
 class StallDetector:
-    """A pushing track that does not turn, or a motor over its current; see the module docstring."""
+    """A pushing track that does not turn, or a motor over its current; see the module docstring.
+
+    Besides its time, a condition must be seen in :data:`MIN_READINGS` distinct feedback readings
+    (the motor thread publishes a new object per read): a tick repeating the last reading tells
+    nothing new, so a loop ticking faster than the feedback (20 Hz) never trips on one stale value.
+    """
 
     SIDES = ("left", "right")
+    MIN_READINGS = 3
 
     def __init__(self, s: StallSettings) -> None:
         self.s = s
         self._speed = (_Hold(s.for_s), _Hold(s.for_s))
         self._amps = (_Hold(s.current_for_s), _Hold(s.current_for_s))
+        self._seen = [0, 0, 0, 0]           # distinct readings while each hold (speed L/R, amps L/R) runs
+        self._last: MotorFeedback | None = None
         self.tripped = False
+
+    def _held(self, j: int, hold: _Hold, now: float, true: bool, fresh: bool) -> bool:
+        if not true:
+            self._seen[j] = 0
+        elif fresh:
+            self._seen[j] += 1
+        return hold.update(now, true) and self._seen[j] >= self.MIN_READINGS
 
     def update(self, now: float, duty: tuple[float, float], fb: MotorFeedback | None) -> tuple[str | None, bool]:
         """(trip reason or None, condition cleared now) from the duty commanded now and the feedback."""
         s = self.s
+        fresh, self._last = fb is not None and fb is not self._last, fb
         reason = None
         active = False
         cps = (None, None) if fb is None else (fb.left_cps, fb.right_cps)
@@ -224,14 +240,14 @@ class StallDetector:
             mps = abs(c) / s.counts_per_m if s.speed and s.counts_per_m > 0 and c is not None and math.isfinite(c) \
                 else None
             pushing = mps is not None and abs(duty[i]) > s.duty and mps < s.speed_mps
-            if self._speed[i].update(now, pushing) and reason is None:
-                reason = (f"stall: {side} track at duty {duty[i]:+.2f} moved {mps:.2f} m/s (under "
+            if self._held(i, self._speed[i], now, pushing, fresh) and reason is None:
+                reason = (f"{side} track at duty {duty[i]:+.2f} moved {mps:.2f} m/s (under "
                           f"{s.speed_mps:.2f} m/s) for {self._speed[i].held(now):.1f} s")
             active |= pushing
             a = amps[i]
             over = s.max_current_a is not None and a is not None and math.isfinite(a) and abs(a) > s.max_current_a
-            if self._amps[i].update(now, over) and reason is None:
-                reason = (f"stall: {side} motor {abs(a):.1f} A over {s.max_current_a:.1f} A for "
+            if self._held(2 + i, self._amps[i], now, over, fresh) and reason is None:
+                reason = (f"{side} motor {abs(a):.1f} A over {s.max_current_a:.1f} A for "
                           f"{self._amps[i].held(now):.2f} s")
             active |= over
         if reason is not None and not self.tripped:

@@ -112,11 +112,11 @@ def test_tilt_trips_after_the_debounce_and_clears_below_the_margin():
     assert d.update(0.0, imu(0.0, pitch_deg=45)) == (None, False)
     assert d.update(0.2, imu(0.2, pitch_deg=45)) == (None, False)
     reason, _ = d.update(0.3, imu(0.3, pitch_deg=45))
-    assert reason == "tilt: pitch 45.0 deg over 40.0 deg for 0.30 s"
+    assert reason == "pitch 45.0 deg over 40.0 deg for 0.30 s"
     assert d.update(0.4, imu(0.4, pitch_deg=37)) == (None, False)   # under 40, not under 35
     assert d.update(0.5, imu(0.5, pitch_deg=34)) == (None, True)
     assert d.update(0.6, imu(0.6, roll_deg=-60)) == (None, False)   # a new tilt: debounce again
-    assert d.update(0.9, imu(0.9, roll_deg=-60))[0] == "tilt: roll -60.0 deg over 40.0 deg for 0.30 s"
+    assert d.update(0.9, imu(0.9, roll_deg=-60))[0] == "roll -60.0 deg over 40.0 deg for 0.30 s"
 
 
 def test_tilt_bump_shorter_than_the_debounce_does_not_trip():
@@ -153,7 +153,7 @@ def test_stall_pushing_track_that_does_not_turn_trips_after_its_time():
     for k in range(100):                                           # 2 s at 50 Hz, not yet
         assert d.update(k * 0.02, (0.6, 0.6), fb(0.6, 0.01)) == (None, False)
     reason, _ = d.update(2.0, (0.6, 0.6), fb(0.6, 0.01))
-    assert reason == "stall: right track at duty +0.60 moved 0.01 m/s (under 0.08 m/s) for 2.0 s"
+    assert reason == "right track at duty +0.60 moved 0.01 m/s (under 0.08 m/s) for 2.0 s"
     assert d.update(2.02, (0.0, 0.0), fb(0.0, 0.0)) == (None, True)  # zero duty: nothing pushes
 
 
@@ -170,7 +170,7 @@ def test_stall_current_over_the_limit_trips_and_clears():
     d = stall()
     assert d.update(0.0, (0.5, 0.5), fb(0.5, 0.5, left_a=6.0))[0] is None
     reason, _ = d.update(0.5, (0.5, 0.5), fb(0.5, 0.5, left_a=6.2))
-    assert reason == "stall: left motor 6.2 A over 5.0 A for 0.50 s"
+    assert reason == "left motor 6.2 A over 5.0 A for 0.50 s"
     assert d.update(0.6, (0.0, 0.0), fb(0.0, 0.0, left_a=6.2)) == (None, False)   # current still over
     assert d.update(0.7, (0.0, 0.0), fb(0.0, 0.0, left_a=0.1)) == (None, True)
 
@@ -260,3 +260,12 @@ def test_simulated_tank_params_load_with_failsafes_that_fit_the_emulated_battery
     empty, full = p.cells * p.cell_empty_v, p.cells * p.cell_full_v
     assert empty < fs.battery.s.critical_v < fs.battery.s.low_v < full   # both reachable by draining
     assert fs.warnings == ()
+
+
+def test_stall_needs_fresh_feedback_readings_not_one_repeated():
+    d = stall()
+    stale = fb(0.0, 0.0)
+    for k in range(200):                                           # 4 s of ticks, one reading repeated
+        assert d.update(k * 0.02, (0.6, 0.6), stale)[0] is None
+    assert d.update(4.0, (0.6, 0.6), fb(0.0, 0.0))[0] is None       # 2nd reading
+    assert d.update(4.02, (0.6, 0.6), fb(0.0, 0.0))[0] is not None  # 3rd: trips
