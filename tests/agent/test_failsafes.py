@@ -169,6 +169,7 @@ def test_stall_low_duty_or_moving_track_is_no_stall():
 def test_stall_current_over_the_limit_trips_and_clears():
     d = stall()
     assert d.update(0.0, (0.5, 0.5), fb(0.5, 0.5, left_a=6.0))[0] is None
+    assert d.update(0.25, (0.5, 0.5), fb(0.5, 0.5, left_a=6.1))[0] is None
     reason, _ = d.update(0.5, (0.5, 0.5), fb(0.5, 0.5, left_a=6.2))
     assert reason == "left motor 6.2 A over 5.0 A for 0.50 s"
     assert d.update(0.6, (0.0, 0.0), fb(0.0, 0.0, left_a=6.2)) == (None, False)   # current still over
@@ -269,3 +270,19 @@ def test_stall_needs_fresh_feedback_readings_not_one_repeated():
         assert d.update(k * 0.02, (0.6, 0.6), stale)[0] is None
     assert d.update(4.0, (0.6, 0.6), fb(0.0, 0.0))[0] is None       # 2nd reading
     assert d.update(4.02, (0.6, 0.6), fb(0.0, 0.0))[0] is not None  # 3rd: trips
+
+
+def test_check_config_names_failsafes_off_and_refuses_bad_ones(tmp_path, capsys):
+    from agent.__main__ import main
+    from tests.conftest import sim_config
+    data = sim_config()
+    data["drivers"].pop("power")
+    path = tmp_path / "params.json"
+    path.write_text(json.dumps(data))
+    assert main(["check-config", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "$.failsafe: failsafe.battery is off: no power monitor configured (drivers.power)" in out
+    data["failsafe"]["tilt"]["for_s"] = float("nan")
+    path.write_text(json.dumps(data))
+    assert main(["check-config", str(path)]) == 2
+    assert "$.failsafe.tilt.for_s: Input should be a finite number" in capsys.readouterr().out
