@@ -8,6 +8,7 @@ steps the loop's time. The duty is read back from the tank physics the RoboClaw 
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 from dataclasses import dataclass
@@ -262,3 +263,39 @@ def test_failsafes_off_without_their_devices_warn_once(rig, caplog):
     texts = [rec.getMessage() for rec in caplog.records]
     assert texts.count("failsafe.battery is off: no power monitor configured (drivers.power)") == 1
     assert texts.count("failsafe.tilt is off: no IMU configured (drivers.imu)") == 1
+
+
+# ---------------------------------------------------------------------------- a running agent, real peers
+
+
+async def test_running_agent_tilt_trip_shows_on_artex_telem_and_status_and_holds_against_the_stream():
+    from agent.status import gather
+    from agent.testing.artex_hub import ArtexHub, agent_on, driving
+    from tests.conftest import wait_for
+    hub = ArtexHub(ready_delay_s=0.05)
+    await hub.start()
+    try:
+        async with agent_on(hub) as agent:
+            async with driving(hub, {"com": "forward"}):
+                assert await wait_for(lambda: agent.physics.duty[0] > 0.2, 5)
+                agent.sim.tilt(pitch_deg=-55.0)                     # nose up, past 40 deg
+                assert await wait_for(lambda: agent.control.snapshot().safety.halts, 5)
+                assert await wait_for(lambda: agent.physics.duty == [0.0, 0.0], 2)
+                halt = agent.control.snapshot().safety.halts[0]
+                assert halt.kind == "tilt" and halt.reason.startswith("pitch -5")
+                assert await wait_for(lambda: any(h["kind"] == "tilt" for h in hub.telem[-1][1].get("halts", [])), 5)
+                assert "tilt failsafe set by robot" in gather(agent)["summary"]
+                artex = agent.adapters["artex"]
+                refused = artex.status()["rejected"]                # the hub streams on: refused, nothing moves
+                assert await wait_for(lambda: artex.status()["rejected"] >= refused + 5, 5)
+                assert agent.physics.duty == [0.0, 0.0]
+                agent.sim.tilt()
+                assert await wait_for(lambda: agent.control.snapshot().safety.halts[0].cleared, 5)
+            assert agent.physics.duty == [0.0, 0.0]                 # cleared: still no motion without a command
+            # it streamed into the latch: an explicit zero re-engages it, the next command ends the latch
+            await hub.command({"drive": {"vx": 0.0, "omega": 0.0}})
+            await hub.command({"com": "forward"})
+            assert await wait_for(lambda: not agent.control.snapshot().safety.halts, 3)
+            assert await wait_for(lambda: agent.physics.duty[0] > 0.0, 3)
+    finally:
+        await hub.stop()
