@@ -16,10 +16,11 @@ The safety path (design.md): a velocity command older than its source's timeout
 stops the tracks at its deadline, never later than one tick after it; ``Stop`` from any
 source wins; a released source that was driving stops at once; a failed duty
 write drops every base command so the tracks stay at zero until a command
-arrives after the motor answers again; the robot's own failsafes (battery, tilt, stall:
-agent.control.failsafes, checked on every tick's readings) trip a latch that zeroes the tracks
-with a tick woken at once and refuses motion until the condition cleared and a fresh command
-arrives; :meth:`ControlLoop.close` writes zero and confirms it.
+arrives after the motor answers again; :meth:`ControlLoop.close` writes zero and
+confirms it; while the emergency stop (:meth:`ControlLoop.estop`) or a failsafe latch holds,
+every motion command is refused and the tracks are held at zero (agent.control.safety). The
+robot's own failsafes (battery, tilt, stall: agent.control.failsafes) are checked on every
+tick's readings; a trip wakes a tick at once, so its zero goes out within milliseconds.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ from agent.control.devices import DeviceIO, HardwarePort
 from agent.control.front import Front, describe
 from agent.control.scheduler import Scheduler, TickStats
 from agent.control.tick import ControlState, check_failsafes, command, motor_answered, observe
-from agent.model import Command, Snapshot
+from agent.model import Command, Halt, Snapshot
 
 log = logging.getLogger(__name__)
 
@@ -120,6 +121,14 @@ class ControlLoop:
             CommandDeclined: no emergency stop is set.
         """
         self._front.release_estop(by)
+
+    def restore_estop(self, halt: Halt) -> bool:
+        """Put back an e-stop kept across a restart (its setter and time unchanged); True when set now."""
+        return self._front.restore_estop(halt)
+
+    def on_estop_change(self, listener: Callable[[Halt | None], None]) -> None:
+        """``listener(halt)`` after each set (the Halt) and release (None) of the e-stop; must not block."""
+        self._front.on_estop_change(listener)
 
     @property
     def safety(self):  # -> agent.control.safety.SafetyLatches
