@@ -137,9 +137,10 @@ class ArtexAdapter:
     def status(self) -> LinkStatus:
         """Health view: counters (received, accepted, rejected, ignored, sent_*, connects,
         disconnects, connect_failures...) and detail ``url``, ``sid``, ``ready``, ``telem_run``,
-        ``video_run``."""
+        ``video_run``, ``video`` (delivery figures, :meth:`ArtexStreams.video_stats`)."""
         client = self._client
-        return self._link.status(SOURCE, dict(self.counters), {"url": self.url, **self.d_meta()},
+        return self._link.status(SOURCE, dict(self.counters),
+                                 {"url": self.url, **self.d_meta(), "video": self._streams.video_stats()},
                                  connected=bool(client is not None and client.connected))
 
     async def run(self) -> None:
@@ -322,6 +323,11 @@ class ArtexAdapter:
             self._reject("command", err)
             return
         action = cmd.action
+        if cmd.ignored:  # the SDK obeys the first key too; a hub UI that adds keys should know they do nothing
+            self.counters["ignored_keys"] += 1
+            self._throttle.log(logging.WARNING, (SOURCE, "command", "ignored keys"),
+                               "ARTEX: command %s from %r obeyed; payload keys %s ignored (not command types)",
+                               cmd.kind, safe(cmd.author, 64), ", ".join(repr(k) for k in cmd.ignored))
         if isinstance(action, FileRequest):
             await self._on_file(action.kind)
         elif isinstance(action, WebSettings):

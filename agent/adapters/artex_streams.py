@@ -27,8 +27,8 @@ bigger frame is re-encoded at a lower quality, then smaller, else skipped, count
 and logged once); at most one ``video`` message is in flight (the next waits until
 Engine.IO, the transport and the kernel wrote the last one); a frame older than
 ``max_frame_age_s`` is never sent; slow drains move the camera down the
-re-encode ladder and quick ones back up. ``telem`` carries ``video``: per camera
-frame age p50/p95 (capture -> handed to the socket), ladder level, throughput.
+re-encode ladder and quick ones back up. The adapter's ``status()`` carries ``video``:
+per camera frame age p50/p95 (capture -> handed to the socket), ladder level, throughput.
 """
 
 from __future__ import annotations
@@ -141,16 +141,18 @@ class ArtexStreams:
             data = telemetry(self._robot.snapshot())
             keepalive = self._clock() - last >= self.cfg.artex.telem_keepalive_s - 1e-6
             due = keepalive or gate.due(data)
-            if due and await self._emit("telem", {"payload": {**data, **self._video_telem()}}):
+            if due and await self._emit("telem", {"payload": data}):
                 gate.mark_sent(data)
                 last = self._clock()
 
-    def _video_telem(self) -> dict[str, Any]:
-        """``{"video": stats}`` for a telem that goes out anyway (a change or the keepalive), or ``{}``
-        without video: the frame ages change on every poll, so they ride along, never cause a send."""
-        if self._video is None or not self.video_run:
+    def video_stats(self) -> dict[str, Any]:
+        """Video delivery figures for ``status()`` (not sent in ``telem``: a hub UI built for the SDK
+        shows every telem key as a sensor): per camera ``{age_p50_s, age_p95_s, level, kBps}`` and
+        ``reencoded``, ``oversize_skipped``, ``too_old``, ``acks`` (this connection's hub acknowledges
+        ``video``: True / False / None not yet known); ``{}`` without video."""
+        if self._video is None:
             return {}
-        return {"video": self._video.telem()}
+        return {**self._video.telem(), "acks": self._delivery.acks}
 
     async def _video_loop(self) -> None:
         assert self._video is not None
