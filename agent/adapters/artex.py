@@ -276,6 +276,7 @@ class ArtexAdapter:
         self._sid = client.get_sid(NAMESPACE) if client is not None else None
         self._ready = READY_INIT
         self._told_not_ready = False
+        self._streams.new_link()
         self.counters["connects"] += 1
         log.info("ARTEX: connected to %s as %r (sid %s); waiting for Ready", self.url, self._cfg.name, self._sid)
 

@@ -120,6 +120,12 @@ class ArtexStreams:
             self._frames = loop.create_task(self._video_loop(), name="artex-video")
             self._frames.add_done_callback(_report)
 
+    def new_link(self) -> None:
+        """A new connection: video pacing (ack or not, ladder levels, throughput) is learnt again."""
+        self._delivery.new_link()
+        if self._video is not None:
+            self._video.new_link()
+
     def stop(self, telem: bool = True, video: bool = True) -> None:
         """Cancel the chosen streams (both by default)."""
         for wanted, task in ((telem, self._telem), (video, self._frames)):

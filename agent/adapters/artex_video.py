@@ -9,8 +9,10 @@ Budgets (``video`` config section, docs/artex.md "Video budget"):
   is not sent (``video_too_old``);
 - one in flight: the next message waits until the last one was delivered: the hub's
   Socket.IO acknowledgement (python-socketio servers acknowledge every handled event
-  when asked), or, for a hub that never acknowledges, until Engine.IO, the transport
-  and the kernel wrote it (:func:`link_backlog`);
+  when asked), or, for a hub that does not acknowledge, until Engine.IO, the transport
+  and the kernel wrote it (:func:`link_backlog`). Whether the hub acknowledges is learnt
+  per connection: the first message waits for the local drain, then at most
+  :data:`ACK_GRACE_S` for the ack, so a non-acking hub never costs a 5 s ack timeout;
 - adaptation: a delivery slower than the period moves the camera one step down the
   re-encode ladder, ten quick ones in a row one step back up.
 """
@@ -40,6 +42,9 @@ NAMESPACE = "/robot"
 PAYLOAD_OVERHEAD = 512
 #: Longest wait for one delivery (ack or local drain) before it is counted as late, s.
 DELIVERY_WAIT_S = 5.0
+#: After the local send queue drained, how long an ack may still take before this connection's hub
+#: is taken for one that never acknowledges (a Node socket.io handler without a callback), s.
+ACK_GRACE_S = 0.5
 
 RAW_MARKERS = ("led", "rgb_strip")
 
@@ -146,6 +151,10 @@ class ArtexVideo:
             self.pacers[cam].handed(item[1])
         return payload
 
+    def new_link(self) -> None:
+        """A new connection: what was learnt about the last link (ladder levels, throughput) is forgotten."""
+        self.pacers = {cam: LinkPacer(self._budget.max_frame_age_s, 0.05, self._clock) for cam in self.camera_ids}
+
     def drained(self, payload: dict[str, bytes], seconds: float, period_s: float) -> None:
         """The link took ``seconds`` to write ``payload``: adapt every camera in it."""
         for cam, data in payload.items():
@@ -181,8 +190,12 @@ class VideoDelivery:
     def __init__(self, counters: Counter[str], clock: Callable[[], float] = time.monotonic) -> None:
         self._counters = counters
         self._clock = clock
-        #: None until known; False when the hub never acknowledged (then the local drain paces).
+        #: None until known; False when this connection's hub does not acknowledge (the local drain paces).
         self.acks: bool | None = None
+
+    def new_link(self) -> None:
+        """A new connection: whether its hub acknowledges ``video`` is learnt again."""
+        self.acks = None
 
     async def send(self, client: Any, payload: dict[str, bytes]) -> float | None:
         """Emit ``payload`` on ``client`` and wait for its delivery.
@@ -203,21 +216,29 @@ class VideoDelivery:
             return None
         self._counters["sent_video"] += 1
         shrink_send_buffer(link_transport(client))
-        if callback is not None and await self._acked(acked):
-            return self._clock() - start
-        if not await wait_drained(lambda: link_backlog(client), DELIVERY_WAIT_S, clock=self._clock):
+        if self.acks is True:
+            if await self._acked(acked, DELIVERY_WAIT_S):
+                return self._clock() - start
             self._counters["video_late"] += 1
-        return self._clock() - start
+            return self._clock() - start
+        # no ack known (yet) on this connection: the local drain times the delivery, never an ack timeout
+        drained = await wait_drained(lambda: link_backlog(client) if not acked.done() else 0, DELIVERY_WAIT_S,
+                                     clock=self._clock)
+        took = self._clock() - start
+        if self.acks is None:
+            if await self._acked(acked, ACK_GRACE_S):
+                self.acks = True
+                return self._clock() - start
+            self.acks = False
+            log.info("ARTEX: the hub does not acknowledge video on this connection; pacing by the local send queue")
+        if not drained:
+            self._counters["video_late"] += 1
+        return took
 
-    async def _acked(self, acked: asyncio.Future) -> bool:
+    @staticmethod
+    async def _acked(acked: asyncio.Future, wait_s: float) -> bool:
         try:
-            await asyncio.wait_for(acked, DELIVERY_WAIT_S)
+            await asyncio.wait_for(asyncio.shield(acked), wait_s)
         except TimeoutError:
-            if self.acks is None:
-                self.acks = False
-                log.info("ARTEX: the hub does not acknowledge video; pacing by the local send queue")
-            else:
-                self._counters["video_late"] += 1
             return False
-        self.acks = True
         return True
