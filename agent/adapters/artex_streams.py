@@ -13,7 +13,7 @@ Both send at most every ``max_send_freq`` s, and never faster than every
   settled (:class:`agent.adapters.artex_telem.TelemGate`), and at least every
   ``artex.telem_keepalive_s`` (1 s) even at rest, so a hub that reads telemetry as
   "last seen" never marks an idle robot stale.
-- ``video``: ``{camera_id: JPEG bytes}`` for the cameras with a frame newer than the
+- ``video``: ``{camera_id: JPEG bytes}`` with every camera's latest frame once one camera has a frame newer than the
   last one sent, no two sends closer than ``max_send_freq`` s (ARTEX protocol page,
   "video"). Keys containing ``led`` or ``rgb_strip`` are sent as they are, not
   JPEG-encoded (SDK ``Vault_Video_mixin.set_video``): the raw frame bytes

@@ -47,6 +47,9 @@ DELIVERY_WAIT_S = 5.0
 ACK_GRACE_S = 0.5
 
 RAW_MARKERS = ("led", "rgb_strip")
+#: A camera's last frame is repeated in messages without a new one of it while younger than this, s
+#: (a camera that stopped delivering drops out of the messages instead of showing a frozen image).
+REPEAT_MAX_AGE_S = 5.0
 
 
 def is_raw_key(camera_id: str) -> bool:
@@ -91,6 +94,8 @@ class ArtexVideo:
         self._counters = counters
         self._clock = clock
         self._after: dict[str, int] = {}
+        #: camera -> (bytes, capture t_mono_s) of the last frame sent, repeated in messages without a new one
+        self._last: dict[str, tuple[bytes, float]] = {}
         self.pacers = {cam: LinkPacer(budget.max_frame_age_s, 0.05, clock) for cam in hub.camera_ids}
         self._oversize_logged: set[str] = set()
 
@@ -107,12 +112,9 @@ class ArtexVideo:
                         "(video.max_message_bytes); skipped (counted in video_oversize_skipped, logged once)",
                         camera_id, what, limit)
 
-    async def _next(self, camera_id: str, quality: int, wait_s: float, limit: int) -> tuple[str, Any]:
+    async def _encode(self, camera_id: str, frame: Any, quality: int, limit: int) -> tuple[str, Any]:
+        """``(camera_id, (bytes, t_mono_s))`` of one new frame within ``limit`` bytes, or ``(camera_id, None)``."""
         pacer = self.pacers[camera_id]
-        frame = await self._hub.next_frame(camera_id, self._after.get(camera_id, 0), wait_s)
-        if frame is None:
-            return camera_id, None
-        self._after[camera_id] = frame.seq
         if is_raw_key(camera_id):
             if frame.image.nbytes > limit:     # checked before the copy: no 6 MB tobytes() just to skip it
                 self._oversize(camera_id, f"a raw frame of {frame.image.nbytes} bytes", limit)
@@ -128,18 +130,45 @@ class ArtexVideo:
         pacer.level = level
         return camera_id, (out.data, out.t_mono_s)
 
-    async def next_payload(self, quality: int, wait_s: float) -> dict[str, bytes]:
-        """Frames newer than the last ones returned, waiting up to ``wait_s`` s per camera.
+    async def _new_frames(self, cams: tuple[str, ...], wait_s: float) -> dict[str, Any]:
+        """The cameras' frames newer than the last ones taken: waits up to ``wait_s`` s for the first
+        camera with one, then takes what the others have at that moment (no wait for a slow camera)."""
+        waits = {cam: asyncio.ensure_future(self._hub.next_frame(cam, self._after.get(cam, 0), wait_s))
+                 for cam in cams}
+        pending: set[asyncio.Future] = set(waits.values())
+        while pending:
+            done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+            if any(t.result() is not None for t in done):
+                break
+        for task in pending:
+            task.cancel()
+        await asyncio.gather(*pending, return_exceptions=True)
+        out: dict[str, Any] = {}
+        for cam, task in waits.items():
+            frame = None if task in pending else task.result()
+            if task in pending:
+                frame = await self._hub.next_frame(cam, self._after.get(cam, 0), 0.0)
+            if frame is not None:
+                self._after[cam] = frame.seq
+                out[cam] = frame
+        return out
 
-        Each frame fits its share of ``max_message_bytes`` (re-encoded smaller or skipped);
-        a frame older than ``max_frame_age_s`` by now is left out (``video_too_old``).
+    async def next_payload(self, quality: int, wait_s: float) -> dict[str, bytes]:
+        """Every camera's latest frame, once at least one camera has a new one (waiting up to ``wait_s`` s).
+
+        As the SDK's vault sends its whole ``{camera: frame}`` dict each time, a message carries every
+        camera: the new frames, and for the others the last frame sent (the same bytes again, counted
+        in ``video_repeated``) while it is younger than :data:`REPEAT_MAX_AGE_S`. Each frame fits its
+        share of ``max_message_bytes`` (re-encoded smaller or skipped); a new frame older than
+        ``max_frame_age_s`` by now is left out (``video_too_old``).
 
         Returns:
-            camera id -> JPEG (or raw) bytes, only the cameras that produced a new, fresh frame.
+            camera id -> JPEG (or raw) bytes in config order; empty when no camera had a new, fresh frame.
         """
         cams = self.camera_ids
         limit = (self._budget.max_message_bytes - PAYLOAD_OVERHEAD) // max(1, len(cams)) - 64
-        got = await asyncio.gather(*(self._next(cam, quality, wait_s, limit) for cam in cams))
+        frames = await self._new_frames(cams, wait_s)
+        got = await asyncio.gather(*(self._encode(cam, frame, quality, limit) for cam, frame in frames.items()))
         payload: dict[str, bytes] = {}
         for cam, item in got:
             if item is None:
@@ -148,12 +177,22 @@ class ArtexVideo:
                 self._counters["video_too_old"] += 1
                 continue
             payload[cam] = item[0]
+            self._last[cam] = item
             self.pacers[cam].handed(item[1])
-        return payload
+        if not payload:
+            return {}
+        now = self._clock()
+        for cam in cams:
+            last = self._last.get(cam)
+            if cam not in payload and last is not None and len(last[0]) <= limit and now - last[1] <= REPEAT_MAX_AGE_S:
+                payload[cam] = last[0]
+                self._counters["video_repeated"] += 1
+        return {cam: payload[cam] for cam in cams if cam in payload}
 
     def new_link(self) -> None:
         """A new connection: what was learnt about the last link (ladder levels, throughput) is forgotten."""
         self.pacers = {cam: LinkPacer(self._budget.max_frame_age_s, 0.05, self._clock) for cam in self.camera_ids}
+        self._last.clear()
 
     def drained(self, payload: dict[str, bytes], seconds: float, period_s: float) -> None:
         """The link took ``seconds`` to write ``payload``: adapt every camera in it."""
@@ -169,7 +208,7 @@ class ArtexVideo:
             ages = pacer.age_stats()
             out[cam] = {"age_p50_s": _round(ages["p50_s"]), "age_p95_s": _round(ages["p95_s"]),
                         "level": pacer.level, "kBps": round(pacer.throughput_bps / 1000, -1)}
-        for key in ("video_reencoded", "video_oversize_skipped", "video_too_old"):
+        for key in ("video_reencoded", "video_oversize_skipped", "video_too_old", "video_repeated"):
             out[key.removeprefix("video_")] = self._counters[key]
         return out
 

@@ -59,3 +59,30 @@ async def test_a_fresh_agent_on_a_non_acking_hub_sends_on_without_an_ack_timeout
             assert hub.video[4][0] - first < 3.0
     finally:
         await hub.stop()
+
+
+THREE = {"drivers": {"cameras": [
+    {"id": cam, "source": "sim://pattern", "width": 160, "height": 120, "fps": fps, "jpeg_quality": 70}
+    for cam, fps in (("front", 15), ("rear", 2), ("arm", 5))]},
+    "telem_can": True, "video_can": True, "max_send_freq": 0.1}
+
+
+async def test_every_message_carries_every_cameras_latest_frame():
+    """Cameras at 15, 2 and 5 fps: once each has a frame, each ``video`` message holds all three, as the
+    SDK's vault sends its whole dict (issue 20 item 5); the rate follows the fastest camera."""
+    hub = ArtexHub(ready_delay_s=0.05)
+    await hub.start()
+    try:
+        async with agent_on(hub, **THREE) as agent:
+            assert await wait_for(lambda: hub.video and set(hub.video[-1][1]) == {"front", "rear", "arm"}, 10), \
+                "never a message with all three cameras"
+            t0 = time.monotonic()
+            assert await wait_for(lambda: len(frames_since(hub, t0)) >= 10, 4), "fewer than 10 messages in 4 s"
+            got = frames_since(hub, t0)
+            assert all(list(sizes) == ["front", "rear", "arm"] for sizes in got), got
+            assert all(min(sizes.values()) > 0 for sizes in got)
+            assert agent.adapters["artex"].status().detail["video"]["repeated"] >= 10
+            assert list(hub.last_video) == ["front", "rear", "arm"]
+            assert all(frame[:2] == b"\xff\xd8" for frame in hub.last_video.values())   # JPEGs
+    finally:
+        await hub.stop()
