@@ -91,7 +91,8 @@ class Session:
     async def _state_loop(self) -> None:
         period = 1.0 / self.console.settings.state_hz
         while True:
-            await self._send_json(state_message(self.console.control.snapshot(), dict(self.console.status())))
+            await self._send_json(state_message(self.console.control.snapshot(), dict(self.console.status()),
+                                                self.console.link_warnings()))
             await asyncio.sleep(period)
 
     async def _frame_loop(self) -> None:
