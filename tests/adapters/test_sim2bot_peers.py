@@ -18,6 +18,7 @@ import pytest
 import websockets
 from websockets.sync.client import connect as ws_connect
 
+from agent.status import format_table, gather
 from agent.testing.ports import free_port
 from agent.testing.running_agent import deep_merge, running_agent, wait_for
 from agent.testing.sim2bot_bridge import Bridge, agent_params, controller
@@ -74,6 +75,9 @@ async def test_a_second_simulator_in_the_room_is_said_everywhere(bridge, caplog)
             warnings = adapter.status().detail["warnings"]
             assert len(warnings) == 1 and "close it, or give the agent a room of its own" in warnings[0]
             assert rooms()["warning"]
+            health = gather(agent)     # status.json / robot-agent status / systemd STATUS=
+            assert health["state"] == "degraded" and health["links"]["sim2bot"]["warnings"] == warnings
+            assert "sim2bot=up(WARNING)" in health["summary"] and "2 simulators" in format_table(health)
             # its telemetry, as a controller reads it
             control = lambda: next((s for s in robot.state().sensors if s.get("name") == "control"), {})  # noqa: E731
             assert await wait_for(lambda: "2 simulators" in control().get("bridge_warning", ""), 5)
