@@ -29,7 +29,7 @@ Translation only: :mod:`agent.adapters.sim2bot_commands` maps messages onto
 agent.model commands submitted as source ``sim2bot``;
 :mod:`agent.adapters.sim2bot_telemetry` maps snapshots onto packets.
 
-Source: ``sim2bot-bridge-protocol-v1.md``; peers ``sim2bot.bridge_server``
+Source: Sim2Bot bridge protocol v1 (``protocol.md``, sim2bot-python, sim2bot 0.1.0; docs/sim2bot.md); peers ``sim2bot.bridge_server``
 (the relay) and ``sim2bot.Robot`` (the controller client). See docs/sim2bot.md.
 """
 

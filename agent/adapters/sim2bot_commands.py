@@ -7,7 +7,7 @@ finiteness are checked here and a bad message raises
 :class:`agent.errors.CommandError` naming the message type and the field.
 The control loop checks what depends on the robot's state (joint limits).
 
-Source: ``sim2bot-bridge-protocol-v1.md`` ("Every message, in full") and the
+Source: Sim2Bot bridge protocol v1 (``protocol.md``, sim2bot-python, sim2bot 0.1.0; docs/sim2bot.md) ("Every message, in full") and the
 fixtures in ``fixtures/sim2bot/v1/``; the real peer is ``sim2bot.Robot``.
 """
 

@@ -13,7 +13,7 @@ and dispatches) and keeps the room's ``/video`` socket attached to the room's
 :class:`agent.adapters.sim2bot_video.VideoStreams`. Each socket has its own Reconnector and
 liveness ping, so one room's failing link leaves the other rooms alone.
 
-Source: ``sim2bot-bridge-protocol-v1.md`` ("Rooms", "Session"); peer ``sim2bot.bridge_server``.
+Source: Sim2Bot bridge protocol v1 (``protocol.md``, sim2bot-python, sim2bot 0.1.0; docs/sim2bot.md) ("Rooms", "Session"); peer ``sim2bot.bridge_server``.
 """
 
 from __future__ import annotations
