@@ -32,8 +32,8 @@ import zmq.asyncio
 from zmq.utils.monitor import parse_monitor_message
 
 from agent.adapters.robotmsg_inbound import (
-    LatestWins, Rejected, Translation, action_commands, controller_commands, decode_envelope, expect_type,
-    unpack_frames,
+    LatestWins, Rejected, StopOrder, Translation, action_commands, controller_commands, decode_envelope,
+    expect_type, unpack_frames,
 )
 from agent.adapters.robotmsg_sockets import (
     CLOSED, HANDSHAKE_FAILED, OPENED, CurveKeys, load_curve, open_socket, start_authenticator,
@@ -42,7 +42,7 @@ from agent.adapters.robotmsg_state import StateFrames, monotonic_clock_id, robot
 from agent.config import AgentConfig
 from agent.config.robotmsg import SocketConfig
 from agent.errors import CommandError
-from agent.model import CalibrateImu
+from agent.model import CalibrateImu, Stop
 from agent.ports import LinkStatus, RobotPort, VideoPort
 from agent.ratelimit import RateLimitedLog, safe
 from agent.reconnect import Reconnector
@@ -111,6 +111,7 @@ class RobotMsgAdapter:
         }
         self._warn = RateLimitedLog(log, WARN_INTERVAL_S)
         self._publish_now = asyncio.Event()
+        self._stop_order = StopOrder()
         self._connected = False
         self._driving = False
         self._link = Reconnector("robot_msg: sockets", log, first_s=self._cfg.reconnect_delay_s,
@@ -253,6 +254,11 @@ class RobotMsgAdapter:
         except Rejected as rejected:
             self._reject(ch, rejected)
             return
+        try:
+            self._stop_order.check(message, translation, time.monotonic())
+        except Rejected as rejected:
+            self._reject(ch, rejected)
+            return
         for declined in translation.declined:
             self._declined[declined.field] += 1
             self._warn.log(logging.WARNING, (ch.name, "declined", declined.field),
@@ -266,6 +272,8 @@ class RobotMsgAdapter:
                              logged=True)
                 return
             self._driving = True
+            if isinstance(command, Stop):
+                self._stop_order.stopped(message, time.monotonic())
             if isinstance(command, CalibrateImu):
                 self._events["calibrate_sensor"] += 1
         if translation.publish_state:

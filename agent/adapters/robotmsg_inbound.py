@@ -30,6 +30,10 @@ INBOUND_TYPES = (rm.RobotAction, rm.ControllerCommand)
 
 _VERSION = re.compile(r"unsupported version: (-?\d+)")
 
+#: A RobotAction that moves something, received this soon after a stop from the command socket,
+#: may have been sent before that stop (ZeroMQ orders each socket, not the two): refused, s.
+STOP_ORDER_GUARD_S = 0.1
+
 
 class Rejected(CommandRejected):
     """A received message the agent does not execute (agent.errors.CommandRejected).
@@ -38,7 +42,7 @@ class Rejected(CommandRejected):
         reason: counter key (``oversize``, ``framing``, ``topic``, ``protocol_1``,
             ``unsupported_version``, ``parse``, ``truncated``, ``non_finite``, ``validation``,
             ``unknown_type``, ``unexpected_type``, ``dimension``, ``conflict``, ``too_long``,
-            ``unsupported_mode``, ``empty``, ``invalid``, ``refused``).
+            ``unsupported_mode``, ``empty``, ``invalid``, ``refused``, ``before_stop``).
         detail: what was wrong and where, for the log.
     """
 
@@ -352,3 +356,58 @@ class LatestWins:
         """The messages to apply, in arrival order."""
         return [m for _, m in sorted([*self._kept.values(), *self._stops], key=lambda pair: pair[0])]
 
+
+
+# --------------------------------------------------------------------------- two sockets, one stop
+
+
+class StopOrder:
+    """Keeps a robot_msg stop ahead of the motion its sender published before it.
+
+    The stop (ControllerCommand, command socket) and the motion (RobotAction, action socket)
+    travel on two connections that ZeroMQ does not order against each other, so a ``u_rt`` sent
+    just before a stop can arrive after it, and the stopper's next motion command drives
+    (docs/safety.md, "One source name, several senders"). After a stop, a RobotAction that moves
+    something is refused as ``before_stop`` when its ``metadata.send_time`` is not after the
+    stop's (both stamped on the same clock), or, without comparable stamps, when it arrives
+    within ``guard_s`` of the stop. A zero ``u_rt`` (the re-engage) always passes.
+
+    Args:
+        guard_s: window after a stop without comparable stamps, s (``STOP_ORDER_GUARD_S``).
+    """
+
+    def __init__(self, guard_s: float = STOP_ORDER_GUARD_S) -> None:
+        self._guard_s = guard_s
+        self._at: float | None = None
+        self._sent: rm.Timestamp | None = None
+
+    def stopped(self, message: object, now: float) -> None:
+        """A stop from ``message`` (a ControllerCommand) was applied at ``now`` (monotonic, s)."""
+        self._at = now
+        self._sent = _send_time(message)
+
+    def check(self, message: object, translation: Translation, now: float) -> None:
+        """Raise ``Rejected("before_stop")`` for a RobotAction that may predate the last stop."""
+        if self._at is None or not isinstance(message, rm.RobotAction) or not _moves(translation):
+            return
+        sent, stop = _send_time(message), self._sent
+        if sent is not None and stop is not None and (sent.clock_kind, sent.clock_id) == \
+                (stop.clock_kind, stop.clock_id):
+            if sent.seconds <= stop.seconds:
+                raise Rejected("before_stop", f"RobotAction sent at {sent.seconds:.6f} s, not after the stop "
+                                              f"sent at {stop.seconds:.6f} s ({sent.clock_kind} clock)")
+            return
+        age = now - self._at
+        if age < self._guard_s:
+            raise Rejected("before_stop", f"RobotAction {age * 1e3:.0f} ms after a stop, within "
+                                          f"{self._guard_s * 1e3:.0f} ms and without a metadata.send_time "
+                                          "to order it: it may have been sent before the stop")
+
+
+def _send_time(message: object) -> rm.Timestamp | None:
+    metadata = getattr(message, "metadata", None)
+    return metadata.send_time if metadata is not None else None
+
+
+def _moves(translation: Translation) -> bool:
+    return any(not (isinstance(c, BaseVelocity) and c.vx == 0.0 and c.omega == 0.0) for c in translation.commands)
