@@ -257,12 +257,12 @@ class RobotMsgAdapter:
             self._declined[declined.field] += 1
             self._warn.log(logging.WARNING, (ch.name, "declined", declined.field),
                            "robot_msg %s: %s declined: %s", ch.where, declined.field, declined.why)
-        for command in translation.commands:
+        for command, where in zip(translation.commands, translation.fields, strict=True):
             try:
                 self._robot.submit(SOURCE, command)
             except CommandError as err:
                 # the control loop has logged why (rate-limited); count it here
-                self._reject(ch, Rejected("refused", f"the robot refused {type(command).__name__}: {err}"),
+                self._reject(ch, Rejected("refused", f"{where}: the robot refused {type(command).__name__}: {err}"),
                              logged=True)
                 return
             self._driving = True
