@@ -8,9 +8,10 @@ holds the whole message until then, and no socket option bounds a message's part
 - :func:`read_message` reads a message part by part without copies and keeps it only within
   :data:`MAX_PARTS` parts and ``max_frame_bytes``; beyond that every part is freed as it is read.
 - :class:`DropPolicy` counts each dropped message with its reason (``oversize``, ``framing``),
-  decides when a socket's peers are dropped (a message over twice ``max_frame_bytes``, what libzmq
-  does to a single frame that large; at most once per :data:`EVICT_INTERVAL_S`), and gives the
-  freed heap back to the OS once a burst of drops ends (:func:`agent.heap.release_memory`).
+  decides when a socket's peers are dropped (a message that cost libzmq more than twice
+  ``max_frame_bytes``: its bytes plus :data:`PART_COST_BYTES` a part; libzmq drops the peer of a
+  single frame that large; at most once per :data:`EVICT_INTERVAL_S`), and gives the freed heap
+  back to the OS after drops (:func:`agent.heap.release_memory`).
 - :func:`rebind` drops a socket's peers (unbind and bind again, or disconnect and connect again);
   ZeroMQ does not say which peer sent a SUB message, so the sender cannot be singled out.
 """
@@ -30,8 +31,10 @@ from agent.heap import release_memory
 MAX_PARTS = 2
 #: A socket's peers are dropped for an oversized message at most once per this many seconds.
 EVICT_INTERVAL_S = 1.0
-#: Dropped messages of at least this many bytes in all give the freed heap back to the OS,
-#: TRIM_DELAY_S after the last drop of the burst.
+#: What one part costs libzmq besides its bytes (its ``zmq_msg_t``), bytes.
+PART_COST_BYTES = 64
+#: Dropped messages that cost at least this much in all (:meth:`Dropped.cost`) give the freed heap
+#: back to the OS, TRIM_DELAY_S after the drop that reached it (drops meanwhile share that trim).
 TRIM_AFTER_BYTES = 1 << 20
 TRIM_DELAY_S = 0.2
 #: :func:`read_message` lets the event loop run after every this many parts (a message of a
@@ -53,6 +56,11 @@ class Dropped:
 
     parts: int
     size: int
+
+    @property
+    def cost(self) -> int:
+        """What libzmq held for it, bytes: its bytes plus :data:`PART_COST_BYTES` a part."""
+        return self.size + PART_COST_BYTES * self.parts
 
 
 async def read_message(sock: zmq.Socket, first: zmq.Frame, max_parts: int,
@@ -133,7 +141,7 @@ class DropPolicy:
         self.max_bytes = max_bytes
         self.evictions: collections.Counter[str] = collections.Counter()
         self._evicted_at: dict[str, float] = {}
-        self._dropped_bytes = 0
+        self._dropped_cost = 0
         self._trim = asyncio.Event()
 
     def judge(self, socket_name: str, dropped: Dropped, now: float) -> tuple[Rejected, bool]:
@@ -145,10 +153,11 @@ class DropPolicy:
         else:
             rejected = Rejected("framing", f"{dropped.parts} parts; at most {MAX_PARTS} ([topic, envelope]) "
                                            "(dropped as it was read)")
-        self._dropped_bytes += dropped.size
-        if self._dropped_bytes >= TRIM_AFTER_BYTES:
+        self._dropped_cost += dropped.cost
+        if self._dropped_cost >= TRIM_AFTER_BYTES:
+            self._dropped_cost = 0
             self._trim.set()
-        evict = (dropped.size > 2 * self.max_bytes
+        evict = (dropped.cost > 2 * self.max_bytes
                  and now - self._evicted_at.get(socket_name, float("-inf")) >= EVICT_INTERVAL_S)
         if evict:
             self._evicted_at[socket_name] = now
@@ -161,5 +170,4 @@ class DropPolicy:
             await self._trim.wait()
             await asyncio.sleep(TRIM_DELAY_S)  # coalesce a burst: drops meanwhile set the event again
             self._trim.clear()
-            self._dropped_bytes = 0
             await asyncio.to_thread(release_memory)

@@ -90,7 +90,8 @@ async def test_a_multipart_flood_is_dropped_as_read_and_memory_returns(caplog):
         assert await sentinel(act, ee, declined) and await sentinel(cmd, ControllerCommand(ctrl_update=True), updates)
 
         status = peer.status()
-        assert status["connected"] and agent.control.keeps_rate()
+        seq = agent.control.snapshot().seq
+        assert status["connected"] and await wait_for(lambda: agent.control.snapshot().seq >= seq + 10, 5.0)
         assert not moving(agent) and agent.physics.servo_pulse_us == pulses
         assert agent.control.snapshot().joints.target == targets and status["applied"] == 0
         dropped = status["rejected_reasons"].get("oversize", 0)

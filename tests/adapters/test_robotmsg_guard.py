@@ -84,6 +84,15 @@ def test_the_policy_names_the_reason_and_drops_peers_at_most_once_per_interval()
     assert policy.evictions == {"action": 2, "command": 1}
 
 
+
+def test_many_tiny_parts_cost_libzmq_their_message_structures_too():
+    policy = DropPolicy(64 << 10)                   # peers dropped above 128 KiB of cost
+    rejected, evict = policy.judge("action", Dropped(100, 100), 0.0)         # 6.5 kB: a framing drop only
+    assert (rejected.reason, evict) == ("framing", False)
+    rejected, evict = policy.judge("action", Dropped(3000, 3000), 0.0)       # 3 kB of bytes, 195 kB of parts
+    assert (rejected.reason, evict) == ("framing", True)
+
+
 async def test_rebind_drops_the_peers_of_a_bound_socket_and_they_come_back():
     ctx = zmq.asyncio.Context()
     try:
