@@ -17,8 +17,8 @@ the ``robot_msg`` source at once.
 
 Messages are read part by part (robotmsg_guard.read_message): one with more
 parts than ``[topic, envelope]`` or more bytes than ``max_frame_bytes`` is dropped
-as it is read, never copied whole; one that cost libzmq over twice ``max_frame_bytes``
-(what ZMQ_MAXMSGSIZE does to a single frame) also drops the socket's peers, and the freed
+as it is read, never copied whole; one over twice ``max_frame_bytes`` in bytes or in
+parts' overhead (what ZMQ_MAXMSGSIZE does to a single frame) also drops the socket's peers, and the freed
 heap is given back to the OS after a burst of drops (robotmsg_guard.DropPolicy).
 """
 
@@ -249,12 +249,12 @@ class RobotMsgAdapter:
                 self._apply(ch, message)
 
     async def _evict(self, ch: _Channel) -> None:
-        """Drop the peers of ``ch`` after a message costing over twice ``max_frame_bytes`` (libzmq does the
+        """Drop the peers of ``ch`` after a message over twice ``max_frame_bytes`` (libzmq does the
         same to a single frame that large). Raises zmq.ZMQError when the address cannot be bound
         again (the session then reopens every socket)."""
         assert ch.sock is not None
         self._warn.log(logging.WARNING, (ch.name, "evict"),
-                       "robot_msg %s: a message costing over %d bytes: dropping this socket's peers (they reconnect "
+                       "robot_msg %s: a message over %d bytes or parts' overhead: dropping this socket's peers (they reconnect "
                        "by themselves)", ch.where, 2 * self._cfg.max_frame_bytes)
         if ch.kind == zmq.SUB:
             self._release(f"robot_msg {ch.name}: peers dropped after an oversized message")

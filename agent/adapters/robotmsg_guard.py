@@ -8,10 +8,11 @@ holds the whole message until then, and no socket option bounds a message's part
 - :func:`read_message` reads a message part by part without copies and keeps it only within
   :data:`MAX_PARTS` parts and ``max_frame_bytes``; beyond that every part is freed as it is read.
 - :class:`DropPolicy` counts each dropped message with its reason (``oversize``, ``framing``),
-  decides when a socket's peers are dropped (a message that cost libzmq more than twice
-  ``max_frame_bytes``: its bytes plus :data:`PART_COST_BYTES` a part; libzmq drops the peer of a
-  single frame that large; at most once per :data:`EVICT_INTERVAL_S`), and gives the freed heap
-  back to the OS after drops (:func:`agent.heap.release_memory`).
+  decides when a socket's peers are dropped (a message of more than twice ``max_frame_bytes``,
+  as libzmq drops the peer of a single frame that large, or of so many parts that their message
+  structures, :data:`PART_COST_BYTES` each, take more than that; at most once per
+  :data:`EVICT_INTERVAL_S`), and gives the freed heap back to the OS after drops
+  (:func:`agent.heap.release_memory`).
 - :func:`rebind` drops a socket's peers (unbind and bind again, or disconnect and connect again);
   ZeroMQ does not say which peer sent a SUB message, so the sender cannot be singled out.
 """
@@ -157,7 +158,7 @@ class DropPolicy:
         if self._dropped_cost >= TRIM_AFTER_BYTES:
             self._dropped_cost = 0
             self._trim.set()
-        evict = (dropped.cost > 2 * self.max_bytes
+        evict = (max(dropped.size, PART_COST_BYTES * dropped.parts) > 2 * self.max_bytes
                  and now - self._evicted_at.get(socket_name, float("-inf")) >= EVICT_INTERVAL_S)
         if evict:
             self._evicted_at[socket_name] = now

@@ -77,6 +77,7 @@ def test_the_policy_names_the_reason_and_drops_peers_at_most_once_per_interval()
     rejected, evict = policy.judge("action", Dropped(2, 1500), 0.0)
     assert (rejected.reason, evict) == ("oversize", False)  # over the limit, not over twice it
     assert "2 part(s), 1500 bytes; the limit is 1000" in rejected.detail
+    assert policy.judge("action", Dropped(1, 2000), 0.0)[1] is False   # a frame libzmq lets through
     assert policy.judge("action", Dropped(40, 2001), 0.0)[1] is True
     assert policy.judge("action", Dropped(40, 2001), EVICT_INTERVAL_S / 2)[1] is False
     assert policy.judge("command", Dropped(40, 2001), EVICT_INTERVAL_S / 2)[1] is True  # per socket
