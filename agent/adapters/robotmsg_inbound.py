@@ -67,11 +67,14 @@ class Translation:
         commands: submit in this order; a refused one cancels the rest.
         declined: fields ignored, with the reason.
         publish_state: ``ctrl_update`` was present: publish a RobotState at once.
+        fields: the message field each command came from (``real_time_action.q_rt``), same
+            length as ``commands``; names the field when the robot refuses a command.
     """
 
     commands: tuple[Command, ...] = ()
     declined: tuple[Declined, ...] = ()
     publish_state: bool = False
+    fields: tuple[str, ...] = ()
 
 
 # --------------------------------------------------------------------------- frames
@@ -218,6 +221,7 @@ def action_commands(action: rm.RobotAction, dof: int) -> Translation:
     """
     rt, traj = action.real_time_action, action.trajectory_action
     joints: Command | None = None
+    joints_field = "real_time_action.q_rt"
     base: Command | None = None
     declined: list[Declined] = []
     if rt is not None:
@@ -240,10 +244,12 @@ def action_commands(action: rm.RobotAction, dof: int) -> Translation:
                 raise Rejected("conflict", "real_time_action.q_rt and trajectory_action.q_traj both target the joints")
             points = trajectory_points(traj.q_traj, traj.traj_duration, dof)
             joints = _command("trajectory_action", JointTrajectory, points)
-    commands = tuple(c for c in (joints, base) if c is not None)
-    if not commands and not declined:
+            joints_field = "trajectory_action.q_traj"
+    pairs = [(c, f) for c, f in ((joints, joints_field), (base, "real_time_action.u_rt")) if c is not None]
+    if not pairs and not declined:
         raise Rejected("empty", "RobotAction carries no q_rt, u_rt, q_traj or end-effector target")
-    return Translation(commands=commands, declined=tuple(declined))
+    return Translation(commands=tuple(c for c, _ in pairs), declined=tuple(declined),
+                       fields=tuple(f for _, f in pairs))
 
 
 def controller_commands(command: rm.ControllerCommand, dof: int, modes: Mapping[int, str]) -> Translation:
@@ -270,6 +276,7 @@ def controller_commands(command: rm.ControllerCommand, dof: int, modes: Mapping[
             raise Rejected("unsupported_mode", f"ctrl_mode {command.ctrl_mode} is not configured ({known})")
         mode_cmd = MODE_COMMANDS[action]
     commands: list[Command] = []
+    fields: list[str] = []
     declined: list[Declined] = []
     if command.joint_pos is not None:
         target = _command("joint_pos", JointPosition, _joint_vector("joint_pos", command.joint_pos, dof))
@@ -277,16 +284,20 @@ def controller_commands(command: rm.ControllerCommand, dof: int, modes: Mapping[
             declined.append(Declined("joint_pos", f"ctrl_mode {command.ctrl_mode} stops and holds; joint_pos ignored"))
         else:
             commands.append(target)
+            fields.append("joint_pos")
     if mode_cmd is not None:
         commands.append(mode_cmd)
+        fields.append("ctrl_mode")
     if command.calibrate_sensor:
         commands.append(CalibrateImu())
+        fields.append("calibrate_sensor")
     publish = command.ctrl_update is not None
     if not commands and not declined and not publish:
         if command.calibrate_sensor is False:
             raise Rejected("empty", "calibrate_sensor is false and nothing else is set")
         raise Rejected("empty", "ControllerCommand sets no ctrl_mode, joint_pos, calibrate_sensor or ctrl_update")
-    return Translation(commands=tuple(commands), declined=tuple(declined), publish_state=publish)
+    return Translation(commands=tuple(commands), declined=tuple(declined), publish_state=publish,
+                       fields=tuple(fields))
 
 
 def stops(message: object, modes: Mapping[int, str]) -> bool:
