@@ -273,6 +273,50 @@ class DeviceHealth:
 
 
 @dataclass(frozen=True, slots=True)
+class Halt:
+    """A latched state that refuses every motion command (docs/safety.md).
+
+    Attributes:
+        kind: ``estop``, or a failsafe: ``battery``, ``tilt``, ``stall``.
+        reason: one sentence with figures, e.g. "battery 6.1 V below critical 6.4 V for 5.0 s".
+        by: who set it: e-stop ``console``, ``cli`` or ``input``; failsafes ``robot``.
+        since_unix_s: Unix time it was set, s.
+        cleared: failsafes only: the condition is gone; the latch ends with the next fresh motion command.
+    """
+
+    kind: str
+    reason: str
+    by: str
+    since_unix_s: float
+    cleared: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class SafetyState:
+    """Halts and limits in force (agent.control.safety.SafetyLatches.state).
+
+    Attributes:
+        halts: latched states that refuse motion now, the e-stop first, then failsafes by kind.
+        speed_cap_mps: a failsafe's track speed limit in force (battery low), m/s, or None.
+        speed_cap_reason: why the cap is in force ("" without a cap).
+    """
+
+    halts: tuple[Halt, ...] = ()
+    speed_cap_mps: float | None = None
+    speed_cap_reason: str = ""
+
+    @property
+    def estop(self) -> Halt | None:
+        """The e-stop halt, or None when it is not set."""
+        return next((h for h in self.halts if h.kind == "estop"), None)
+
+    @property
+    def halted(self) -> bool:
+        """Some halt holds (motion refused, tracks at zero)."""
+        return bool(self.halts)
+
+
+@dataclass(frozen=True, slots=True)
 class Snapshot:
     """Everything the robot knows after one control tick. Immutable; adapters read it.
 
@@ -284,6 +328,7 @@ class Snapshot:
         watchdog: ``idle`` (no velocity command), ``ok`` (fresh), ``expired`` (stopped by timeout).
         stopped: a ``stop`` is latched (cleared by the next motion command).
         faults: short strings for active faults (``motor: lost``, ``motor: status 0x0001 E-Stop``).
+        safety: the e-stop and failsafe halts in force and the speed cap (:class:`SafetyState`).
     """
 
     seq: int = 0
@@ -301,6 +346,7 @@ class Snapshot:
     stopped: bool = False
     faults: tuple[str, ...] = ()
     devices: tuple[DeviceHealth, ...] = ()
+    safety: SafetyState = field(default_factory=SafetyState)
 
 
 @dataclass(frozen=True, slots=True)
