@@ -9,6 +9,8 @@ message                                         result
                                                 ``"press": true`` on the first of a new press
 ``{"type": "stop"}``                            :class:`~agent.model.Stop`
 ``{"type": "take"}``                            :class:`TakeControl`: this tab wants to drive
+``{"type": "estop"}``                           :class:`EStop`: set the emergency stop (STOP button)
+``{"type": "release_estop"}``                   :class:`ReleaseEStop`: release it (after a confirm)
 ``{"type": "frame"}``                           :class:`FrameReady`: the page showed the last frame
 =============================================== ==========================================
 
@@ -33,6 +35,8 @@ KEYS: dict[str, frozenset[str]] = {
     "drive": frozenset({"type", "vx", "omega", "press"}),
     "stop": frozenset({"type"}),
     "take": frozenset({"type"}),
+    "estop": frozenset({"type"}),
+    "release_estop": frozenset({"type"}),
     "frame": frozenset({"type"}),
 }
 
@@ -56,6 +60,16 @@ class TakeControl:
 
 
 @dataclass(frozen=True, slots=True)
+class EStop:
+    """Set the emergency stop (ControlLoop.estop, by ``console``)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ReleaseEStop:
+    """Release the emergency stop (ControlLoop.release_estop, by ``console``)."""
+
+
+@dataclass(frozen=True, slots=True)
 class Drive:
     """A velocity command; ``press``: the first of a new press (key-down, touch, stick out of the
     dead zone), which re-engages the console after a stop (agent.console.session)."""
@@ -64,7 +78,7 @@ class Drive:
     press: bool = False
 
 
-Parsed = Drive | Stop | TakeControl | FrameReady
+Parsed = Drive | Stop | TakeControl | EStop | ReleaseEStop | FrameReady
 
 
 def decode(raw: object, max_bytes: int) -> dict:
@@ -111,6 +125,10 @@ def parse(message: dict, limits: Limits) -> Parsed:
         return FrameReady()
     if kind == "take":
         return TakeControl()
+    if kind == "estop":
+        return EStop()
+    if kind == "release_estop":
+        return ReleaseEStop()
     for key in ("vx", "omega"):
         if key not in message:
             raise CommandRejected(f"drive.{key} is missing", SOURCE)

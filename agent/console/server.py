@@ -73,7 +73,7 @@ class Control:
                 "holder_peer": holder.peer if holder else None}
 
     def refusal(self, tab: Session, press: bool) -> str | None:
-        """Why ``tab`` may not drive now, or None (a press clears ``press_needed``)."""
+        """Why ``tab`` may not drive now, or None (``press``: this drive is a new press)."""
         if self.holder is None:
             return "no tab holds control: take control to drive"
         if self.holder is not tab:
@@ -81,11 +81,13 @@ class Control:
                     f"{clock_text(self.since_unix_s)}: take control to drive")
         if self.press_needed:
             if not press:
-                why = f" ({self.stopped_by})" if self.stopped_by else ""
-                return f"stopped{why}: let go and press again to drive"
-            self.press_needed = False
-            self.stopped_by = ""
+                return f"{self.stopped_by or 'stopped'}: let go and press again to drive"
         return None
+
+    def pressed(self, tab: Session) -> None:
+        """The control loop accepted a press from ``tab``: its held input drives on."""
+        if self.holder is tab:
+            self.press_needed, self.stopped_by = False, ""
 
 
 class Console:
@@ -201,7 +203,7 @@ class Console:
     def _grant(self, session: Session, why: str) -> None:
         ctl = self.control_of_tabs
         ctl.holder, ctl.since_unix_s = session, time.time()
-        ctl.press_needed, ctl.stopped_by = True, ""
+        ctl.press_needed, ctl.stopped_by = True, "this tab just got control"
         log.info("console: tab %d (%s) holds control: %s", session.id, session.peer, why)
         self._tell_all()
 
@@ -218,12 +220,12 @@ class Console:
                             f"this tab watches now")
         self._grant(session, f"taken from tab {previous.id}" if previous is not None else "taken")
 
-    def stopped(self, session: Session) -> None:
-        """A stop from ``session``: the tab in control drives again only with a new press."""
+    def stopped(self, session: Session, what: str = "stop") -> None:
+        """A stop (or e-stop) from ``session``: the tab in control drives again only with a new press."""
         ctl = self.control_of_tabs
         ctl.press_needed = True
-        ctl.stopped_by = "by this tab" if ctl.holder is session else f"by tab {session.id} ({session.peer}) " \
-                                                                     f"at {clock_text(time.time())}"
+        ctl.stopped_by = f"{what} from this tab" if ctl.holder is session else \
+            f"{what} from tab {session.id} ({session.peer}) at {clock_text(time.time())}"
 
     def may_drive(self, session: Session, press: bool) -> None:
         """Raise CommandDeclined with the reason when ``session`` may not drive now."""

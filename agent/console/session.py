@@ -8,7 +8,7 @@ Three tasks per tab, all on the event loop:
   from the tab in control (agent.console.server.Control); the first drive of a new press
   (``"press": true``) is preceded by an explicit ``BaseVelocity(0, 0)``, which is how the
   control loop's stop model recognises a re-engaged source (docs/safety.md). A stop from any
-  tab is submitted at once;
+  tab is submitted at once, as are the e-stop (``estop``, by ``console``) and its release;
 - the frame sender sends the newest JPEG (one binary message) only after the page said
   ``frame`` (it showed the previous one), so a slow page gets fewer frames, never a backlog;
 - the state sender sends a ``state`` message ``console.state_hz`` times per second.
@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from aiohttp import WSMsgType, web
 
-from agent.console.messages import SOURCE, Drive, FrameReady, TakeControl, decode, parse
+from agent.console.messages import SOURCE, Drive, EStop, FrameReady, ReleaseEStop, TakeControl, decode, parse
 from agent.console.state import state_message
 from agent.errors import CommandError
 from agent.ratelimit import safe
@@ -92,6 +92,12 @@ class Session:
         try:
             if isinstance(parsed, Drive):
                 self._drive(parsed)
+            elif isinstance(parsed, EStop):
+                console.stopped(self, "e-stop")
+                console.control.estop(SOURCE, f"STOP button on console tab {self.id} ({self.peer})")
+            elif isinstance(parsed, ReleaseEStop):
+                console.control.release_estop(SOURCE)
+                log.warning("console: tab %d (%s) released the emergency stop", self.id, self.peer)
             else:
                 if isinstance(parsed, Stop):
                     console.stopped(self)
@@ -112,6 +118,8 @@ class Session:
         if drive.press and not still:
             self.console.control.submit(SOURCE, BaseVelocity(0.0, 0.0))
         self.console.control.submit(SOURCE, velocity)
+        if drive.press and not still:
+            self.console.control_of_tabs.pressed(self)
 
     def control_changed(self) -> None:
         """Control moved between tabs: send this tab the new ``control`` message (not awaited)."""
