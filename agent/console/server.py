@@ -24,6 +24,7 @@ from agent.config import AgentConfig
 from agent.console.auth import TokenGate, refusal
 from agent.console.messages import SOURCE, Limits
 from agent.console.session import Session
+from agent.control.safety import describe_halt
 from agent.errors import CommandDeclined
 from agent.ports import LinkStatus
 from agent.ratelimit import RateLimitedLog
@@ -230,6 +231,11 @@ class Console:
     def may_drive(self, session: Session, press: bool) -> None:
         """Raise CommandDeclined with the reason when ``session`` may not drive now."""
         why = self.control_of_tabs.refusal(session, press)
+        if why is not None and self.control_of_tabs.holder is session:
+            # a halt outranks "press again": say what holds the tank
+            halts = [h for h in self.control.snapshot().safety.halts if not h.cleared]
+            if halts:
+                why = f"{describe_halt(halts[0])}; no motion until it is released"
         if why is not None:
             raise CommandDeclined(why, SOURCE)
 
