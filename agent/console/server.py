@@ -237,6 +237,9 @@ class Console:
             if halts:
                 why = f"{describe_halt(halts[0])}; no motion until it is released"
         if why is not None:
+            kind = "watching" if self.control_of_tabs.holder is not session else "press"
+            self.warn.log(logging.INFO, ("declined", session.id, kind), "console: drive from tab %d (%s) refused: %s",
+                          session.id, session.peer, why)
             raise CommandDeclined(why, SOURCE)
 
     def _tell_all(self) -> None:

@@ -164,6 +164,15 @@ def phone(driver, agent, port: int) -> None:
         assert in_view(driver, element), element
     driver.execute_script("window.scrollTo(0, document.body.scrollHeight)")   # the top bar stays
     assert in_view(driver, "halts") and in_view(driver, "control")
+    # the robot's own failsafes and the speed cap show in the same place
+    with agent.control.locked():
+        agent.control.safety.trip("tilt", "roll 41 deg over the 35 deg limit for 0.30 s", time.time())
+        agent.control.safety.set_speed_cap(0.2, "battery 6.9 V below low 7.0 V for 10.0 s")
+    assert wait_until(lambda: "TILT FAILSAFE" in text(driver, "halt-list"), 5.0), text(driver, "halt-list")
+    assert "roll 41 deg over the 35 deg limit" in text(driver, "halt-list")
+    assert wait_until(lambda: visible(driver, "cap"), 5.0)
+    assert text(driver, "cap") == "speed limited to 0.20 m/s: battery 6.9 V below low 7.0 V for 10.0 s"
+    assert in_view(driver, "cap") and in_view(driver, "halts")
 
 
 async def test_who_drives_and_the_banner_are_in_view_on_a_phone() -> None:
