@@ -15,6 +15,7 @@ the control loop checks what depends on the robot (joint count, limits).
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import dataclass, field
 from typing import Union
 
@@ -290,6 +291,24 @@ class Halt:
     since_unix_s: float
     cleared: bool = False
 
+    def describe(self) -> str:
+        """One line: ``emergency stop set by console since 2026-12-01 18:07:45 UTC: <reason>``."""
+        what = "emergency stop" if self.kind == "estop" else f"{self.kind} failsafe"
+        when = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(self.since_unix_s))
+        text = f"{what} set by {self.by} since {when}"
+        if self.reason:
+            text += f": {self.reason}"
+        if self.cleared:
+            text += " (condition cleared; ends with the next motion command)"
+        return text
+
+    def as_dict(self) -> dict[str, object]:
+        """JSON-ready: ``kind``, ``reason``, ``by``, ``since_unix_s`` (s), ``since`` (ISO 8601 UTC), ``cleared``."""
+        return {"kind": self.kind, "reason": self.reason, "by": self.by,
+                "since_unix_s": round(self.since_unix_s, 3),
+                "since": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self.since_unix_s)),
+                "cleared": self.cleared}
+
 
 @dataclass(frozen=True, slots=True)
 class SafetyState:
@@ -314,6 +333,25 @@ class SafetyState:
     def halted(self) -> bool:
         """Some halt holds (motion refused, tracks at zero)."""
         return bool(self.halts)
+
+    def summary(self) -> str:
+        """One line for status text: every halt described, then the speed cap; "" when nothing holds."""
+        parts = [h.describe() for h in self.halts]
+        if self.speed_cap_mps is not None:
+            parts.append(f"speed capped at {self.speed_cap_mps:g} m/s: {self.speed_cap_reason}")
+        return "; ".join(parts)
+
+    def as_dict(self) -> dict[str, object]:
+        """The one JSON shape every channel shows (docs/safety.md, "Emergency stop"):
+
+        ``estop`` (bool: the e-stop is set), ``halted`` (bool: some halt refuses motion),
+        ``halt`` (str: every halt described, "" when none), ``halts`` (list of :meth:`Halt.as_dict`),
+        ``speed_cap_mps`` (m/s or None), ``speed_cap_reason`` (str).
+        """
+        return {"estop": self.estop is not None, "halted": self.halted,
+                "halt": "; ".join(h.describe() for h in self.halts),
+                "halts": [h.as_dict() for h in self.halts],
+                "speed_cap_mps": self.speed_cap_mps, "speed_cap_reason": self.speed_cap_reason}
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,8 +9,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from agent.control.safety import describe_halt
-from agent.model import SafetyState, Snapshot
+from agent.model import Snapshot
 
 
 def _num(value: float | None, digits: int = 4) -> float | None:
@@ -20,15 +19,6 @@ def _num(value: float | None, digits: int = 4) -> float | None:
     return round(float(value), digits)
 
 
-def safety_message(safety: SafetyState) -> dict[str, Any]:
-    """``Snapshot.safety`` for the page: ``halts`` [{``kind``, ``by``, ``reason``, ``since_unix_s``,
-    ``cleared``, ``text`` (one line: what, who, since when, why)}], ``speed_cap_mps`` (m/s or None),
-    ``speed_cap_reason``."""
-    return {"halts": [{"kind": h.kind, "by": h.by, "reason": h.reason[:300], "since_unix_s": _num(h.since_unix_s, 3),
-                       "cleared": h.cleared, "text": describe_halt(h)[:400]} for h in safety.halts],
-            "speed_cap_mps": _num(safety.speed_cap_mps, 3), "speed_cap_reason": safety.speed_cap_reason[:300]}
-
-
 def state_message(snap: Snapshot, counters: dict[str, int]) -> dict[str, Any]:
     """The ``state`` message for one snapshot.
 
@@ -36,7 +26,9 @@ def state_message(snap: Snapshot, counters: dict[str, int]) -> dict[str, Any]:
     ``speed`` ({``vx_mps``, ``omega_radps``}), ``odom`` ({``x_m``, ``y_m``, ``yaw_rad``,
     ``distance_m``}), ``tracks`` ({``left_mps``, ``right_mps``}), ``source`` (active source or ""),
     ``watchdog``, ``stopped``, ``faults`` [str], ``devices`` [{``name``, ``state``, ``errors``,
-    ``last_error``}], ``safety`` (:func:`safety_message`), ``console`` (this console's counters).
+    ``last_error``}], ``console`` (this console's counters), ``safety`` (the halts and the speed cap,
+    docs/safety.md: {``estop`` bool, ``halted`` bool, ``halt`` one line or "", ``halts`` [{``kind``,
+    ``reason``, ``by``, ``since_unix_s``, ``since``, ``cleared``}], ``speed_cap_mps``, ``speed_cap_reason``}).
     """
     odom, power = snap.odom, snap.power
     battery = None if power is None else {"voltage_v": _num(power.voltage_v, 3),
@@ -57,6 +49,6 @@ def state_message(snap: Snapshot, counters: dict[str, int]) -> dict[str, Any]:
         "faults": list(snap.faults),
         "devices": [{"name": d.name, "state": d.state, "errors": d.errors, "last_error": d.last_error[:200]}
                     for d in snap.devices],
-        "safety": safety_message(snap.safety),
         "console": dict(counters),
+        "safety": snap.safety.as_dict(),
     }

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import logging
 import math
-import time
 from collections.abc import Callable
 
 from agent.errors import CommandDeclined, CommandRejected
@@ -41,19 +40,9 @@ ROBOT = "robot"
 MAX_REASON_CHARS = 200
 
 
-def _clock_text(unix_s: float) -> str:
-    return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(unix_s))
-
-
 def describe_halt(halt: Halt) -> str:
     """One line for a halt: ``emergency stop set by console since 2026-12-01 18:07:45 UTC: <reason>``."""
-    what = "emergency stop" if halt.kind == "estop" else f"{halt.kind} failsafe"
-    text = f"{what} set by {halt.by} since {_clock_text(halt.since_unix_s)}"
-    if halt.reason:
-        text += f": {halt.reason}"
-    if halt.cleared:
-        text += " (condition cleared; ends with the next motion command)"
-    return text
+    return halt.describe()
 
 
 def _reengages(command: Command) -> bool:
@@ -110,6 +99,19 @@ class SafetyLatches:
         self._update()
         log.warning("EMERGENCY STOP set by %s: %s; every motion command refused until released",
                     by, self._estop.reason)
+        return True
+
+    def restore_estop(self, halt: Halt) -> bool:
+        """Put back an e-stop kept across a restart (agent.estopctl), its setter and time unchanged.
+        True when set now; False when an e-stop already holds."""
+        if halt.kind != "estop":
+            raise CommandRejected(f"restore_estop: a {safe(halt.kind, 20)} halt is not an e-stop")
+        if self._estop is not None:
+            return False
+        self._estop = Halt("estop", halt.reason, halt.by, halt.since_unix_s)
+        self._update()
+        log.warning("EMERGENCY STOP restored after a restart: %s; every motion command refused until released",
+                    describe_halt(self._estop))
         return True
 
     def release_estop(self, by: str) -> Halt:
