@@ -53,8 +53,8 @@ class Control:
     Attributes:
         holder: the tab in control, or None.
         since_unix_s: when ``holder`` got control, Unix s.
-        press_needed: the holder's next drive must be a new press (after it got control, or
-            after a stop from any tab): a held key does not drive on.
+        press_needed: the holder must let go (a zero drive) or press anew before it drives again
+            (after it took control, or after a stop from any tab): a held key does not drive on.
         stopped_by: who caused ``press_needed`` ("" before any stop), for the refusal.
     """
 
@@ -86,7 +86,7 @@ class Control:
         return None
 
     def pressed(self, tab: Session) -> None:
-        """The control loop accepted a press from ``tab``: its held input drives on."""
+        """The control loop accepted a press or a let-go (zero) from ``tab``: its next drive goes on."""
         if self.holder is tab:
             self.press_needed, self.stopped_by = False, ""
 
@@ -184,7 +184,7 @@ class Console:
         self.counters["sessions"] += 1
         log.info("console: tab %d opened from %s (%d open)", session.id, session.peer, len(self.sessions))
         if self.control_of_tabs.holder is None:
-            self._grant(session, "the first tab while no tab holds control")
+            self._grant(session, "the first tab while no tab holds control", press_needed=False)
         try:
             await session.run()
         finally:
@@ -201,10 +201,10 @@ class Console:
             self._tell_all()
         log.info("console: tab %d from %s closed (%d open)", session.id, session.peer, len(self.sessions))
 
-    def _grant(self, session: Session, why: str) -> None:
+    def _grant(self, session: Session, why: str, press_needed: bool = True) -> None:
         ctl = self.control_of_tabs
         ctl.holder, ctl.since_unix_s = session, time.time()
-        ctl.press_needed, ctl.stopped_by = True, "this tab just got control"
+        ctl.press_needed, ctl.stopped_by = press_needed, "this tab just took control"
         log.info("console: tab %d (%s) holds control: %s", session.id, session.peer, why)
         self._tell_all()
 

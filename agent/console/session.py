@@ -7,8 +7,9 @@ Three tasks per tab, all on the event loop:
   message, counted and logged (rate-limited), and changes nothing. A drive is submitted only
   from the tab in control (agent.console.server.Control); the first drive of a new press
   (``"press": true``) is preceded by an explicit ``BaseVelocity(0, 0)``, which is how the
-  control loop's stop model recognises a re-engaged source (docs/safety.md). A stop from any
-  tab is submitted at once, as are the e-stop (``estop``, by ``console``) and its release;
+  control loop's stop model recognises a re-engaged source (docs/safety.md). After a stop from
+  any tab, or after taking control, the tab in control drives again only once it let go (its
+  zero drive) or pressed anew. A stop from any tab is submitted at once, as are the e-stop (``estop``, by ``console``) and its release;
 - the frame sender sends the newest JPEG (one binary message) only after the page said
   ``frame`` (it showed the previous one), so a slow page gets fewer frames, never a backlog;
 - the state sender sends a ``state`` message ``console.state_hz`` times per second.
@@ -113,12 +114,13 @@ class Session:
         Raises CommandError (the console's or the control loop's refusal)."""
         velocity = drive.velocity
         still = velocity.vx == 0.0 and velocity.omega == 0.0
-        if not (still and self.console.control_of_tabs.holder is self):   # letting go never needs a press
+        letting_go = still and self.console.control_of_tabs.holder is self
+        if not letting_go:                      # letting go never needs a press
             self.console.may_drive(self, drive.press)
         if drive.press and not still:
             self.console.control.submit(SOURCE, BaseVelocity(0.0, 0.0))
         self.console.control.submit(SOURCE, velocity)
-        if drive.press and not still:
+        if letting_go or drive.press:           # accepted: the next drive of this tab goes on
             self.console.control_of_tabs.pressed(self)
 
     def control_changed(self) -> None:

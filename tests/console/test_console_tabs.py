@@ -64,7 +64,7 @@ async def test_only_the_tab_in_control_drives_and_taking_control_moves_it() -> N
             assert "this tab watches" in (await next_json(one, "error"))["message"]
 
             await two.send_json(DRIVE)                          # a held key from before the take
-            assert "this tab just got control: let go and press again" in (await next_json(two, "error"))["message"]
+            assert "this tab just took control: let go and press again" in (await next_json(two, "error"))["message"]
             await two.send_json({**DRIVE, "press": True})
             assert await wait_for(lambda: duty(agent)[0] > 0.0, 5.0)
             assert agent.control.snapshot().active_source == "console"
@@ -99,6 +99,14 @@ async def test_a_stop_from_a_watching_tab_needs_a_new_press_from_the_driver() ->
             await asyncio.sleep(0.3)
             assert duty(agent) == [0.0, 0.0]
             await driver.send_json({**DRIVE, "press": True})      # a new key-down
+            assert await wait_for(lambda: duty(agent)[0] > 0.0, 5.0)
+            await watcher.send_json({"type": "stop"})
+            assert await wait_for(lambda: duty(agent) == [0.0, 0.0], 2.0)
+            await driver.send_json(DRIVE)
+            assert "let go and press again" in (await next_json(driver, "error"))["message"]
+            await asyncio.sleep(0.3)                              # past the console's timeout (see above)
+            await driver.send_json({**DRIVE, "vx": 0.0})          # letting go re-engages too
+            await driver.send_json(DRIVE)
             assert await wait_for(lambda: duty(agent)[0] > 0.0, 5.0)
 
 

@@ -67,7 +67,10 @@
     el.textContent = c.you ? "this tab" : c.holder === null ? "no tab (take control to drive)"
       : `another tab (#${c.holder}, ${c.holder_peer}), since ${clock(c.since_unix_s)}`;
     $("take").hidden = c.you;
-    if (was && !c.you) { held.clear(); pad.active = false; centerKnob(); moving = false; $("cmd").textContent = "watching"; }
+    if (was !== c.you) {                  // control changed hands: whatever was held is let go
+      held.clear(); pad.active = false; centerKnob(); moving = false; latched = false; pressPending = false;
+      $("cmd").textContent = c.you ? "in control: press to drive" : "watching";
+    }
     if (!was && c.you && $("error").textContent.startsWith("this tab watches")) $("error").textContent = "";
   }
 
