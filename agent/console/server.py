@@ -222,11 +222,14 @@ class Console:
         self._grant(session, f"taken from tab {previous.id}" if previous is not None else "taken")
 
     def stopped(self, session: Session, what: str = "stop") -> None:
-        """A stop (or e-stop) from ``session``: the tab in control drives again only with a new press."""
+        """A stop (or e-stop) from ``session``. From a watching tab, the tab in control drives again
+        only once it let go or pressed anew; the tab in control itself is the stopper and drives
+        with its next command (its page sends nothing more until a new press: docs/safety.md)."""
         ctl = self.control_of_tabs
+        if ctl.holder is None or ctl.holder is session:
+            return
         ctl.press_needed = True
-        ctl.stopped_by = f"{what} from this tab" if ctl.holder is session else \
-            f"{what} from tab {session.id} ({session.peer}) at {clock_text(time.time())}"
+        ctl.stopped_by = f"{what} from tab {session.id} ({session.peer}) at {clock_text(time.time())}"
 
     def may_drive(self, session: Session, press: bool) -> None:
         """Raise CommandDeclined with the reason when ``session`` may not drive now."""
