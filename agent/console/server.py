@@ -102,7 +102,7 @@ class Console:
     Attributes:
         counters: ``received``, ``executed``, ``rejected`` (bad messages), ``refused`` (valid
             commands the control loop refused), ``frames_sent``, ``sessions`` (tabs opened).
-        control: which tab drives (:class:`Control`).
+        control_of_tabs: which tab drives (:class:`Control`).
         port: the bound TCP port once running (useful with ``console.port`` taken by the OS).
     """
 

@@ -105,7 +105,7 @@ class Session:
                 console.control.submit(SOURCE, parsed)   # the control loop logs its own refusals
         except CommandError as err:
             console.counters["refused"] += 1
-            await self._send_json({"type": "error", "message": f"refused: {err}", "refused": type(err).__name__})
+            await self._send_json({"type": "error", "message": f"refused: {err}"})
             return
         console.counters["executed"] += 1
 
