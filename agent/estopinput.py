@@ -1,0 +1,174 @@
+"""The e-stop input: a normally-closed switch watched on its own thread (docs/safety.md "E-stop input").
+
+:class:`EstopDebounce` is the rule, pure and clocked by its caller:
+
+- the circuit open, or the line unreadable (chip removed, read error, device lost or
+  never opened) sets the input's e-stop at once, on the first such reading;
+- the circuit closed without a break for ``debounce_s`` releases it; any open reading
+  (a bouncing contact, a flapping wire) starts the wait again, so a flapping line sets
+  the e-stop once and holds it until the line has been steady;
+- the input releases only the e-stop it set: a console or CLI e-stop has its own setter
+  and needs its own release.
+
+:class:`EstopWatch` runs it: a thread (never the event loop) that waits for an edge
+of the line or ``1 / poll_hz`` s, whichever comes first, reads the line through
+its :class:`agent.supervisor.Supervised` driver and calls ``on_set(reason)`` /
+``on_release()`` (the control loop's ``estop("input", reason)`` and
+``release_estop("input")``) on the transitions. Opening therefore reaches the
+control loop within one poll period, or at once with edge events, and the loop
+writes zero duty at its next tick. A callback that raises is logged; the watch goes on.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+
+from agent.supervisor import Supervised
+from drivers.base import SwitchInput
+
+log = logging.getLogger(__name__)
+
+#: Set / release verdicts of :meth:`EstopDebounce.update`.
+SET, RELEASE = "set", "release"
+
+
+class EstopDebounce:
+    """Open sets at once, a steady close releases (module docstring). Not thread-safe: one caller.
+
+    Args:
+        debounce_s: how long the circuit must read closed without a break before release, s.
+
+    Attributes:
+        active: True while the input holds its e-stop.
+    """
+
+    def __init__(self, debounce_s: float) -> None:
+        self.debounce_s = debounce_s
+        self.active = False
+        self._closed_since: float | None = None
+
+    def update(self, closed: bool | None, now: float) -> str | None:
+        """Feed one reading (True closed, False open, None unreadable) taken at ``now`` (s, monotonic).
+
+        Returns:
+            ``"set"`` when the input's e-stop must be set now, ``"release"`` when it must be
+            released now, else None.
+        """
+        if not closed:
+            self._closed_since = None
+            if not self.active:
+                self.active = True
+                return SET
+            return None
+        if not self.active:
+            return None
+        if self._closed_since is None:
+            self._closed_since = now
+        if now - self._closed_since >= self.debounce_s:
+            self.active = False
+            self._closed_since = None
+            return RELEASE
+        return None
+
+    def due_in(self, now: float) -> float | None:
+        """Seconds until a steady close would release, or None when no release is pending."""
+        if not self.active or self._closed_since is None:
+            return None
+        return max(0.0, self._closed_since + self.debounce_s - now)
+
+
+class EstopWatch:
+    """The e-stop input's thread; see the module docstring.
+
+    Args:
+        device: the supervised switch driver (``estop`` in device health).
+        debounce_s: release debounce, s. poll_hz: reads per second without an edge.
+        clock: monotonic clock, s.
+    """
+
+    def __init__(self, device: Supervised[SwitchInput], *, debounce_s: float, poll_hz: float,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.device = device
+        self.period_s = 1.0 / poll_hz
+        self.debounce = EstopDebounce(debounce_s)
+        self._clock = clock
+        self._on_set: Callable[[str], None] | None = None
+        self._on_release: Callable[[], None] | None = None
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="estop-input", daemon=True)
+        self.last_closed: bool | None = None
+        self.reads = 0
+
+    def connect(self, on_set: Callable[[str], None], on_release: Callable[[], None]) -> None:
+        """Where the transitions go (the control loop's e-stop API). Call before :meth:`start`."""
+        with self._lock:
+            self._on_set, self._on_release = on_set, on_release
+
+    def start(self) -> None:
+        """Take one reading now (an open or missing input holds the e-stop from the start), then watch."""
+        self.poll_once()
+        self._thread.start()
+
+    def close(self) -> None:
+        """Stop the thread (the device is closed by its owner). Idempotent."""
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout=2.0)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            if self.device.driver is None:      # lost: the reopen thread brings it back
+                self._stop.wait(self.period_s)
+            else:
+                wait = self.period_s
+                due = self.debounce.due_in(self._clock())
+                if due is not None:
+                    wait = min(wait, max(due, 0.001))
+                self.device.call(lambda d: d.wait(wait), default=None)
+            if not self._stop.is_set():
+                self.poll_once()
+
+    def poll_once(self) -> None:
+        """Read the line once and act on the verdict (the thread's step; tests call it directly)."""
+        closed = self.device.call(lambda d: d.read(), default=None)
+        self.reads += 1
+        now = self._clock()
+        verdict = self.debounce.update(closed, now)
+        if closed != self.last_closed:
+            log.info("e-stop input: circuit %s", {True: "closed", False: "open"}.get(closed, "unreadable"))
+            self.last_closed = closed
+        if verdict == SET:
+            self._emit_set(self._reason(closed))
+        elif verdict == RELEASE:
+            self._emit_release()
+
+    def _reason(self, closed: bool | None) -> str:
+        if closed is False:
+            return "e-stop input: circuit open (switch pressed or wire cut)"
+        health = self.device.health()
+        return f"e-stop input: line unreadable ({health.state}: {health.last_error or 'no reading'})"
+
+    def _emit_set(self, reason: str) -> None:
+        with self._lock:
+            fn = self._on_set
+        log.warning("%s: e-stop set", reason)
+        if fn is not None:
+            try:
+                fn(reason)
+            except Exception:  # noqa: BLE001 - the watch must go on
+                log.exception("e-stop input: setting the e-stop failed")
+
+    def _emit_release(self) -> None:
+        with self._lock:
+            fn = self._on_release
+        log.warning("e-stop input: circuit closed for %.2f s: releasing the input's e-stop "
+                    "(motion needs a fresh command)", self.debounce.debounce_s)
+        if fn is not None:
+            try:
+                fn()
+            except Exception as err:  # noqa: BLE001 - e.g. already released another way
+                log.info("e-stop input: release not applied: %s", err)
