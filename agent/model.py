@@ -15,6 +15,7 @@ the control loop checks what depends on the robot (joint count, limits).
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import dataclass, field
 from typing import Union
 
@@ -273,6 +274,87 @@ class DeviceHealth:
 
 
 @dataclass(frozen=True, slots=True)
+class Halt:
+    """A latched state that refuses every motion command (docs/safety.md).
+
+    Attributes:
+        kind: ``estop``, or a failsafe: ``battery``, ``tilt``, ``stall``.
+        reason: one sentence with figures, e.g. "battery 6.1 V below critical 6.4 V for 5.0 s".
+        by: who set it: e-stop ``console``, ``cli`` or ``input``; failsafes ``robot``.
+        since_unix_s: Unix time it was set, s.
+        cleared: failsafes only: the condition is gone; the latch ends with the next fresh motion command.
+    """
+
+    kind: str
+    reason: str
+    by: str
+    since_unix_s: float
+    cleared: bool = False
+
+    def describe(self) -> str:
+        """One line: ``emergency stop set by console since 2026-12-01 18:07:45 UTC: <reason>``."""
+        what = "emergency stop" if self.kind == "estop" else f"{self.kind} failsafe"
+        when = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(self.since_unix_s))
+        text = f"{what} set by {self.by} since {when}"
+        if self.reason:
+            text += f": {self.reason}"
+        if self.cleared:
+            text += " (condition cleared; ends with the next motion command)"
+        return text
+
+    def as_dict(self) -> dict[str, object]:
+        """JSON-ready: ``kind``, ``reason``, ``by``, ``since_unix_s`` (s), ``since`` (ISO 8601 UTC), ``cleared``."""
+        return {"kind": self.kind, "reason": self.reason, "by": self.by,
+                "since_unix_s": round(self.since_unix_s, 3),
+                "since": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self.since_unix_s)),
+                "cleared": self.cleared}
+
+
+@dataclass(frozen=True, slots=True)
+class SafetyState:
+    """Halts and limits in force (agent.control.safety.SafetyLatches.state).
+
+    Attributes:
+        halts: latched states that refuse motion now, the e-stop first, then failsafes by kind.
+        speed_cap_mps: a failsafe's track speed limit in force (battery low), m/s, or None.
+        speed_cap_reason: why the cap is in force ("" without a cap).
+    """
+
+    halts: tuple[Halt, ...] = ()
+    speed_cap_mps: float | None = None
+    speed_cap_reason: str = ""
+
+    @property
+    def estop(self) -> Halt | None:
+        """The e-stop halt, or None when it is not set."""
+        return next((h for h in self.halts if h.kind == "estop"), None)
+
+    @property
+    def halted(self) -> bool:
+        """Some halt holds (motion refused, tracks at zero)."""
+        return bool(self.halts)
+
+    def summary(self) -> str:
+        """One line for status text: every halt described, then the speed cap; "" when nothing holds."""
+        parts = [h.describe() for h in self.halts]
+        if self.speed_cap_mps is not None:
+            parts.append(f"speed capped at {self.speed_cap_mps:g} m/s: {self.speed_cap_reason}")
+        return "; ".join(parts)
+
+    def as_dict(self) -> dict[str, object]:
+        """The one JSON shape every channel shows (docs/safety.md, "Emergency stop"):
+
+        ``estop`` (bool: the e-stop is set), ``halted`` (bool: some halt refuses motion),
+        ``halt`` (str: every halt described, "" when none), ``halts`` (list of :meth:`Halt.as_dict`),
+        ``speed_cap_mps`` (m/s or None), ``speed_cap_reason`` (str).
+        """
+        return {"estop": self.estop is not None, "halted": self.halted,
+                "halt": "; ".join(h.describe() for h in self.halts),
+                "halts": [h.as_dict() for h in self.halts],
+                "speed_cap_mps": self.speed_cap_mps, "speed_cap_reason": self.speed_cap_reason}
+
+
+@dataclass(frozen=True, slots=True)
 class Snapshot:
     """Everything the robot knows after one control tick. Immutable; adapters read it.
 
@@ -284,6 +366,7 @@ class Snapshot:
         watchdog: ``idle`` (no velocity command), ``ok`` (fresh), ``expired`` (stopped by timeout).
         stopped: a ``stop`` is latched (cleared by the next motion command).
         faults: short strings for active faults (``motor: lost``, ``motor: status 0x0001 E-Stop``).
+        safety: the e-stop and failsafe halts in force and the speed cap (:class:`SafetyState`).
     """
 
     seq: int = 0
@@ -301,6 +384,7 @@ class Snapshot:
     stopped: bool = False
     faults: tuple[str, ...] = ()
     devices: tuple[DeviceHealth, ...] = ()
+    safety: SafetyState = field(default_factory=SafetyState)
 
 
 @dataclass(frozen=True, slots=True)

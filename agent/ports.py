@@ -61,6 +61,23 @@ class RobotPort(Protocol):
             agent.errors.CommandRejected: not a positive finite number, or above the config.
         """
 
+    def estop(self, by: str, reason: str = "") -> bool:
+        """Set the emergency stop (docs/safety.md): tracks to zero at once, every motion command from
+        every source refused until released. ``by``: ``console``, ``cli`` or ``input``. True when newly
+        set, False when it already held.
+
+        Raises:
+            agent.errors.CommandRejected: ``by`` may not set it, or ``reason`` is not a string.
+        """
+
+    def release_estop(self, by: str) -> None:
+        """Release the emergency stop; moves nothing (motion needs a fresh command).
+
+        Raises:
+            agent.errors.CommandRejected: ``by`` may not release it.
+            agent.errors.CommandDeclined: no emergency stop is set.
+        """
+
 
 class VideoPort(Protocol):
     """The cameras as adapters see them (agent.video.VideoHub). Awaitables run on the event loop."""

@@ -77,7 +77,8 @@ def gather(agent: Any, now: float | None = None) -> dict[str, Any]:
     Keys: ``version``, ``pid``, ``name``, ``t_unix`` (s), ``state`` (``ok`` / ``degraded``),
     ``summary`` (the STATUS= line), ``devices`` (name, state, last_error, errors), ``links``
     (adapter -> connected, robot_msg peers), ``active_source``, ``watchdog``, ``stopped``,
-    ``faults``, ``loop`` (keeps_rate, rate_hz, achieved_hz, ticks, late_ticks, max_tick_ms).
+    ``faults``, ``loop`` (keeps_rate, rate_hz, achieved_hz, ticks, late_ticks, max_tick_ms),
+    ``safety`` (the halts and speed cap: ``agent.model.SafetyState.as_dict``; docs/safety.md).
     """
     control = agent.control
     snap = control.snapshot()
@@ -92,6 +93,7 @@ def gather(agent: Any, now: float | None = None) -> dict[str, Any]:
         "devices": devices, "links": links,
         "active_source": snap.active_source, "watchdog": snap.watchdog, "stopped": snap.stopped,
         "faults": list(snap.faults),
+        "safety": snap.safety.as_dict(),
         "loop": {"keeps_rate": keeps, "rate_hz": agent.cfg.control.rate_hz,
                  "achieved_hz": round(stats.achieved_hz, 1), "ticks": stats.ticks,
                  "late_ticks": stats.late_ticks, "max_tick_ms": round(stats.max_tick_s * 1e3, 2)},
@@ -104,11 +106,16 @@ def gather(agent: Any, now: float | None = None) -> dict[str, Any]:
 
 
 def summary(health: dict[str, Any]) -> str:
-    """One line for systemd's STATUS=: state, devices, links, active source, watchdog, loop."""
+    """One line for systemd's STATUS=: the halts and speed cap first (``HALTED: emergency stop set by
+    console since ...``), then state, devices, links, active source, watchdog, loop."""
     devices = " ".join(f"{d['name']}={d['state']}" for d in health["devices"]) or "none"
     links = " ".join(f"{n}={'up' if l['connected'] else 'down'}" for n, l in health["links"].items()) or "none"
     loop = "ok" if health["loop"]["keeps_rate"] else "slow"
-    return (f"{health['state']}; devices {devices}; links {links}; source {health['active_source'] or '-'}; "
+    safety = health.get("safety") or {}
+    halt = f"HALTED: {safety['halt']}; " if safety.get("halt") else ""
+    if safety.get("speed_cap_mps") is not None:
+        halt += f"speed capped at {safety['speed_cap_mps']:g} m/s: {safety.get('speed_cap_reason', '')}; "
+    return (f"{halt}{health['state']}; devices {devices}; links {links}; source {health['active_source'] or '-'}; "
             f"watchdog {health['watchdog']}{' (stopped)' if health['stopped'] else ''}; loop {loop}")
 
 
@@ -257,6 +264,13 @@ def format_table(health: dict[str, Any]) -> str:
     rows.append(("active source", health.get("active_source") or "-", ""))
     rows.append(("watchdog", health.get("watchdog", ""), "stop latched" if health.get("stopped") else ""))
     rows += [("fault", f, "") for f in health.get("faults", [])]
+    safety = health.get("safety") or {}
+    for halt in safety.get("halts", []):
+        what = "EMERGENCY STOP" if halt.get("kind") == "estop" else f"failsafe {halt.get('kind')}"
+        rows.append((what, "cleared" if halt.get("cleared") else "SET",
+                     f"by {halt.get('by')} since {halt.get('since')}: {halt.get('reason')}"))
+    if safety.get("speed_cap_mps") is not None:
+        rows.append(("speed cap", f"{safety['speed_cap_mps']:g} m/s", safety.get("speed_cap_reason", "")))
     w0 = max(len(r[0]) for r in rows)
     w1 = max(len(str(r[1])) for r in rows)
     return "\n".join(f"{a:<{w0}}  {b!s:<{w1}}  {c}".rstrip() for a, b, c in rows)

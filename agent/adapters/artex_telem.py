@@ -69,7 +69,10 @@ def telemetry(snap: Snapshot) -> dict[str, Any]:
         ``tracks`` {left_mps, right_mps, cmd_left_mps, cmd_right_mps, duty_left, duty_right,
         left_counts, right_counts}, ``joints`` {name: rad}, ``gripper`` 0..1, ``source`` (active
         command source or ""), ``watchdog`` (idle/ok/expired), ``stopped``, ``overridden``
-        {source: count}, ``faults`` [str], ``devices`` {name: ok/degraded/lost}. Unknown values
+        {source: count}, ``faults`` [str], ``devices`` {name: ok/degraded/lost}; the halts
+        (docs/safety.md): ``estop`` (bool), ``halted`` (bool), ``halt`` (str, "" when none),
+        ``halts`` [{kind, reason, by, since_unix_s, since, cleared}], ``speed_cap_mps`` (m/s or
+        None), ``speed_cap_reason`` (str). Unknown values
         (no IMU, no power monitor, non-finite) are None. No timestamps: the dict only changes
         when the robot does.
     """
@@ -101,6 +104,7 @@ def telemetry(snap: Snapshot) -> dict[str, Any]:
         "overridden": {src: int(n) for src, n in snap.overridden},
         "faults": list(snap.faults),
         "devices": {dev.name: dev.state for dev in snap.devices},
+        **snap.safety.as_dict(),
     }
 
 

@@ -124,6 +124,28 @@ def state_aux(snap: Snapshot, frames: StateFrames) -> list[NamedArray]:
     out.append(_aux("fault_count", len(snap.faults), "1"))
     for dev in snap.devices:  # 0 ok, 1 degraded, 2 lost (text in ARTEX / Sim2Bot telemetry)
         out.append(_aux(f"health.{dev.name}", HEALTH_CODES.get(dev.state, 2.0), "1"))
+    out.extend(safety_aux(snap))
+    return out
+
+
+#: who set a halt -> aux value (``halt.<kind>.by``)
+SETTER_CODES = {"robot": 0.0, "console": 1.0, "cli": 2.0, "input": 3.0}
+
+
+def safety_aux(snap: Snapshot) -> list[NamedArray]:
+    """The halts and speed cap as aux arrays (docs/robot_msg.md; the reasons as text are in ARTEX and
+    Sim2Bot telemetry, ``robot-agent status`` and each refusal): ``estop`` and ``halted`` (0/1) always;
+    per halt ``halt.<kind>.since`` (Unix s), ``halt.<kind>.by`` (:data:`SETTER_CODES`) and
+    ``halt.<kind>.cleared`` (0/1); ``speed_cap`` (m/s) while a cap holds."""
+    safety = snap.safety
+    out = [_aux("estop", 1.0 if safety.estop is not None else 0.0, "1"),
+           _aux("halted", 1.0 if safety.halted else 0.0, "1")]
+    for halt in safety.halts:
+        out.append(_aux(f"halt.{halt.kind}.since", halt.since_unix_s, "s"))
+        out.append(_aux(f"halt.{halt.kind}.by", SETTER_CODES.get(halt.by, -1.0), "1"))
+        out.append(_aux(f"halt.{halt.kind}.cleared", 1.0 if halt.cleared else 0.0, "1"))
+    if safety.speed_cap_mps is not None:
+        out.append(_aux("speed_cap", safety.speed_cap_mps, "m/s"))
     return out
 
 

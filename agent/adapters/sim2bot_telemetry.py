@@ -11,7 +11,8 @@ all filled; what each carries on a tracked robot is in docs/sim2bot.md:
   mobile robot steers. Linear quantities are world(odom)-frame, angular ones
   about z; acceleration and jerk are unsmoothed finite differences over
   control ticks, like the protocol's own derivatives;
-- ``sensors`` are named entries whose keys carry units (``voltage_v``).
+- ``sensors`` are named entries whose keys carry units (``voltage_v``); the ``control`` entry
+  carries the halts (e-stop, failsafes) and the speed cap (docs/safety.md).
 """
 
 from __future__ import annotations
@@ -208,6 +209,7 @@ def sensors(snap: Snapshot) -> list[dict[str, Any]]:
         "faults": list(snap.faults),
         "devices": [{"name": d.name, "state": d.state, "last_error": d.last_error, "errors": d.errors}
                     for d in snap.devices],
+        **snap.safety.as_dict(),    # estop, halted, halt, halts, speed_cap_mps, speed_cap_reason
     })
     return out
 

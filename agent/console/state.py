@@ -26,7 +26,9 @@ def state_message(snap: Snapshot, counters: dict[str, int]) -> dict[str, Any]:
     ``speed`` ({``vx_mps``, ``omega_radps``}), ``odom`` ({``x_m``, ``y_m``, ``yaw_rad``,
     ``distance_m``}), ``tracks`` ({``left_mps``, ``right_mps``}), ``source`` (active source or ""),
     ``watchdog``, ``stopped``, ``faults`` [str], ``devices`` [{``name``, ``state``, ``errors``,
-    ``last_error``}], ``console`` (this console's counters).
+    ``last_error``}], ``console`` (this console's counters), ``safety`` (the halts and the speed cap,
+    docs/safety.md: {``estop`` bool, ``halted`` bool, ``halt`` one line or "", ``halts`` [{``kind``,
+    ``reason``, ``by``, ``since_unix_s``, ``since``, ``cleared``}], ``speed_cap_mps``, ``speed_cap_reason``}).
     """
     odom, power = snap.odom, snap.power
     battery = None if power is None else {"voltage_v": _num(power.voltage_v, 3),
@@ -48,4 +50,5 @@ def state_message(snap: Snapshot, counters: dict[str, int]) -> dict[str, Any]:
         "devices": [{"name": d.name, "state": d.state, "errors": d.errors, "last_error": d.last_error[:200]}
                     for d in snap.devices],
         "console": dict(counters),
+        "safety": snap.safety.as_dict(),
     }

@@ -129,6 +129,8 @@ class Front:
         if self._closed:
             raise CommandDeclined("the control loop is closed")
         if isinstance(command, Stop):
+            with self._lock:    # a stop is never refused by a halt; it re-engages its source after one
+                self._state.safety.reengaged(source)
             self._stop(source)
         elif isinstance(command, CalibrateImu):
             self._calibrate_imu(source)
@@ -151,6 +153,7 @@ class Front:
         self._check_magnitude(command)
         with self._lock:
             now = self._clock()
+            self._state.safety.admit(source, command, now)     # e-stop / failsafe halts (agent.control.safety)
             self._check_stop_latch(source, now)
             # a repeat of the command the source's fresh claim already carries changes nothing; the same
             # value after its claim timed out, was dropped or stopped is a new command
@@ -189,6 +192,7 @@ class Front:
             joints.check_gripper()
         with self._lock:
             now = self._clock()
+            state.safety.admit(source, command, now)     # e-stop / failsafe halts (agent.control.safety)
             if not isinstance(command, Reset) or joints.dof or joints.gripper_cfg is not None:
                 above = state.arbiter.latch(source, JOINTS, now)
                 if above is not None:
@@ -295,6 +299,41 @@ class Front:
             log.warning("%s released (%s) while driving %s: stopped at once", source, reason, " and ".join(driving))
         else:
             log.info("%s released (%s); %d pending claim(s) dropped", source, reason, len(dropped))
+
+    # ================================================================== e-stop
+    def estop(self, by: str, reason: str, now_unix_s: float) -> bool:
+        """Set the e-stop (agent.control.safety.SafetyLatches.estop): every claim dropped, joints hold,
+        a tick at once. True when newly set.
+
+        Raises:
+            CommandRejected: ``by`` is not console, cli or input; ``reason`` not a string.
+        """
+        try:
+            with self._lock:
+                new = self._state.safety.estop(by, reason, now_unix_s)
+                if new:
+                    self._state.arbiter.drop()
+                    self._state.joints.hold()
+        except CommandError as err:
+            log.error("emergency stop refused: %s", err)
+            raise
+        self._wake()
+        return new
+
+    def release_estop(self, by: str) -> None:
+        """Release the e-stop; moves nothing (claims were dropped), wakes a tick.
+
+        Raises:
+            CommandRejected: ``by`` is not console, cli or input.
+            CommandDeclined: no e-stop is set.
+        """
+        try:
+            with self._lock:
+                self._state.safety.release_estop(by)
+        except CommandError as err:
+            log.error("emergency stop release refused: %s", err)
+            raise
+        self._wake()
 
     def close(self) -> None:
         """Refuse every command from now on (the loop is closing)."""

@@ -63,6 +63,7 @@ class ControlLoop:
         self.description = describe(cfg)
         self.period_s = 1.0 / cfg.control.rate_hz
         self._clock = clock
+        self._wall = wall
         self._lock = threading.Lock()
         self._state = ControlState(cfg)
         self._io = DeviceIO(hardware, wall)
@@ -94,6 +95,36 @@ class ControlLoop:
     def limits(self) -> tuple[float, float]:
         """Current (max_speed_mps, max_accel_mps2)."""
         return self._front.limits()
+
+    # ================================================================== halts (agent.control.safety)
+    def estop(self, by: str, reason: str = "") -> bool:
+        """Set the emergency stop: tracks to zero at once (a tick is woken), every motion command from
+        every source refused until :meth:`release_estop`. ``by``: ``console``, ``cli`` or ``input``.
+        Returns True when newly set, False when it already held (first setter kept).
+
+        Raises:
+            CommandRejected: ``by`` may not set it; ``reason`` is not a string.
+        """
+        return self._front.estop(by, reason, self._wall())
+
+    def release_estop(self, by: str) -> None:
+        """Release the emergency stop; moves nothing: motion needs a fresh command (a source that
+        streamed into the e-stop re-engages first, as after a stop).
+
+        Raises:
+            CommandRejected: ``by`` may not release it.
+            CommandDeclined: no emergency stop is set.
+        """
+        self._front.release_estop(by)
+
+    @property
+    def safety(self):  # -> agent.control.safety.SafetyLatches
+        """The halts (e-stop, failsafe latches) and speed cap; use under :meth:`locked`."""
+        return self._state.safety
+
+    def locked(self) -> threading.Lock:
+        """The loop's lock: hold it around calls to :attr:`safety` (``trip``, ``condition_cleared``, ...)."""
+        return self._lock
 
     # ================================================================== one tick
     def tick(self, now: float | None = None) -> Snapshot:

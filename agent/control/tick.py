@@ -32,6 +32,7 @@ from typing import NamedTuple
 
 from agent.arbitration import BASE, JOINTS, Arbiter, Selection, Watchdog
 from agent.config import AgentConfig
+from agent.control.safety import SafetyLatches
 from agent.joints import JointController
 from agent.kinematics import Odometer, limited_tracks, ramp, scale_to_limit, tracks_to_duty
 from agent.model import (
@@ -42,6 +43,7 @@ from agent.model import (
     JointState,
     JointVelocity,
     PowerSample,
+    SafetyState,
     Snapshot,
     TrackDuty,
     TrackState,
@@ -64,6 +66,8 @@ class ControlState:
             (the front writes commands into the first and the last).
         cmd: track speeds commanded at the last tick, after the ramp, m/s.
         stopped: a ``Stop`` is latched (cleared by the next motion command).
+        safety: the e-stop, failsafe latches and speed cap (agent.control.safety); while a halt
+            holds every claim is dropped and the tracks are commanded to zero (no ramp).
         motor_ok: the last duty write was confirmed.
         max_speed_mps, max_accel_mps2: runtime base limits (``set_limits``).
         full_duty_mps: track speed at duty 1.0, m/s (``base.max_speed_mps``).
@@ -77,6 +81,7 @@ class ControlState:
         self.joints = JointController(servo.joints if servo else (), servo.gripper if servo else None)
         self.arbiter = Arbiter.from_config(cfg)
         self.watchdog = Watchdog()
+        self.safety = SafetyLatches(self.arbiter.timeout_s)
         self.odometer = Odometer(cfg.base.track_width_m, cfg.base.counts_per_m, cfg.base.max_speed_mps)
         self.track_width_m = cfg.base.track_width_m
         self.full_duty_mps = cfg.base.max_speed_mps
@@ -92,12 +97,13 @@ class ControlState:
         self.seq = 0
 
     def base_target(self, command: Command | None) -> Pair:
-        """Track speeds, m/s, that ``command`` asks for under the current limits ((0, 0) for None)."""
+        """Track speeds, m/s, that ``command`` asks for under the current limits (the runtime
+        ``max_speed_mps`` and the failsafe speed cap, the lower one); (0, 0) for None."""
+        limit = self.safety.cap(self.max_speed_mps)
         if isinstance(command, BaseVelocity):
-            return limited_tracks(command.vx, command.omega, self.track_width_m, self.max_speed_mps)
+            return limited_tracks(command.vx, command.omega, self.track_width_m, limit)
         if isinstance(command, TrackDuty):
-            return scale_to_limit(command.left * self.full_duty_mps, command.right * self.full_duty_mps,
-                                  self.max_speed_mps)
+            return scale_to_limit(command.left * self.full_duty_mps, command.right * self.full_duty_mps, limit)
         return 0.0, 0.0
 
     def next_deadline(self, now: float) -> float | None:
@@ -123,6 +129,7 @@ class Plan(NamedTuple):
         base: the base channel's selection (its winner is ``active_source``).
         watchdog: ``idle`` / ``ok`` / ``expired``. stopped: a stop is latched.
         overridden: source -> commands overridden so far.
+        safety: the halts and speed cap in force at this tick.
     """
 
     now: float
@@ -137,6 +144,7 @@ class Plan(NamedTuple):
     watchdog: str
     stopped: bool
     overridden: tuple[tuple[str, int], ...]
+    safety: SafetyState = SafetyState()
 
 
 class Readings(NamedTuple):
@@ -163,6 +171,10 @@ def command(state: ControlState, now: float) -> Plan:
     state.last_t = now
     if not state.motor_ok:
         state.arbiter.drop(channels=(BASE,))
+    if state.safety.latched():     # e-stop or failsafe: nothing drives, joints hold where they are
+        state.arbiter.drop()
+        if state.joints.moving:
+            state.joints.hold()
     base = state.arbiter.select(BASE, now)
     joints = state.arbiter.select(JOINTS, now)
     watchdog = state.watchdog.update((base, joints))
@@ -178,7 +190,8 @@ def command(state: ControlState, now: float) -> Plan:
     return Plan(now=now, dt=dt, applied=applied, cmd=state.cmd,
                 duty=tracks_to_duty(state.cmd[0], state.cmd[1], state.full_duty_mps),
                 pulses=state.joints.pulses(), joints=state.joints.state(), gripper=state.joints.gripper,
-                base=base, watchdog=watchdog, stopped=state.stopped, overridden=state.arbiter.overridden())
+                base=base, watchdog=watchdog, stopped=state.stopped, overridden=state.arbiter.overridden(),
+                safety=state.safety.state())
 
 
 def motor_answered(state: ControlState, ok: bool) -> None:
@@ -223,6 +236,7 @@ def observe(state: ControlState, plan: Plan, readings: Readings) -> Snapshot:
         stopped=plan.stopped,
         faults=readings.faults,
         devices=readings.devices,
+        safety=plan.safety,
     )
 
 

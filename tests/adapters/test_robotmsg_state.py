@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 
 from agent.adapters.robotmsg_state import StateFrames, monotonic_clock_id, robot_state, state_aux
 from agent.model import (
-    DeviceHealth,
-    ImuSample, JointState, Odometry, PowerSample, RobotDescription, Snapshot, TrackState,
+    DeviceHealth, Halt,
+    ImuSample, JointState, Odometry, PowerSample, RobotDescription, SafetyState, Snapshot, TrackState,
 )
 
 DESC = RobotDescription(
@@ -99,6 +99,8 @@ def test_aux_arrays_carry_values_units_and_frames():
         "stopped": ([0.0], [], "1", None),
         "watchdog_expired": ([0.0], [], "1", None),
         "fault_count": ([0.0], [], "1", None),
+        "estop": ([0.0], [], "1", None),
+        "halted": ([0.0], [], "1", None),
     }
     for name, (data, shape, unit, frame) in expect.items():
         a = aux[name]
@@ -115,6 +117,20 @@ def test_unknown_devices_leave_their_arrays_out():
     aux = aux_by_name(build(snapshot(imu=imu, power=PowerSample(1.0, 12.0, 0.5, 6.0))))
     assert "imu_gyro" in aux and "imu_orientation" not in aux and "imu_temperature" not in aux
     assert "battery_voltage" in aux and "battery_percent" not in aux
+
+
+def test_halts_and_speed_cap_are_aux_arrays():
+    safety = SafetyState((Halt("estop", "STOP pressed", "console", 1.7e9),
+                          Halt("tilt", "roll 40 deg", "robot", 1.7e9 + 5, cleared=True)), 0.3, "battery low")
+    state = build(snapshot(safety=safety))
+    rm.validate(state)
+    aux = aux_by_name(state)
+    assert aux["estop"].data == [1.0] and aux["halted"].data == [1.0]
+    assert aux["halt.estop.since"].data == [1.7e9] and aux["halt.estop.since"].unit == "s"
+    assert aux["halt.estop.by"].data == [1.0] and aux["halt.estop.cleared"].data == [0.0]
+    assert aux["halt.tilt.by"].data == [0.0] and aux["halt.tilt.cleared"].data == [1.0]
+    assert aux["speed_cap"].data == [0.3] and aux["speed_cap"].unit == "m/s"
+    assert not any(n.startswith("halt.") for n in aux_by_name(build(snapshot())))
 
 
 def test_status_flags_follow_the_snapshot():

@@ -1,0 +1,250 @@
+"""Halts: the emergency stop and the failsafe latches, and the failsafe speed cap (docs/safety.md).
+
+:class:`SafetyLatches` lives in ``ControlState.safety`` and is used under the control loop's
+lock, by the front (``admit`` before every motion command, ``estop`` / ``release_estop``), by
+the failsafes (``trip``, ``condition_cleared``, ``set_speed_cap``) and by the tick (``latched``:
+claims dropped and zero duty while a halt holds; ``cap``: the speed cap in the kinematics limit;
+``state`` for the snapshot). No clock reads and no I/O: times are arguments.
+
+- The e-stop is set by ``console``, ``cli`` or ``input`` (:data:`ESTOP_SETTERS`) and ends only by
+  ``release_estop``; a failsafe latch (:data:`FAILSAFES`) is set by ``trip`` and ends at the first
+  motion command admitted after ``condition_cleared``, never by itself.
+- While any halt holds every motion command is refused (``CommandDeclined``, reason ``halted``)
+  naming the halt, who set it and since when; ``Stop`` is never refused.
+- A halt ending moves nothing: claims were dropped when it began. A source that was still sending
+  motion commands into the halt (its last refused one less than its velocity timeout ago) has to
+  re-engage before it drives, as after a stop: pause for its timeout, send an explicit zero
+  velocity, a ``Stop`` or a ``Reset`` (reason ``reengage``). So a hub streaming ``forward``
+  through an e-stop does not drive off the moment the operator releases it.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Callable
+
+from agent.errors import CommandDeclined, CommandRejected
+from agent.model import BaseVelocity, Command, Halt, JointVelocity, Reset, SafetyState, TrackDuty
+from agent.ratelimit import safe
+
+log = logging.getLogger(__name__)
+
+#: Who may set and release the e-stop: the console's STOP, ``robot-agent estop`` and the e-stop input.
+ESTOP_SETTERS = ("console", "cli", "input")
+#: Failsafe latch kinds (``trip``).
+FAILSAFES = ("battery", "tilt", "stall")
+#: The setter every failsafe latch names.
+ROBOT = "robot"
+#: Longest reason text kept, characters (longer ones are clipped).
+MAX_REASON_CHARS = 200
+
+
+def describe_halt(halt: Halt) -> str:
+    """One line for a halt: ``emergency stop set by console since 2026-12-01 18:07:45 UTC: <reason>``."""
+    return halt.describe()
+
+
+def _reengages(command: Command) -> bool:
+    """An explicit zero velocity or a reset: the sender shows it means to start over."""
+    if isinstance(command, Reset):
+        return True
+    if isinstance(command, BaseVelocity):
+        return command.vx == 0.0 and command.omega == 0.0
+    if isinstance(command, TrackDuty):
+        return command.left == 0.0 and command.right == 0.0
+    if isinstance(command, JointVelocity):
+        return not any(command.qd)
+    return False
+
+
+def _reason_text(reason: object, what: str) -> str:
+    if not isinstance(reason, str):
+        raise CommandRejected(f"{what} reason must be a string, got {type(reason).__name__}")
+    return safe(reason.strip(), MAX_REASON_CHARS)
+
+
+class SafetyLatches:
+    """The e-stop, the failsafe latches and the speed cap; see the module docstring.
+
+    Args:
+        timeout_s: a source's velocity timeout, s (``Arbiter.timeout_s``): how long it must pause
+            to re-engage after a halt it was streaming into.
+    """
+
+    def __init__(self, timeout_s: Callable[[str], float]) -> None:
+        self._timeout_s = timeout_s
+        self._estop: Halt | None = None
+        self._failsafes: dict[str, Halt] = {}
+        self._cap: float | None = None
+        self._cap_reason = ""
+        self._refused: dict[str, float] = {}    # source -> its last motion command refused by a halt, s (mono)
+        self._ended = ""                        # the halt that ended last (for the re-engage refusal)
+        self._state = SafetyState()
+
+    # ------------------------------------------------------------------ e-stop
+    def estop(self, by: str, reason: str, now_unix_s: float) -> bool:
+        """Set the e-stop (``by``: console, cli or input). True when newly set; False when it already held
+        (the first setter and time are kept).
+
+        Raises:
+            CommandRejected: ``by`` may not set the e-stop, or ``reason`` is not a string.
+        """
+        self._check_setter(by, "set")
+        text = _reason_text(reason, "estop")
+        if self._estop is not None:
+            log.info("emergency stop from %s: already set by %s", by, self._estop.by)
+            return False
+        self._estop = Halt("estop", text or f"emergency stop from {by}", by, float(now_unix_s))
+        self._update()
+        log.warning("EMERGENCY STOP set by %s: %s; every motion command refused until released",
+                    by, self._estop.reason)
+        return True
+
+    def release_estop(self, by: str) -> Halt:
+        """Release the e-stop (``by``: console, cli or input); returns the halt released. Moves nothing.
+
+        Raises:
+            CommandRejected: ``by`` may not release the e-stop.
+            CommandDeclined: no e-stop is set.
+        """
+        self._check_setter(by, "release")
+        halt = self._estop
+        if halt is None:
+            raise CommandDeclined("release_estop: no emergency stop is set", source=by, reason="no_estop")
+        self._estop = None
+        self._ended = describe_halt(halt)
+        self._update()
+        log.warning("emergency stop released by %s (it was %s); nothing moves until a fresh motion command",
+                    by, describe_halt(halt))
+        return halt
+
+    @staticmethod
+    def _check_setter(by: object, what: str) -> None:
+        if not isinstance(by, str) or by not in ESTOP_SETTERS:
+            raise CommandRejected(f"emergency stop: {safe(by, 40)} may not {what} it; "
+                                  f"allowed: {', '.join(ESTOP_SETTERS)}", reason="not_allowed")
+
+    # ------------------------------------------------------------------ failsafes
+    def trip(self, kind: str, reason: str, now_unix_s: float) -> bool:
+        """Set failsafe latch ``kind`` (battery, tilt, stall); True when newly set (logged once at WARNING).
+
+        Idempotent while set and not cleared. Tripped again after ``condition_cleared`` but before the
+        latch ended, it is in force again (cleared False, same since, the new reason).
+
+        Raises:
+            CommandRejected: unknown kind, or ``reason`` not a string.
+        """
+        if kind not in FAILSAFES:
+            raise CommandRejected(f"unknown failsafe {safe(kind, 40)}; known: {', '.join(FAILSAFES)}")
+        text = _reason_text(reason, kind)
+        old = self._failsafes.get(kind)
+        if old is not None and not old.cleared:
+            return False
+        since = old.since_unix_s if old is not None else float(now_unix_s)
+        self._failsafes[kind] = Halt(kind, text, ROBOT, since)
+        self._update()
+        if old is None:
+            log.warning("FAILSAFE %s: %s; tracks to zero, motion refused until it clears and a fresh "
+                        "command arrives", kind, text)
+        else:
+            log.warning("FAILSAFE %s: in force again before it ended: %s", kind, text)
+        return True
+
+    def condition_cleared(self, kind: str) -> bool:
+        """The condition of failsafe ``kind`` is gone: its latch ends with the next admitted motion command.
+        True when a set latch became cleared; False when not set or already cleared."""
+        halt = self._failsafes.get(kind)
+        if halt is None or halt.cleared:
+            return False
+        self._failsafes[kind] = Halt(halt.kind, halt.reason, halt.by, halt.since_unix_s, cleared=True)
+        self._update()
+        log.info("failsafe %s: condition cleared; the latch ends with the next motion command", kind)
+        return True
+
+    def set_speed_cap(self, mps: float | None, reason: str = "") -> None:
+        """A failsafe's track speed cap, m/s (None: no cap), applied from the next tick.
+
+        Raises:
+            CommandRejected: not None and not a positive finite number; ``reason`` not a string.
+        """
+        if mps is not None:
+            if isinstance(mps, bool) or not isinstance(mps, (int, float)) or not math.isfinite(mps) or mps <= 0:
+                raise CommandRejected(f"speed cap must be a positive finite number of m/s or None, got {mps!r}")
+            mps = float(mps)
+        text = _reason_text(reason, "speed cap") if mps is not None else ""
+        if mps == self._cap and text == self._cap_reason:
+            return
+        self._cap, self._cap_reason = mps, text
+        self._update()
+        if mps is None:
+            log.info("speed cap lifted")
+        else:
+            log.warning("speed cap %.3f m/s: %s", mps, text)
+
+    def cap(self, limit_mps: float) -> float:
+        """``limit_mps`` lowered to the speed cap in force, m/s."""
+        return limit_mps if self._cap is None else min(limit_mps, self._cap)
+
+    # ------------------------------------------------------------------ the front
+    def refusal(self, source: str) -> str | None:
+        """Why a motion command from ``source`` is refused now by a halt in force, or None.
+
+        A failsafe latch whose condition cleared refuses nothing: the command that is admitted ends it.
+        """
+        if self._estop is not None:
+            return (f"{describe_halt(self._estop)}; every motion command is refused until it is released "
+                    "(console release, robot-agent estop --release, or the e-stop input closing)")
+        for halt in self._failsafes.values():
+            if not halt.cleared:
+                return f"{describe_halt(halt)}; motion is refused until the condition clears"
+        return None
+
+    def admit(self, source: str, command: Command, now: float) -> None:
+        """Check a motion command from ``source`` at ``now`` (monotonic, s); caller holds the loop's lock.
+
+        Refused while a halt holds, and after one ended while ``source`` has not re-engaged (see the
+        module docstring). Admitted, it ends the cleared failsafe latches.
+
+        Raises:
+            CommandDeclined: reason ``halted`` (a halt holds) or ``reengage``.
+        """
+        why = self.refusal(source)
+        if why is not None:
+            self._refused[source] = now
+            raise CommandDeclined(f"{type(command).__name__} refused: {why}", source=source, reason="halted")
+        last = self._refused.get(source)
+        if last is not None and now - last < self._timeout_s(source) and not _reengages(command):
+            self._refused[source] = now
+            timeout = self._timeout_s(source)
+            raise CommandDeclined(
+                f"{type(command).__name__} refused: {source} was sending motion commands during the halt "
+                f"that ended ({self._ended}); it drives again after a pause of {timeout:.2f} s, an explicit "
+                "zero velocity, a stop or a reset", source=source, reason="reengage")
+        self._refused.pop(source, None)
+        ended = [h for h in self._failsafes.values() if h.cleared]
+        if ended:
+            for halt in ended:
+                del self._failsafes[halt.kind]
+            self._ended = "; ".join(describe_halt(h) for h in ended)
+            self._update()
+            log.info("failsafe latch ended by a fresh %s from %s: %s", type(command).__name__, source,
+                     ", ".join(h.kind for h in ended))
+
+    def reengaged(self, source: str) -> None:
+        """``source`` sent a stop or a reset: it may drive again once no halt holds."""
+        self._refused.pop(source, None)
+
+    # ------------------------------------------------------------------ the tick
+    def latched(self) -> bool:
+        """A halt holds (cleared failsafe latches included): base claims dropped, tracks at zero."""
+        return self._estop is not None or bool(self._failsafes)
+
+    def state(self) -> SafetyState:
+        """The halts (e-stop first, then failsafes in FAILSAFES order) and the speed cap, for the snapshot."""
+        return self._state
+
+    def _update(self) -> None:
+        halts = ((self._estop,) if self._estop is not None else ()) + tuple(
+            self._failsafes[k] for k in FAILSAFES if k in self._failsafes)
+        self._state = SafetyState(halts, self._cap, self._cap_reason)
