@@ -8,15 +8,19 @@
   (a bouncing contact, a flapping wire) starts the wait again, so a flapping line sets
   the e-stop once and holds it until the line has been steady;
 - the input releases only the e-stop it set: a console or CLI e-stop has its own setter
-  and needs its own release.
+  and needs its own release;
+- while the input holds (open or unreadable) and the e-stop is found released by someone
+  else (a console release of an e-stop the console set first), the input sets it again at
+  its next reading: the robot never runs with the circuit open for longer than one poll.
 
 :class:`EstopWatch` runs it: a thread (never the event loop) that waits for an edge
 of the line or ``1 / poll_hz`` s, whichever comes first, reads the line through
-its :class:`agent.supervisor.Supervised` driver and calls ``on_set(reason)`` /
-``on_release()`` (the control loop's ``estop("input", reason)`` and
-``release_estop("input")``) on the transitions. Opening therefore reaches the
-control loop within one poll period, or at once with edge events, and the loop
-writes zero duty at its next tick. A callback that raises is logged; the watch goes on.
+its :class:`agent.supervisor.Supervised` driver and acts on the verdicts through an
+:class:`EstopSink` (:class:`LoopEstop`: the control loop's ``estop("input", reason)``,
+and the release under the loop's lock only while the e-stop is the input's). Opening
+therefore reaches the control loop within one poll period, or at once with edge
+events, and the control loop, woken, writes zero duty in the tick it runs at once. A sink that
+raises is logged; the watch goes on.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from typing import Any, Protocol
 
 from agent.supervisor import Supervised
 from drivers.base import SwitchInput
@@ -33,6 +38,45 @@ log = logging.getLogger(__name__)
 
 #: Set / release verdicts of :meth:`EstopDebounce.update`.
 SET, RELEASE = "set", "release"
+
+#: The e-stop setter name of the input (agent.control.safety.ESTOP_SETTERS).
+BY = "input"
+
+
+class EstopSink(Protocol):
+    """Where the input's verdicts go."""
+
+    def set(self, reason: str) -> None:
+        """Set the e-stop as the input, with ``reason``."""
+
+    def holder(self) -> str | None:
+        """Who holds the e-stop now (``input``, ``console``, ``cli``), or None when none is set."""
+
+    def release(self) -> bool:
+        """Release the e-stop if the input holds it; True when released."""
+
+
+class LoopEstop:
+    """:class:`EstopSink` on a :class:`agent.control.ControlLoop` (its e-stop API, docs/safety.md)."""
+
+    def __init__(self, loop: Any) -> None:
+        self._loop = loop
+
+    def set(self, reason: str) -> None:
+        self._loop.estop(BY, reason)
+
+    def holder(self) -> str | None:
+        with self._loop.locked():
+            halt = self._loop.safety.state().estop
+        return None if halt is None else halt.by
+
+    def release(self) -> bool:
+        with self._loop.locked():   # check and release at once: never a console's or CLI's e-stop
+            halt = self._loop.safety.state().estop
+            if halt is None or halt.by != BY:
+                return False
+            self._loop.safety.release_estop(BY)
+            return True
 
 
 class EstopDebounce:
@@ -95,18 +139,17 @@ class EstopWatch:
         self.period_s = 1.0 / poll_hz
         self.debounce = EstopDebounce(debounce_s)
         self._clock = clock
-        self._on_set: Callable[[str], None] | None = None
-        self._on_release: Callable[[], None] | None = None
+        self._sink: EstopSink | None = None
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="estop-input", daemon=True)
         self.last_closed: bool | None = None
         self.reads = 0
 
-    def connect(self, on_set: Callable[[str], None], on_release: Callable[[], None]) -> None:
-        """Where the transitions go (the control loop's e-stop API). Call before :meth:`start`."""
+    def connect(self, sink: EstopSink) -> None:
+        """Where the verdicts go (:class:`LoopEstop` on the control loop). Call before :meth:`start`."""
         with self._lock:
-            self._on_set, self._on_release = on_set, on_release
+            self._sink = sink
 
     def start(self) -> None:
         """Take one reading now (an open or missing input holds the e-stop from the start), then watch."""
@@ -145,6 +188,8 @@ class EstopWatch:
             self._emit_set(self._reason(closed))
         elif verdict == RELEASE:
             self._emit_release()
+        elif self.debounce.active:
+            self._reassert(closed)
 
     def _reason(self, closed: bool | None) -> str:
         if closed is False:
@@ -152,23 +197,43 @@ class EstopWatch:
         health = self.device.health()
         return f"e-stop input: line unreadable ({health.state}: {health.last_error or 'no reading'})"
 
-    def _emit_set(self, reason: str) -> None:
+    def _sink_now(self) -> EstopSink | None:
         with self._lock:
-            fn = self._on_set
-        log.warning("%s: e-stop set", reason)
-        if fn is not None:
+            return self._sink
+
+    def _emit_set(self, reason: str) -> None:
+        sink = self._sink_now()
+        log.warning("%s: setting the e-stop", reason)
+        if sink is not None:
             try:
-                fn(reason)
+                sink.set(reason)
             except Exception:  # noqa: BLE001 - the watch must go on
                 log.exception("e-stop input: setting the e-stop failed")
 
+    def _reassert(self, closed: bool | None) -> None:
+        """The input holds: set the e-stop again if someone else released it meanwhile."""
+        sink = self._sink_now()
+        try:
+            if sink is None or sink.holder() is not None:
+                return
+            reason = self._reason(closed) + " (set again: released while the input still held it)"
+            log.warning("%s", reason)
+            sink.set(reason)
+        except Exception:  # noqa: BLE001 - the watch must go on
+            log.exception("e-stop input: setting the e-stop again failed")
+
     def _emit_release(self) -> None:
-        with self._lock:
-            fn = self._on_release
-        log.warning("e-stop input: circuit closed for %.2f s: releasing the input's e-stop "
-                    "(motion needs a fresh command)", self.debounce.debounce_s)
-        if fn is not None:
-            try:
-                fn()
-            except Exception as err:  # noqa: BLE001 - e.g. already released another way
-                log.info("e-stop input: release not applied: %s", err)
+        sink = self._sink_now()
+        if sink is None:
+            return
+        try:
+            released = sink.release()
+        except Exception as err:  # noqa: BLE001 - e.g. released another way meanwhile
+            log.info("e-stop input: release not applied: %s", err)
+            return
+        if released:
+            log.warning("e-stop input: circuit closed for %.2f s: the input's e-stop released "
+                        "(motion needs a fresh command)", self.debounce.debounce_s)
+        else:
+            log.info("e-stop input: circuit closed again; the e-stop now held is not the input's "
+                     "(%s): it needs its own release", sink.holder() or "none")

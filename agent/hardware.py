@@ -26,7 +26,7 @@ from typing import Any, Callable
 
 from agent.config import AgentConfig
 from agent.errors import DriverError
-from agent.estopinput import EstopWatch
+from agent.estopinput import EstopSink, EstopWatch
 from agent.health import LOST, OK
 from agent.model import DeviceHealth, ImuSample, PowerSample
 from agent.i2cworker import I2cWorker
@@ -187,12 +187,11 @@ class Hardware:
         if self._buses is not None:
             self._buses.close()
 
-    def watch_estop(self, on_set: Callable[[str], None], on_release: Callable[[], None]) -> None:
-        """Send the e-stop input's transitions to ``on_set(reason)`` / ``on_release()`` (the control
-        loop's ``estop("input", reason)`` / ``release_estop("input")``). No-op without an input;
-        call before :meth:`start`."""
+    def watch_estop(self, sink: EstopSink) -> None:
+        """Send the e-stop input's verdicts to ``sink`` (agent.estopinput.LoopEstop on the control
+        loop). No-op without an input; call before :meth:`start`."""
         if self.estop_watch is not None:
-            self.estop_watch.connect(on_set, on_release)
+            self.estop_watch.connect(sink)
 
     def add_health_source(self, source: Callable[[], tuple[DeviceHealth, ...]]) -> None:
         """Include another component's device health (e.g. the cameras of the video hub)."""
