@@ -204,3 +204,18 @@ async def test_the_running_agent_stops_on_the_input_and_shows_the_device_in_heal
         assert await wait_for(lambda: agent.control.snapshot().safety.estop is None, timeout_s=10.0)
         assert {h.name: h.state for h in agent.hardware.health()}["estop"] == "ok"
         assert tuple(agent.physics.duty) == (0.0, 0.0)          # nothing moved without a fresh command
+
+
+def test_selftest_passes_a_closed_input_and_fails_an_open_one_with_the_reason():
+    from agent.config import AgentConfig
+    from agent.selftest import FAIL, PASS, run_checks
+    cfg = AgentConfig.model_validate(sim_config(drivers={"cameras": []}))
+    tank = SimTank(cfg)
+    try:
+        (closed,) = [c for c in run_checks(cfg, motion=False, sim=tank) if c.device == "estop"]
+        tank.gpio().open_switch()
+        (opened,) = [c for c in run_checks(cfg, motion=False, sim=tank) if c.device == "estop"]
+    finally:
+        tank.close()
+    assert closed.result == PASS and "circuit closed on sim:// line 'GPIO17'" in closed.detail
+    assert opened.result == FAIL and "circuit OPEN" in opened.detail
