@@ -100,7 +100,10 @@ class GpioSwitch(SwitchInput):
     def _error(self, what: str, err: BaseException) -> DriverError:
         code = err.errno if isinstance(err, OSError) else None
         text = f"{self.name}: {what} {self.path} line {self.cfg.line!r}: {err}"
-        if code == errno_mod.EACCES:
+        if code == errno_mod.ENOENT and what == "cannot request":
+            text += (f" (no line named {self.cfg.line!r} on this chip: `gpioinfo` lists the lines, `gpiofind` "
+                     "finds the chip; a Pi 5 with a kernel before 6.6.45 has its header on /dev/gpiochip4)")
+        elif code == errno_mod.EACCES:
             text += " (is the agent's user in the gpio group? docs/hardware.md)"
         elif code == errno_mod.EBUSY:
             text += " (another program holds the line: gpioinfo shows it)"

@@ -146,11 +146,14 @@ class GpioChipEmulator:
         return self.closed_level == "low"     # an external resistor toward the open level
 
     def offset(self, line: int | str) -> int:
-        """Offset of a line given by offset or name. Raises ValueError like ``Chip.line_offset_from_id``."""
+        """Offset of a line given by offset or name, as ``gpiod.Chip.line_offset_from_id``: an unknown
+        name raises OSError ENOENT (a digit string is an offset), an offset off the chip ValueError."""
         if isinstance(line, str):
-            if line not in self.names:
-                raise ValueError(f"unknown line name: {line}")
-            return self.names.index(line)
+            if line in self.names:
+                return self.names.index(line)
+            if not line.strip().lstrip("-").isdigit():
+                raise FileNotFoundError(errno_mod.ENOENT, os.strerror(errno_mod.ENOENT))
+            line = int(line)
         if not 0 <= line < len(self.names):
             raise ValueError("line offset of out range")
         return line

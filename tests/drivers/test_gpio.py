@@ -124,8 +124,12 @@ def test_a_busy_line_and_an_unknown_line_are_refused_with_the_reason():
             other.open()
         assert info.value.errno == 16 and "gpioinfo" in str(info.value)
     unknown = GpioSwitch(GpioEstopConfig(kind="gpio", chip="sim://", line="GPIO99"), openers=openers)
-    with pytest.raises(DriverError, match="GPIO99"):
+    with pytest.raises(DriverError, match="no line named 'GPIO99' on this chip") as info:
         unknown.open()
+    assert info.value.errno == 2
+    off_chip = GpioSwitch(GpioEstopConfig(kind="gpio", chip="sim://", line=60), openers=openers)
+    with pytest.raises(DriverError, match="line 60: line offset of out range"):   # gpiod's own words
+        off_chip.open()
 
 
 def test_a_missing_chip_path_and_an_unknown_scheme_are_driver_errors():
