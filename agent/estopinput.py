@@ -31,6 +31,7 @@ import time
 from collections.abc import Callable
 from typing import Any, Protocol
 
+from agent.ratelimit import RateLimitedLog
 from agent.supervisor import Supervised
 from drivers.base import SwitchInput
 
@@ -38,6 +39,9 @@ log = logging.getLogger(__name__)
 
 #: Set / release verdicts of :meth:`EstopDebounce.update`.
 SET, RELEASE = "set", "release"
+
+#: The circuit's changes are logged at most this often, s (a flapping wire changes it per edge).
+CHANGE_LOG_S = 1.0
 
 #: The e-stop setter name of the input (agent.control.safety.ESTOP_SETTERS).
 BY = "input"
@@ -131,6 +135,11 @@ class EstopWatch:
         device: the supervised switch driver (``estop`` in device health).
         debounce_s: release debounce, s. poll_hz: reads per second without an edge.
         clock: monotonic clock, s.
+
+    Attributes:
+        debounce: the rule's state (``debounce.active``: the input holds its e-stop).
+        last_closed: the last reading (True closed, False open, None unreadable).
+        reads: readings taken so far.
     """
 
     def __init__(self, device: Supervised[SwitchInput], *, debounce_s: float, poll_hz: float,
@@ -143,6 +152,7 @@ class EstopWatch:
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="estop-input", daemon=True)
+        self._changes = RateLimitedLog(log, CHANGE_LOG_S, clock=clock)
         self.last_closed: bool | None = None
         self.reads = 0
 
@@ -182,7 +192,8 @@ class EstopWatch:
         now = self._clock()
         verdict = self.debounce.update(closed, now)
         if closed != self.last_closed:
-            log.info("e-stop input: circuit %s", {True: "closed", False: "open"}.get(closed, "unreadable"))
+            self._changes.log(logging.INFO, "circuit", "e-stop input: circuit %s",
+                              {True: "closed", False: "open"}.get(closed, "unreadable"))
             self.last_closed = closed
         if verdict == SET:
             self._emit_set(self._reason(closed))
