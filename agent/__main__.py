@@ -7,6 +7,9 @@
   print a suggested ``drivers`` section.
 - ``robot-agent status``: the health of the running agent as a table (agent.status); exit 0
   healthy, 1 degraded, 2 no agent, 3 stale status.
+- ``robot-agent estop [--release] [--reason TEXT]``: set or release the running agent's emergency
+  stop through its control socket (agent.estopctl); exit 0 done, 1 refused (release without an
+  e-stop), 2 no agent running, 3 permission denied.
 - ``robot-agent selftest [--config PATH] [--yes]``: open, read and check every configured device,
   pulse each track after a confirmation (agent.selftest); exit 0 all passed, 1 any failed.
 
@@ -207,6 +210,13 @@ def cmd_status(args: argparse.Namespace) -> int:
     return report(status_path(args.status_file), print)
 
 
+def cmd_estop(args: argparse.Namespace) -> int:
+    from agent.estopctl import command, socket_path
+    from agent.status import status_path
+    path = Path(args.socket) if args.socket else socket_path(status_path(args.status_file))
+    return command(path, args.release, args.reason, print)
+
+
 def cmd_check_config(args: argparse.Namespace) -> int:
     try:
         cfg = load(args.path)
@@ -293,6 +303,14 @@ def build_parser() -> argparse.ArgumentParser:
     st = sub.add_parser("status", help="health of the running agent; exit 1 degraded, 2 no agent, 3 stale")
     st.add_argument("--status-file", default=None, help="as for run")
     st.set_defaults(func=cmd_status)
+    es = sub.add_parser("estop", help="set the emergency stop of the running agent (--release: release it); "
+                                      "exit 1 refused, 2 no agent, 3 permission denied")
+    es.add_argument("--release", action="store_true", help="release the emergency stop (moves nothing)")
+    es.add_argument("--reason", default="", help="why, shown on every channel (default: who ran it)")
+    es.add_argument("--status-file", default=None, help="as for run: the control socket is beside it")
+    es.add_argument("--socket", default=None, help="the control socket itself (default $ROBOT_AGENT_CONTROL_SOCKET, "
+                                                  "else control.sock beside the status file)")
+    es.set_defaults(func=cmd_estop)
     return p
 
 

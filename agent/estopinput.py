@@ -162,9 +162,22 @@ class EstopWatch:
             self._sink = sink
 
     def start(self) -> None:
-        """Take one reading now (an open or missing input holds the e-stop from the start), then watch."""
+        """Adopt a kept e-stop of the input, take one reading now (an open or missing input holds the
+        e-stop from the start), then watch."""
+        self.adopt_kept()
         self.poll_once()
         self._thread.start()
+
+    def adopt_kept(self) -> bool:
+        """An e-stop the input set before a restart (put back by agent.estopctl) is the input's again:
+        the circuit reading closed for ``debounce_s`` releases it. True when one was adopted."""
+        sink = self._sink_now()
+        if sink is None or sink.holder() != BY:
+            return False
+        self.debounce.active = True
+        log.warning("e-stop input: the e-stop kept across the restart was set by the input; it ends once "
+                    "the circuit has read closed for %.2f s", self.debounce.debounce_s)
+        return True
 
     def close(self) -> None:
         """Stop the thread (the device is closed by its owner). Idempotent."""

@@ -29,6 +29,7 @@ from typing import Callable
 
 from agent.app import Agent
 from agent.config import AgentConfig
+from agent.estopctl import ControlServer, EstopStore, socket_path, store_path
 from agent.status import StatusReporter
 
 log = logging.getLogger(__name__)
@@ -92,7 +93,9 @@ async def run(cfg: AgentConfig, *, config_path: str | None = None, logs=None,
     """Run the agent until SIGTERM/SIGINT (or ``stop`` is set). Returns the exit status.
 
     Args:
-        status_file: where the health is written for ``robot-agent status`` (None: none).
+        status_file: where the health is written for ``robot-agent status`` (None: none). The control
+            socket of ``robot-agent estop`` sits beside it and the e-stop is kept across restarts in
+            the state directory or beside it (agent.estopctl); None: neither.
     """
     stop = stop or asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -100,9 +103,18 @@ async def run(cfg: AgentConfig, *, config_path: str | None = None, logs=None,
     notify = _systemd_notify()
     agent = Agent(cfg, config_path=config_path, logs=logs)
     reporter = StatusReporter(agent, notify, status_file)
+    store = EstopStore(store_path(status_file)) if status_file is not None else None
+    server = ControlServer(agent.control, socket_path(status_file)) if status_file is not None else None
     tasks: list[asyncio.Task] = []
     try:
+        if store is not None:   # before any adapter connects: a kept e-stop holds from the first tick
+            kept = await asyncio.to_thread(store.load)
+            if kept is not None:
+                agent.control.restore_estop(kept)
+            agent.control.on_estop_change(store.save)
         await agent.start()
+        if server is not None:
+            await server.start()
         notify("READY=1")
         tasks.append(asyncio.create_task(reporter.run(), name="status"))
         period = watchdog_period_s()
@@ -116,7 +128,11 @@ async def run(cfg: AgentConfig, *, config_path: str | None = None, logs=None,
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         reporter.remove()
+        if server is not None:
+            await server.close()
         await agent.close()
+        if store is not None:
+            await asyncio.to_thread(store.close)
         _handle_signals(loop, None)
     log.info("stopped")
     return 0

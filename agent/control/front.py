@@ -10,6 +10,9 @@ release of a driving source calls ``wake`` so the scheduler runs a tick at once,
 does a velocity command whose value differs from its source's last one (a repeat
 only refreshes the watchdog). A velocity more than ``OVER_LIMIT_FACTOR`` (10) times
 the configured maximum is refused with a CommandError, not clamped to full speed.
+Before any motion command the halts are asked (``ControlState.safety.admit``,
+agent.control.safety): while the e-stop or a failsafe latch holds it is refused;
+``estop`` / ``release_estop`` set and release the e-stop (docs/safety.md).
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ from agent.model import (
     CalibrateImu,
     Command,
     Gripper,
+    Halt,
     JointPosition,
     JointTrajectory,
     JointTrajectoryStop,
@@ -100,6 +104,7 @@ class Front:
         self._closed = False
         self._muted: dict[str, float] = {}  # source -> its last velocity command refused by the stop latch, s
         self._calibration: concurrent.futures.Future | None = None
+        self._estop_listeners: list[Callable[[Halt | None], None]] = []
         self._rejects = RateLimitedLog(log, REJECT_LOG_INTERVAL_S)
         self._snap = Snapshot(joints=state.joints.state(), gripper=state.joints.gripper)
         self._ring: deque[Snapshot] = deque(maxlen=RING_SIZE)
@@ -314,11 +319,36 @@ class Front:
                 if new:
                     self._state.arbiter.drop()
                     self._state.joints.hold()
+                estop = self._state.safety.state().estop
         except CommandError as err:
             log.error("emergency stop refused: %s", err)
             raise
         self._wake()
+        if new:
+            self._estop_changed(estop)
         return new
+
+    def restore_estop(self, halt: Halt) -> bool:
+        """Put back an e-stop kept across a restart (SafetyLatches.restore_estop); wakes a tick."""
+        with self._lock:
+            new = self._state.safety.restore_estop(halt)
+            if new:
+                self._state.arbiter.drop()
+                self._state.joints.hold()
+        self._wake()
+        return new
+
+    def on_estop_change(self, listener: Callable[[Halt | None], None]) -> None:
+        """Call ``listener(halt)`` after the e-stop is set (the Halt) or released (None), on the caller's
+        thread, outside the lock; it must not block (agent.estopctl hands the write to its own thread)."""
+        self._estop_listeners.append(listener)
+
+    def _estop_changed(self, halt: Halt | None) -> None:
+        for listener in self._estop_listeners:
+            try:
+                listener(halt)
+            except Exception:  # noqa: BLE001 - a listener's bug must not undo or block the e-stop
+                log.exception("e-stop listener failed")
 
     def release_estop(self, by: str) -> None:
         """Release the e-stop; moves nothing (claims were dropped), wakes a tick.
@@ -334,6 +364,7 @@ class Front:
             log.error("emergency stop release refused: %s", err)
             raise
         self._wake()
+        self._estop_changed(None)
 
     def close(self) -> None:
         """Refuse every command from now on (the loop is closing)."""

@@ -17,7 +17,8 @@ stops the tracks at its deadline, never later than one tick after it; ``Stop`` f
 source wins; a released source that was driving stops at once; a failed duty
 write drops every base command so the tracks stay at zero until a command
 arrives after the motor answers again; :meth:`ControlLoop.close` writes zero and
-confirms it.
+confirms it; while the emergency stop (:meth:`ControlLoop.estop`) or a failsafe latch holds,
+every motion command is refused and the tracks are held at zero (agent.control.safety).
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from agent.control.devices import DeviceIO, HardwarePort
 from agent.control.front import Front, describe
 from agent.control.scheduler import Scheduler, TickStats
 from agent.control.tick import ControlState, command, motor_answered, observe
-from agent.model import Command, Snapshot
+from agent.model import Command, Halt, Snapshot
 
 log = logging.getLogger(__name__)
 
@@ -116,6 +117,14 @@ class ControlLoop:
             CommandDeclined: no emergency stop is set.
         """
         self._front.release_estop(by)
+
+    def restore_estop(self, halt: Halt) -> bool:
+        """Put back an e-stop kept across a restart (its setter and time unchanged); True when set now."""
+        return self._front.restore_estop(halt)
+
+    def on_estop_change(self, listener: Callable[[Halt | None], None]) -> None:
+        """``listener(halt)`` after each set (the Halt) and release (None) of the e-stop; must not block."""
+        self._front.on_estop_change(listener)
 
     @property
     def safety(self):  # -> agent.control.safety.SafetyLatches

@@ -101,6 +101,19 @@ class SafetyLatches:
                     by, self._estop.reason)
         return True
 
+    def restore_estop(self, halt: Halt) -> bool:
+        """Put back an e-stop kept across a restart (agent.estopctl), its setter and time unchanged.
+        True when set now; False when an e-stop already holds."""
+        if halt.kind != "estop":
+            raise CommandRejected(f"restore_estop: a {safe(halt.kind, 20)} halt is not an e-stop")
+        if self._estop is not None:
+            return False
+        self._estop = Halt("estop", halt.reason, halt.by, halt.since_unix_s)
+        self._update()
+        log.warning("EMERGENCY STOP restored after a restart: %s; every motion command refused until released",
+                    describe_halt(self._estop))
+        return True
+
     def release_estop(self, by: str) -> Halt:
         """Release the e-stop (``by``: console, cli or input); returns the halt released. Moves nothing.
 

@@ -206,3 +206,20 @@ async def test_a_telem_the_link_did_not_take_is_sent_again_next_period():
     answers = iter([False, False])                           # the link refuses twice, then takes it
     sent, _ = await run_telem(Drive(moving_polls=1), period_s=0.1, polls=10, emit_ok=lambda n: next(answers, True))
     assert len(sent) == 1 and sent[0][0] == pytest.approx(0.3)
+
+
+def test_halts_and_speed_cap_are_hub_ui_keys_and_a_change_is_sent():
+    from agent.model import Halt, SafetyState
+
+    quiet = telemetry(snap())
+    assert (quiet["estop"], quiet["halted"], quiet["halt"], quiet["halts"]) == (False, False, "", [])
+    assert quiet["speed_cap_mps"] is None and quiet["speed_cap_reason"] == ""
+    safety = SafetyState((Halt("estop", "STOP pressed", "console", 1_764_612_000.0),), 0.3, "battery 6.6 V low")
+    t = telemetry(snap(safety=safety))
+    assert t["estop"] is True and t["halted"] is True
+    assert t["halt"] == "emergency stop set by console since 2025-12-01 18:00:00 UTC: STOP pressed"
+    assert t["halts"] == [{"kind": "estop", "reason": "STOP pressed", "by": "console", "since_unix_s": 1_764_612_000.0,
+                           "since": "2025-12-01T18:00:00Z", "cleared": False}]
+    assert (t["speed_cap_mps"], t["speed_cap_reason"]) == (0.3, "battery 6.6 V low")
+    json.dumps(t, allow_nan=False)
+    assert changed(t, quiet) and changed(quiet, t)

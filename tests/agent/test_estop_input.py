@@ -219,3 +219,24 @@ def test_selftest_passes_a_closed_input_and_fails_an_open_one_with_the_reason():
         tank.close()
     assert closed.result == PASS and "circuit closed on sim:// line 'GPIO17'" in closed.detail
     assert opened.result == FAIL and "circuit OPEN" in opened.detail
+
+
+def test_an_input_estop_kept_across_a_restart_is_released_by_a_steady_close(wrig):
+    from agent.model import Halt
+    wrig.loop.restore_estop(Halt("estop", "e-stop input: circuit open", "input", 1_764_612_000.0))
+    assert wrig.watch.adopt_kept() is True
+    for _ in range(int(DEBOUNCE_S / DT) - 2):
+        wrig.poll()
+        assert wrig.rig.tick().safety.estop is not None               # held until the debounce is over
+    for _ in range(4):
+        wrig.poll()
+    assert wrig.rig.tick().safety.estop is None
+
+
+def test_a_kept_console_estop_is_not_adopted(wrig):
+    from agent.model import Halt
+    wrig.loop.restore_estop(Halt("estop", "operator", "console", 1_764_612_000.0))
+    assert wrig.watch.adopt_kept() is False
+    for _ in range(int(DEBOUNCE_S / DT) + 5):
+        wrig.poll()
+    assert wrig.rig.tick().safety.estop.by == "console"

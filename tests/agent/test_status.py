@@ -184,3 +184,25 @@ def test_a_killed_agent_not_yet_reaped_is_stale_at_once(tmp_path):
     finally:
         proc.kill()
         proc.wait()
+
+
+def test_summary_and_table_lead_with_the_halts():
+    from agent.model import Halt, SafetyState
+    from agent.status import format_table
+
+    health = {"state": "ok", "devices": [{"name": "motor", "state": "ok"}], "links": {}, "active_source": "",
+              "watchdog": "idle", "stopped": False, "loop": {"keeps_rate": True}, "faults": [],
+              "safety": SafetyState().as_dict()}
+    assert summary(health).startswith("ok; devices motor=ok")
+    health["safety"] = SafetyState((Halt("estop", "hands on the tracks", "cli", 1_764_612_000.0),
+                                    Halt("tilt", "roll 40 deg", "robot", 1_764_612_005.0, cleared=True)),
+                                   0.3, "battery low").as_dict()
+    line = summary(health)
+    assert line.startswith("HALTED: emergency stop set by cli since 2025-12-01 18:00:00 UTC: hands on the tracks; "
+                           "tilt failsafe set by robot since 2025-12-01 18:00:05 UTC: roll 40 deg (condition cleared")
+    assert "speed capped at 0.3 m/s: battery low; ok; devices motor=ok" in line
+    rows = format_table({**health, "name": "tank", "pid": 1}).splitlines()
+    assert any(r.split()[:3] == ["EMERGENCY", "STOP", "SET"] and "by cli since 2025-12-01T18:00:00Z: hands on" in r
+               for r in rows), rows
+    assert any(r.split()[:3] == ["failsafe", "tilt", "cleared"] for r in rows), rows
+    assert any(r.split()[:4] == ["speed", "cap", "0.3", "m/s"] for r in rows), rows

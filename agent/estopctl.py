@@ -1,0 +1,339 @@
+"""``robot-agent estop``: the local control channel to the running agent, and the e-stop kept across restarts.
+
+**Channel.** The agent listens on a Unix stream socket, ``control.sock`` next to the status file
+(``/run/robot-agent/control.sock`` under systemd, ``logs/control.sock`` for ``scripts/run-sim.sh``;
+:func:`socket_path`). Its mode is 0660: root and the service's user and group may use it, nobody
+else (the kernel checks write permission on connect). One request per connection, one JSON line
+each way, at most :data:`MAX_LINE` bytes:
+
+- ``{"op": "estop", "reason": "..."}`` -> ``{"ok": true, "new": bool, "estop": {...}}``
+- ``{"op": "release"}`` -> ``{"ok": true, "released": {...}}``, or ``{"ok": false, "error": "no_estop",
+  "message": ...}`` when none is set
+- ``{"op": "state"}`` -> ``{"ok": true, "safety": {...}}``
+
+The setter is always ``cli``; the caller's uid and pid (``SO_PEERCRED``) are logged. Bad requests get
+``{"ok": false, "error": "bad_request", "message": ...}`` and change nothing.
+
+**Kept across restarts.** Every set and release is written (atomically, on a thread of its own) to
+``estop.json`` in the state directory (``$STATE_DIRECTORY``, ``/var/lib/robot-agent`` under systemd),
+or next to the status file without one (:func:`store_path`). At start the agent puts a kept e-stop
+back before any adapter connects, so a robot restarted by the watchdog or a reboot comes back
+halted, never armed. A state file that cannot be read sets the e-stop too (by ``robot``), with the
+reason; release it as any other.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import errno
+import json
+import logging
+import os
+import socket
+import struct
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from agent.errors import CommandError
+from agent.model import Halt
+from agent.ratelimit import safe
+
+log = logging.getLogger(__name__)
+
+#: the socket's file name, next to the status file
+SOCKET_NAME = "control.sock"
+#: the kept e-stop's file name, in the state directory (or next to the status file)
+STORE_NAME = "estop.json"
+#: environment overrides for the socket and the state file
+SOCKET_ENV = "ROBOT_AGENT_CONTROL_SOCKET"
+STORE_ENV = "ROBOT_AGENT_ESTOP_FILE"
+#: the socket's mode: root and the service's user and group
+SOCKET_MODE = 0o660
+#: longest request or reply line, bytes
+MAX_LINE = 4096
+#: how long either side waits for the other, s
+IO_TIMEOUT_S = 5.0
+#: the longest path a Unix socket address holds (Linux sun_path, 108 bytes with the NUL)
+MAX_SOCKET_PATH = 107
+#: exit statuses of ``robot-agent estop``
+EXIT_DONE, EXIT_REFUSED, EXIT_NO_AGENT, EXIT_DENIED = 0, 1, 2, 3
+
+
+def socket_path(status_file: Path) -> Path:
+    """The control socket: ``$ROBOT_AGENT_CONTROL_SOCKET``, else ``control.sock`` beside ``status_file``."""
+    if os.environ.get(SOCKET_ENV):
+        return Path(os.environ[SOCKET_ENV])
+    return Path(status_file).parent / SOCKET_NAME
+
+
+def store_path(status_file: Path) -> Path:
+    """The kept e-stop: ``$ROBOT_AGENT_ESTOP_FILE``, else ``$STATE_DIRECTORY/estop.json`` (systemd),
+    else ``estop.json`` beside ``status_file``."""
+    if os.environ.get(STORE_ENV):
+        return Path(os.environ[STORE_ENV])
+    state = os.environ.get("STATE_DIRECTORY", "").split(":")[0]
+    return Path(state) / STORE_NAME if state else Path(status_file).parent / STORE_NAME
+
+
+# ----------------------------------------------------------------------------- the kept e-stop
+
+
+class EstopStore:
+    """``estop.json``: the e-stop in force (a Halt's fields) or ``{"estop": null}``.
+
+    Args:
+        path: the file. Writes go through one worker thread in call order (latest state last).
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        self._writer = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="estop-store")
+
+    def load(self, now_unix_s: float | None = None) -> Halt | None:
+        """The kept e-stop, None when there is none (no file, or released). Blocking: call off the event loop.
+
+        A file that exists but cannot be read or parsed gives an e-stop by ``robot`` saying so:
+        not knowing whether the robot was e-stopped is treated as e-stopped.
+        """
+        try:
+            data = json.loads(self.path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError) as err:
+            return self._unknown(f"cannot read {self.path}: {err}", now_unix_s)
+        try:
+            if not isinstance(data, dict) or data.get("version") != 1:
+                raise ValueError("not a version 1 e-stop file")
+            kept = data["estop"]
+            if kept is None:
+                return None
+            by, reason, since = kept["by"], kept["reason"], float(kept["since_unix_s"])
+            if not isinstance(by, str) or not isinstance(reason, str):
+                raise ValueError("by and reason must be strings")
+            return Halt("estop", safe(reason, 400), safe(by, 20), since)
+        except (KeyError, TypeError, ValueError) as err:
+            return self._unknown(f"{self.path} is not a valid e-stop file ({err})", now_unix_s)
+
+    @staticmethod
+    def _unknown(problem: str, now_unix_s: float | None) -> Halt:
+        log.error("e-stop state unknown (%s): the robot starts e-stopped", problem)
+        return Halt("estop", f"the e-stop kept across restarts is unknown: {safe(problem, 120)}", "robot",
+                    time.time() if now_unix_s is None else now_unix_s)
+
+    def save(self, halt: Halt | None) -> concurrent.futures.Future:
+        """Write ``halt`` (None: released) on the store's thread; never blocks the caller."""
+        return self._writer.submit(self._write, halt)
+
+    def _write(self, halt: Halt | None) -> None:
+        data = {"version": 1, "estop": None if halt is None else
+                {"by": halt.by, "reason": halt.reason, "since_unix_s": halt.since_unix_s}}
+        try:
+            fd, tmp = tempfile.mkstemp(prefix=".estop-", dir=self.path.parent)
+            try:
+                with os.fdopen(fd, "w") as f:
+                    json.dump(data, f)
+                    f.flush()
+                    os.fsync(f.fileno())
+                os.replace(tmp, self.path)
+            except BaseException:
+                Path(tmp).unlink(missing_ok=True)
+                raise
+        except OSError as err:
+            log.error("cannot keep the e-stop in %s (%s): after a restart the robot would not remember it",
+                      self.path, err)
+
+    def close(self) -> None:
+        """Finish pending writes."""
+        self._writer.shutdown(wait=True)
+
+
+# ----------------------------------------------------------------------------- the agent's side
+
+
+def _peer(writer: asyncio.StreamWriter) -> str:
+    sock = writer.get_extra_info("socket")
+    try:
+        pid, uid, _gid = struct.unpack("3i", sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED,
+                                                            struct.calcsize("3i")))
+        return f"uid {uid} pid {pid}"
+    except (OSError, AttributeError):
+        return "unknown peer"
+
+
+class ControlServer:
+    """The control socket on the event loop; see the module docstring.
+
+    Args:
+        control: the ControlLoop (``estop``, ``release_estop``, ``snapshot``).
+        path: the socket path.
+    """
+
+    def __init__(self, control: Any, path: Path) -> None:
+        self.control = control
+        self.path = Path(path)
+        self._server: asyncio.AbstractServer | None = None
+
+    async def start(self) -> bool:
+        """Listen; False (logged) when it cannot: path too long, directory missing, another agent on it."""
+        path = self.path
+        if len(os.fsencode(path)) > MAX_SOCKET_PATH:
+            log.error("control socket path %s is longer than %d bytes: `robot-agent estop` cannot reach this "
+                      "agent; set %s to a shorter path", path, MAX_SOCKET_PATH, SOCKET_ENV)
+            return False
+        if path.is_socket():
+            if await asyncio.to_thread(_answers, path):
+                log.error("control socket %s is in use by another running agent: `robot-agent estop` reaches "
+                          "that one, not this", path)
+                return False
+            path.unlink(missing_ok=True)            # left behind by an agent that died
+        try:
+            self._server = await asyncio.start_unix_server(self._serve, path=str(path), limit=MAX_LINE)
+            os.chmod(path, SOCKET_MODE)
+        except OSError as err:
+            log.error("cannot listen on the control socket %s (%s): `robot-agent estop` cannot reach this agent",
+                      path, err)
+            return False
+        log.info("control socket %s (robot-agent estop)", path)
+        return True
+
+    async def close(self) -> None:
+        """Stop listening and remove the socket."""
+        if self._server is not None:
+            self._server.close()
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self._server.wait_closed(), 1.0)
+            self._server = None
+            with contextlib.suppress(OSError):
+                self.path.unlink(missing_ok=True)
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        peer = _peer(writer)
+        try:
+            try:
+                line = await asyncio.wait_for(reader.readline(), IO_TIMEOUT_S)
+                reply = self.handle(line, peer)
+            except (ValueError, asyncio.LimitOverrunError):
+                reply = _bad(peer, f"request longer than {MAX_LINE} bytes")
+            except asyncio.TimeoutError:
+                reply = _bad(peer, f"no request line within {IO_TIMEOUT_S:.0f} s")
+            writer.write(json.dumps(reply).encode() + b"\n")
+            await asyncio.wait_for(writer.drain(), IO_TIMEOUT_S)
+        except (OSError, asyncio.TimeoutError) as err:
+            log.info("control socket: %s left early (%s)", peer, err)
+        finally:
+            writer.close()
+            with contextlib.suppress(Exception):
+                await writer.wait_closed()
+
+    def handle(self, line: bytes, peer: str = "") -> dict[str, Any]:
+        """One request line -> the reply dict (never raises)."""
+        try:
+            request = json.loads(line)
+        except ValueError:
+            return _bad(peer, f"not a JSON line: {safe(line, 80)}")
+        if not isinstance(request, dict) or not isinstance(request.get("op"), str):
+            return _bad(peer, 'a request is {"op": "estop" | "release" | "state", ...}')
+        op = request["op"]
+        try:
+            if op == "estop":
+                reason = request.get("reason", "")
+                if not isinstance(reason, str):
+                    return _bad(peer, "reason must be a string")
+                reason = reason.strip() or f"robot-agent estop ({peer})"
+                new = self.control.estop("cli", reason)
+                log.warning("control socket: e-stop %s by robot-agent estop (%s)", "set" if new else "already set",
+                            peer)
+                return {"ok": True, "new": new, "estop": self._estop()}
+            if op == "release":
+                before = self._estop()
+                self.control.release_estop("cli")
+                log.warning("control socket: e-stop released by robot-agent estop --release (%s)", peer)
+                return {"ok": True, "released": before}
+            if op == "state":
+                return {"ok": True, "safety": self.control.snapshot().safety.as_dict()}
+        except CommandError as err:     # CommandDeclined: release without an e-stop
+            return {"ok": False, "error": err.reason, "message": str(err)}
+        return _bad(peer, f"unknown op {safe(op, 40)}; known: estop, release, state")
+
+    def _estop(self) -> dict[str, Any] | None:
+        with self.control.locked():
+            halt = self.control.safety.state().estop
+        return None if halt is None else {**halt.as_dict(), "text": halt.describe()}
+
+
+def _bad(peer: str, message: str) -> dict[str, Any]:
+    log.error("control socket: bad request from %s: %s", peer or "a client", message)
+    return {"ok": False, "error": "bad_request", "message": message}
+
+
+def _answers(path: Path) -> bool:
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+        s.settimeout(1.0)
+        try:
+            s.connect(str(path))
+        except OSError:
+            return False
+    return True
+
+
+# ----------------------------------------------------------------------------- the CLI's side
+
+
+def request(path: Path, message: dict[str, Any], timeout_s: float = IO_TIMEOUT_S) -> dict[str, Any]:
+    """Send one request to the agent at ``path`` and return its reply.
+
+    Raises:
+        FileNotFoundError / ConnectionRefusedError: no agent listens there.
+        PermissionError: the caller may not use the socket.
+        OSError: any other failure (timeout, a reply that is not JSON: ``OSError(EPROTO)``).
+    """
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+        s.settimeout(timeout_s)
+        s.connect(str(path))
+        s.sendall(json.dumps(message).encode() + b"\n")
+        data = b""
+        while not data.endswith(b"\n") and len(data) <= MAX_LINE * 4:
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            data += chunk
+    try:
+        reply = json.loads(data)
+    except ValueError as err:
+        raise OSError(errno.EPROTO, f"the agent's reply is not JSON: {safe(data, 80)}") from err
+    if not isinstance(reply, dict):
+        raise OSError(errno.EPROTO, "the agent's reply is not a JSON object")
+    return reply
+
+
+def command(path: Path, release: bool, reason: str, out: Any) -> int:
+    """``robot-agent estop [--release]``: print what happened through ``out``; return the exit status
+    (0 done, 1 refused by the agent, 2 no agent running, 3 permission denied)."""
+    message = {"op": "release"} if release else {"op": "estop", "reason": reason}
+    try:
+        reply = request(path, message)
+    except (FileNotFoundError, ConnectionRefusedError):
+        out(f"no agent is running (nothing listens on {path}; for scripts/run-sim.sh use "
+            f"--status-file logs/status.json, or set {SOCKET_ENV})")
+        return EXIT_NO_AGENT
+    except PermissionError:
+        out(f"permission denied on {path}: run it as root (sudo robot-agent estop) or as a member of the "
+            "service's group (robot-agent)")
+        return EXIT_DENIED
+    except OSError as err:
+        out(f"no answer from the agent on {path}: {err}")
+        return EXIT_NO_AGENT
+    if not reply.get("ok"):
+        out(f"refused: {reply.get('message', reply)}")
+        return EXIT_REFUSED
+    if release:
+        released = reply.get("released") or {}
+        out(f"emergency stop released (it was {released.get('text', 'set')}); nothing moves until a fresh command")
+    else:
+        estop = reply.get("estop") or {}
+        out(f"{'EMERGENCY STOP set' if reply.get('new') else 'already set'}: {estop.get('text', '')}")
+    return EXIT_DONE
