@@ -9,9 +9,10 @@
   the e-stop once and holds it until the line has been steady;
 - the input releases only the e-stop it set: a console or CLI e-stop has its own setter
   and needs its own release;
-- while the input holds (open or unreadable) and the e-stop is found released by someone
-  else (a console release of an e-stop the console set first), the input sets it again at
-  its next reading: the robot never runs with the circuit open for longer than one poll.
+- while the input holds (open, unreadable, or closed for less than ``debounce_s``) nobody
+  else may release the e-stop: the latch asks :meth:`EstopWatch.holding_reason` and refuses
+  the release with it (``SafetyLatches.hold_while``); should the e-stop be found released all
+  the same, the input sets it again at its next reading.
 
 :class:`EstopWatch` runs it: a thread (never the event loop) that waits for an edge
 of the line or ``1 / poll_hz`` s, whichever comes first, reads the line through
@@ -59,6 +60,9 @@ class EstopSink(Protocol):
     def release(self) -> bool:
         """Release the e-stop if the input holds it; True when released."""
 
+    def hold(self, why: Callable[[], str | None]) -> None:
+        """Refuse anyone else's release while ``why()`` gives a reason (called under the sink's lock)."""
+
 
 class LoopEstop:
     """:class:`EstopSink` on a :class:`agent.control.ControlLoop` (its e-stop API, docs/safety.md)."""
@@ -81,6 +85,10 @@ class LoopEstop:
                 return False
             self._loop.safety.release_estop(BY)
             return True
+
+    def hold(self, why: Callable[[], str | None]) -> None:
+        with self._loop.locked():
+            self._loop.safety.hold_while(BY, why)
 
 
 class EstopDebounce:
@@ -160,6 +168,18 @@ class EstopWatch:
         """Where the verdicts go (:class:`LoopEstop` on the control loop). Call before :meth:`start`."""
         with self._lock:
             self._sink = sink
+        sink.hold(self.holding_reason)
+
+    def holding_reason(self) -> str | None:
+        """Why the input holds the e-stop now (its circuit open, unreadable, or not yet closed for
+        ``debounce_s``), or None when it does not. Non-blocking: the e-stop latch asks it on a release."""
+        if not self.debounce.active:
+            return None
+        if self.last_closed is None:
+            return "its line is unreadable"
+        if self.last_closed is False:
+            return "its circuit is open (switch pressed or wire cut)"
+        return f"its circuit has not yet read closed for {self.debounce.debounce_s:.2f} s"
 
     def start(self) -> None:
         """Adopt a kept e-stop of the input, take one reading now (an open or missing input holds the

@@ -169,18 +169,38 @@ def test_the_input_never_releases_a_console_estop(wrig):
     assert wrig.rig.tick().safety.estop is None
 
 
-def test_a_console_release_while_the_switch_is_open_is_undone_at_the_next_reading(wrig):
-    wrig.loop.estop("console", "operator")
+@pytest.mark.parametrize("setter", ["input", "console"])
+def test_no_release_while_the_switch_is_open_whoever_set_the_estop(wrig, setter):
+    if setter == "console":
+        wrig.loop.estop("console", "operator")
     wrig.emu.open_switch()
     wrig.watch.poll_once()
-    wrig.loop.release_estop("console")                        # the switch is still open
+    for by in ("console", "cli"):
+        with pytest.raises(CommandDeclined, match="the e-stop input still holds it: its circuit is open") as err:
+            wrig.loop.release_estop(by)
+        assert err.value.reason == "held"
+    assert wrig.rig.tick().safety.estop.by == setter            # nothing changed
+    wrig.emu.close_switch()
+    wrig.poll()
+    with pytest.raises(CommandDeclined, match="not yet read closed for 0.30 s"):
+        wrig.loop.release_estop("console")                    # closed, but not steadily yet
+    for _ in range(int(DEBOUNCE_S / DT) + 2):
+        wrig.poll()
+    if setter == "console":                                   # the console's own e-stop: its own release
+        assert wrig.rig.tick().safety.estop.by == "console"
+        wrig.loop.release_estop("console")
+    assert wrig.rig.tick().safety.estop is None
+
+
+def test_an_estop_found_released_while_the_input_holds_is_set_again(wrig):
+    wrig.emu.open_switch()
+    wrig.watch.poll_once()
+    with wrig.loop.locked():                                  # a release that went around the hold
+        wrig.loop.safety._holds.clear()
+        wrig.loop.safety.release_estop("cli")
     wrig.watch.poll_once()
     halt = wrig.rig.tick().safety.estop
     assert halt is not None and halt.by == "input" and "set again" in halt.reason
-    wrig.emu.close_switch()
-    for _ in range(int(DEBOUNCE_S / DT) + 2):
-        wrig.poll()
-    assert wrig.rig.tick().safety.estop is None
 
 
 # ------------------------------------------------------------------ the whole agent, its own threads
