@@ -233,6 +233,9 @@ def cmd_check_config(args: argparse.Namespace) -> int:
         why = refusal(cfg.console)
         if why:     # the agent runs without its console then (the robot does not depend on it)
             print(f"{args.path}: warning: $.console: {why}")
+    from agent.control.failsafes import resolve as resolve_failsafes
+    for warning in resolve_failsafes(cfg).warnings:     # a failsafe off for want of its device
+        print(f"{args.path}: $.failsafe: {warning}")
     devices = [n for n in ("motor", "imu", "power", "servo") if getattr(cfg.drivers, n) is not None]
     print(f"{args.path}: ok (devices: {', '.join(devices) or 'none'}; cameras: {len(cfg.drivers.cameras)}; "
           f"artex: {'on' if cfg.artex_enabled else 'off'}, sim2bot: {'on' if cfg.sim2bot.enabled else 'off'}, "

@@ -15,6 +15,15 @@ sends on a channel becomes that source's *claim* on the channel, fresh until
   fresh claim on its channel is counted as overridden; a velocity command is
   still kept (it drives if it outlives the higher one), a latched one is refused.
 
+The stop latch (docs/safety.md): :meth:`Arbiter.stop` drops every claim. The
+stopper drives again with its next command. Every *other* source that was
+streaming velocity commands is latched out until it re-engages (its command
+after a pause of its timeout, a zero velocity command, its own stop, a reset:
+:meth:`Arbiter.re_engage`). While it is latched out its claims are *held at
+zero* (a claim without a command, renewed by each refused command,
+:meth:`Arbiter.hold`): the tracks stay at zero and lower-priority sources stay
+off the channel, so priorities hold after a stop.
+
 Not thread-safe: :class:`agent.control.ControlLoop` calls it under its lock.
 Times are seconds on the control loop's monotonic clock.
 """
@@ -27,7 +36,7 @@ from dataclasses import dataclass
 
 from agent.config import AgentConfig
 from agent.config.control import SOURCES
-from agent.model import Command
+from agent.model import BaseVelocity, Command, JointVelocity, TrackDuty
 
 log = logging.getLogger(__name__)
 
@@ -44,7 +53,8 @@ class Claim:
 
     Attributes:
         source: command source. channel: ``base`` or ``joints``.
-        command: the velocity command to execute, or None for a latched claim.
+        command: the velocity command to execute, or None for a latched claim (and for the
+            claim of a source held at zero by the stop latch).
         receipt_s: arrival time, s. deadline_s: fresh while ``now < deadline_s``, s.
     """
 
@@ -78,6 +88,36 @@ class Selection:
         """The velocity command to execute this tick, or None."""
         return self.winner.command if self.winner is not None else None
 
+    @property
+    def driver(self) -> str:
+        """The source whose velocity command drives this tick, or ``""`` (no winner, or a claim
+        without a command: a latched joint target, a source held at zero by the stop latch)."""
+        return self.winner.source if self.winner is not None and self.winner.command is not None else ""
+
+
+@dataclass(frozen=True, slots=True)
+class LatchedOut:
+    """A source latched out by another source's stop (see the module docstring).
+
+    Attributes:
+        stopper: the source whose stop latched it out.
+        last_s: the stop, or its last refused command since, s; it re-engages by a pause
+            of its timeout after this.
+    """
+
+    stopper: str
+    last_s: float
+
+
+def is_zero(command: Command) -> bool:
+    """True for an explicit zero velocity command (BaseVelocity(0, 0), TrackDuty(0, 0), all-zero
+    JointVelocity): the way a source latched out by a stop says it re-engaged."""
+    if isinstance(command, BaseVelocity):
+        return command.vx == 0.0 and command.omega == 0.0
+    if isinstance(command, TrackDuty):
+        return command.left == 0.0 and command.right == 0.0
+    return isinstance(command, JointVelocity) and all(q == 0.0 for q in command.qd)
+
 
 class Arbiter:
     """Per-channel claims of every source; see the module docstring.
@@ -92,6 +132,7 @@ class Arbiter:
         self._timeouts = dict(timeouts_s)
         self._claims: dict[tuple[str, str], Claim] = {}
         self._overridden: dict[str, int] = {s: 0 for s in self._timeouts}
+        self._latched: dict[str, LatchedOut] = {}
 
     @classmethod
     def from_config(cls, cfg: AgentConfig) -> Arbiter:
@@ -193,9 +234,90 @@ class Arbiter:
         keys = [k for k in self._claims if k[0] in chans and (srcs is None or k[1] in srcs)]
         return [self._claims.pop(k) for k in keys]
 
+    # ------------------------------------------------------------------ stop latch
+    def stop(self, stopper: str, now: float) -> list[Claim]:
+        """A stop from ``stopper`` at ``now``: drop every claim; returns the dropped ones.
+
+        ``stopper`` is no longer latched out. Every other source with a fresh velocity
+        claim (or a fresh claim held at zero) is latched out, its claims held at zero
+        until their deadlines (each refused command renews them, :meth:`hold`).
+        """
+        dropped = self.drop()
+        self._latched.pop(stopper, None)
+        for c in dropped:
+            if c.source != stopper and c.fresh(now) and (c.command is not None or c.source in self._latched):
+                self._latched[c.source] = LatchedOut(stopper, now)
+                self._claims[(c.channel, c.source)] = Claim(c.source, c.channel, None, c.receipt_s, c.deadline_s)
+        return dropped
+
+    def latched_out(self, source: str) -> LatchedOut | None:
+        """Why ``source`` is latched out by a stop, or None when it is not."""
+        return self._latched.get(source)
+
+    def hold(self, source: str, channel: str, now: float) -> None:
+        """A command of latched-out ``source`` on ``channel`` was refused at ``now``: its claim on
+        the channel is held at zero for its timeout, and its pause starts again."""
+        latched = self._latched[source]
+        self._latched[source] = LatchedOut(latched.stopper, now)
+        self._claims[(channel, source)] = Claim(source, channel, None, now, now + self.timeout_s(source))
+
+    def re_engage(self, source: str) -> LatchedOut | None:
+        """``source`` re-engaged: it is no longer latched out (what it sends next is arbitrated as
+        usual; a claim still held at zero ends when it sends on that channel or at its deadline).
+        Returns the latch it was in, or None."""
+        return self._latched.pop(source, None)
+
     def overridden(self) -> tuple[tuple[str, int], ...]:
         """(source, commands overridden so far) for every known source, in SOURCES order."""
         return tuple(sorted(self._overridden.items(), key=lambda kv: _order(kv[0])))
+
+
+class SenderLatch:
+    """The stop latch among the senders behind one source name that its adapter can tell apart
+    (Sim2Bot rooms: every room is the source ``sim2bot``), docs/safety.md.
+
+    The control loop treats every sender of the stopping source as the stopper. This keeps a
+    *different* sender of it that was streaming velocity commands when the stop came from
+    resuming by streaming on: its velocity commands are refused (the adapter does not submit
+    them) until it re-engages as a source does (a pause of ``timeout_s``, a zero velocity
+    command, its own stop, a reset). Its refused commands hold no claim: the stopper may drive.
+    Not thread-safe (the adapter's event loop).
+
+    Args:
+        timeout_s: the source's velocity timeout, s.
+    """
+
+    def __init__(self, timeout_s: float) -> None:
+        self._timeout = timeout_s
+        self._streamed: dict[str, float] = {}         # sender -> its last velocity command, s
+        self._latched: dict[str, LatchedOut] = {}
+
+    def stop(self, sender: str, now: float) -> list[str]:
+        """A stop from ``sender`` at ``now``; returns the other senders it latched out."""
+        self._latched.pop(sender, None)
+        out = [s for s, t in self._streamed.items() if s != sender and now - t < self._timeout]
+        for other in out:
+            self._latched[other] = LatchedOut(sender, now)
+        return out
+
+    def reset(self, sender: str) -> None:
+        """``sender`` sent a reset: it re-engages."""
+        self._latched.pop(sender, None)
+
+    def velocity(self, sender: str, command: Command, now: float) -> str | None:
+        """A velocity command from ``sender`` at ``now``: None to submit it, else why it is refused."""
+        self._streamed[sender] = now
+        latched = self._latched.get(sender)
+        if latched is None:
+            return None
+        if now - latched.last_s >= self._timeout or is_zero(command):
+            del self._latched[sender]
+            log.info("%s re-engaged after the stop from %s", sender, latched.stopper)
+            return None
+        self._latched[sender] = LatchedOut(latched.stopper, now)
+        return (f"{sender} was streaming when {latched.stopper} sent stop; its velocity commands are refused "
+                f"until it re-engages: send a zero velocity command, a stop, a reset, or nothing for "
+                f"{self._timeout:.2f} s")
 
 
 def _order(source: str) -> tuple[int, str]:

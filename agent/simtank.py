@@ -8,7 +8,11 @@ motor emulator writes duty into :class:`drivers.emulators.tank.TankPhysics`;
 the IMU reads its accelerations and yaw rate, the power monitor its battery
 voltage and current, the servo chip reports its pulse widths to it. A ``sim://``
 e-stop input is a GPIO chip emulator with the switch on its line
-(drivers/emulators/gpio.py): tests open, flap or remove it.
+(drivers/emulators/gpio.py): tests open, flap or remove it (:meth:`SimTank.gpio`).
+
+What the world does to the tank is an emulator control here, for tests and benchmarks in the
+same process (the agent sees it only through its drivers): :meth:`SimTank.drain_battery`,
+:meth:`SimTank.tilt`, :meth:`SimTank.obstacle` (the failsafes' conditions, docs/safety.md).
 """
 
 from __future__ import annotations
@@ -134,6 +138,24 @@ class SimTank:
     def _i2c_devices(self) -> list[Any]:
         d = self._cfg.drivers
         return [c for c in (getattr(d, k) for k in SINGLE_KINDS) if c is not None and hasattr(c, "bus")]
+
+    # ------------------------------------------------------------------ emulator controls
+    def drain_battery(self, cell_v: float) -> None:
+        """Drain the emulated battery to ``cell_v`` per cell at rest, V (the power monitor then reads
+        that times the cells, minus the load sag). Raises ValueError outside the emulated battery's
+        range (``TankParams.cell_empty_v .. cell_full_v``)."""
+        self.physics.drain_to(cell_v)
+
+    def tilt(self, roll_deg: float = 0.0, pitch_deg: float = 0.0) -> None:
+        """Tilt the emulated body (ROS REP 103: roll left side up, pitch nose down, degrees); both
+        IMU emulators' gravity vectors turn with it. ``tilt()`` levels it again."""
+        import math
+        self.physics.set_tilt(math.radians(roll_deg), math.radians(pitch_deg))
+
+    def obstacle(self, blocked: bool = True) -> None:
+        """Put an obstacle in the tank's way (``False`` takes it away): the tracks stop while the
+        motors push; the encoders read ~0 and the motor current the full stall current."""
+        self.physics.set_obstacle(blocked)
 
     def close(self) -> None:
         """Stop the emulators. Idempotent."""

@@ -90,7 +90,7 @@ async def latency_and_watchdog(trials: int, stops: int, period: float) -> None:
         for i in range(trials):
             await hub.command({"com": "stop"})
             await asyncio.to_thread(emu.wait_for, still, 2.0)
-            # the stop latch (the stream pauses for its timeout), then any tick phase
+            # from rest, every claim timed out (the stopper itself could drive at once), then any tick phase
             await asyncio.sleep(cfg.source_timeout_s("artex") + 0.03 + random.uniform(0.0, 1.0 / cfg.control.rate_hz))
             watch = asyncio.ensure_future(asyncio.to_thread(_waiter, emu, moving, 2.0))
             await asyncio.sleep(0.01)  # the waiter thread is waiting
@@ -108,7 +108,7 @@ async def latency_and_watchdog(trials: int, stops: int, period: float) -> None:
         stop_s: list[float] = []
         timeout = cfg.source_timeout_s("artex")
         for _ in range(stops):
-            # after the latency trials' stop the stream must pause for its timeout (the stop latch)
+            # from rest: the latency trials' last claim timed out
             await asyncio.sleep(timeout + 0.05 + random.uniform(0.0, 1.0 / cfg.control.rate_hz))
             end = time.perf_counter() + 0.3
             while True:

@@ -46,14 +46,14 @@ def drain(ws, seconds: float) -> None:
 
 def latencies(url: str, emu, trials: int, latch_s: float) -> tuple[list[float], list[float]]:
     """(drive -> nonzero duty, stop -> zero duty) per trial, s. ``latch_s``: the console's
-    timeout; a stop latches a streaming source until it pauses that long (docs/architecture.md)."""
+    timeout; each trial's drive starts after the last claim timed out (from rest)."""
     drive, stop = [], []
     with ws_connect(url, max_size=None) as ws:
         drain(ws, 0.3)
         for _ in range(trials):
             ws.send(json.dumps({"type": "stop"}))
             emu.wait_for(lambda: emu.motor_duty == [0.0, 0.0], 2.0)
-            drain(ws, latch_s + 0.03 + random.uniform(0.0, 0.02))   # the stop latch; every phase of the tick
+            drain(ws, latch_s + 0.03 + random.uniform(0.0, 0.02))   # from rest; every phase of the tick
             t0 = time.monotonic()
             ws.send(json.dumps({"type": "drive", "vx": 0.5, "omega": 0.0}))
             if emu.wait_for(lambda: emu.motor_duty[0] > 0.0, 2.0):

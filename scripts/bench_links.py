@@ -101,7 +101,7 @@ async def stop_latency(rounds: int, rate_bps: float | None, junk: str | None) ->
                 await hub.command({"com": "stop"})
                 await wait_for(lambda: agent.physics.duty == [0.0, 0.0], 5, 0.001)
                 took.append(time.perf_counter() - t0)
-                await asyncio.sleep(agent.cfg.source_timeout_s("artex") + 0.1)  # the stop latch: the stream pauses
+                await asyncio.sleep(agent.cfg.source_timeout_s("artex") + 0.1)  # every round from rest
             return took
 
 

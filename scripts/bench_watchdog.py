@@ -74,7 +74,7 @@ def measure(loop: ControlLoop, duty: DutyLog, source: str, action) -> float:
 
     Returns seconds from the action (or the last command) to the first zero duty applied.
     """
-    loop.submit(source, Reset())  # re-arm a source latched out by the previous trial's stop
+    loop.submit(source, Reset())  # re-engage a source latched out by the previous trial's stop (docs/safety.md)
     start = time.monotonic()
     for _ in range(6):
         last = time.monotonic()

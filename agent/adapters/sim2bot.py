@@ -11,9 +11,13 @@ Rooms: the bridge routes commands, telemetry and video per room, so the adapter
 joins every room of ``cfg.sim2bot.served_rooms`` with its own pair of sockets
 (:class:`agent.adapters.sim2bot_room.RoomLink`) and its own camera streams: a
 controller gets only the formats subscribed in its room. Commands from every room
-are the one source ``sim2bot`` (priorities, stop latch and watchdog as for one
-controller; a ``stop`` from any room stops the tank). A room whose link drops, or
-whose last controller leaves, releases the source when it gave the last command.
+are the one source ``sim2bot`` (priorities and watchdog as for one controller; a
+``stop`` from any room stops the tank). The control loop cannot tell
+rooms apart, so the adapter keeps the stop latch between them
+(:class:`agent.arbitration.SenderLatch`, docs/safety.md): after one room's stop, another
+room that was streaming velocity commands is refused until it re-engages. A room whose
+link drops, or whose last controller leaves, releases the source when it gave the last
+command.
 
 Liveness: every socket sends a WebSocket ping every ``ping_interval_s`` (2 s) and
 drops the link when the pong has not come ``ping_timeout_s`` (3 s) later; with the
@@ -47,9 +51,11 @@ from agent.adapters.sim2bot_commands import (
 )
 from agent.adapters.sim2bot_room import SOURCE, Outcome, RoomLink
 from agent.adapters.sim2bot_telemetry import camera_ids, hello_message
+from agent.arbitration import SenderLatch
 from agent.config import AgentConfig
 from agent.config.robotmsg import is_local_address
 from agent.errors import CommandDeclined, CommandError
+from agent.model import BaseVelocity, JointVelocity, Reset, Stop
 from agent.ports import LinkState, LinkStatus, RobotPort, VideoPort
 from agent.ratelimit import RateLimitedLog, safe
 
@@ -128,6 +134,9 @@ class Sim2botAdapter:
         self._warn = RateLimitedLog(log, WARN_REPEAT_S)
         self._noted: set[str] = set()
         self._commander: str | None = None   # the room whose command was accepted last
+        self._clock = clock
+        # the stop latch between rooms: the control loop sees one source (docs/safety.md)
+        self._rooms_latch = SenderLatch(cfg.source_timeout_s(SOURCE))
         self._counters = {"received": 0, "executed": 0, "rejected": 0, "declined": 0, "camera": 0, "status": 0}
 
     # ------------------------------------------------------------------ health
@@ -257,12 +266,26 @@ class Sim2botAdapter:
         return SOURCE, err.reason, kind if kind in COMMAND_TYPES else "?"
 
     def _submit(self, link: RoomLink, kind: str, outcome: Submit) -> str:
+        command, sender = outcome.command, f"room {link.room}"
+        if isinstance(command, (BaseVelocity, JointVelocity)):
+            refusal = self._rooms_latch.velocity(sender, command, self._clock())
+            if refusal is not None:
+                self._counters["rejected"] += 1
+                self._warn.log(logging.WARNING, (SOURCE, "latched", link.room), "sim2bot: %s refused: %s",
+                               kind, refusal)
+                return "rejected"
         try:
-            self._robot.submit(SOURCE, outcome.command)
+            self._robot.submit(SOURCE, command)
         except CommandError as err:  # the control loop logs its own rejections
             self._counters["rejected"] += 1
             log.debug("sim2bot: %s refused by the robot: %s", kind, err)
             return "rejected"
+        if isinstance(command, Stop):
+            latched = self._rooms_latch.stop(sender, self._clock())
+            if latched:
+                log.info("sim2bot: stop from %s: %s latched out until they re-engage", sender, ", ".join(latched))
+        elif isinstance(command, Reset):
+            self._rooms_latch.reset(sender)
         self._commander = link.room
         for name in outcome.ignored:
             self._note(f"ignored:{name}", logging.WARNING,

@@ -20,7 +20,7 @@ external       {}                    SDK externals (kept, unused)
 ============== ===================== =========================================
 
 The agent's own sections: ``drivers``, ``base``, ``watchdog``, ``control``,
-``artex``, ``sim2bot``, ``robot_msg``, ``console``, ``log_dir``. Unknown keys
+``artex``, ``sim2bot``, ``robot_msg``, ``console``, ``video``, ``failsafe``, ``log_dir``. Unknown keys
 inside the agent's sections are errors with a "did you mean" hint; unknown
 top-level keys (the user's own, which the SDK ignores) are ignored with a
 warning, unless they look like a misspelt known key. Every float must be finite
@@ -49,6 +49,7 @@ from agent.config.base import Section
 from agent.config.console import ConsoleConfig
 from agent.config.control import BaseConfig, ControlConfig, WatchdogConfig
 from agent.config.drivers import DriversConfig
+from agent.config.failsafe import CHEMISTRY_CELL_V, FailsafeConfig
 from agent.config.robotmsg import RobotMsgConfig
 from agent.config.sim2bot import Sim2botConfig
 from agent.config.video import VideoConfig
@@ -102,6 +103,7 @@ class AgentConfig(Section):
     robot_msg: RobotMsgConfig = Field(default_factory=RobotMsgConfig)
     console: ConsoleConfig = Field(default_factory=ConsoleConfig)
     video: VideoConfig = Field(default_factory=VideoConfig)
+    failsafe: FailsafeConfig = Field(default_factory=FailsafeConfig)
     log_dir: str | None = Field(None, description="directory of robot-agent.log when logger_type is 'file'; "
                                 "ARTEX `file` requests are served from memory (agent.logtail) either way")
 
@@ -118,6 +120,24 @@ class AgentConfig(Section):
     @classmethod
     def _known_level(cls, value: str) -> str:
         log_level(value)  # checked at load, so check-config catches it, not only `run`
+        return value
+
+    @field_validator("failsafe")
+    @classmethod
+    def _failsafe_fits_the_robot(cls, value: FailsafeConfig, info: ValidationInfo) -> FailsafeConfig:
+        """Thresholds left to the chemistry's defaults still keep critical below low; the low-battery
+        speed is below the base's maximum (else it limits nothing)."""
+        b = value.battery
+        base, drivers = info.data.get("base"), info.data.get("drivers")
+        if b.low_speed_mps is not None and base is not None and b.low_speed_mps >= base.max_speed_mps:
+            raise ValueError(f"battery.low_speed_mps ({b.low_speed_mps} m/s) must be below base.max_speed_mps "
+                             f"({base.max_speed_mps} m/s), or it limits nothing")
+        battery = getattr(getattr(drivers, "power", None), "battery", None)
+        if battery is not None and battery.chemistry in CHEMISTRY_CELL_V:
+            low, crit, _ = b.cell_volts(battery.chemistry)
+            if crit >= low:
+                raise ValueError(f"battery: critical {crit} V per cell must be below low {low} V per cell "
+                                 f"(a value left null is the {battery.chemistry} default)")
         return value
 
     _ignored_keys: tuple[str, ...] = PrivateAttr(default=())

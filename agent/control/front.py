@@ -3,11 +3,11 @@
 :class:`Front` validates commands and writes them into the tick's
 :class:`~agent.control.tick.ControlState` under the loop's lock: velocity
 commands become arbitration claims (agent.arbitration), latched commands set
-joint targets, ``Stop`` drops every claim and latches out the sources that were
-streaming. It also holds the snapshot ring the tick publishes into
-(``snapshot``, ``samples_since``) and the runtime base limits. A ``Stop`` or the
-release of a driving source calls ``wake`` so the scheduler runs a tick at once, and so
-does a velocity command whose value differs from its source's last one (a repeat
+joint targets, ``Stop`` drops every claim and latches out the *other* sources that
+were streaming until they re-engage (the stop latch, docs/safety.md). It also holds
+the snapshot ring the tick publishes into (``snapshot``, ``samples_since``) and the
+runtime base limits. A ``Stop`` or the release of a driving source calls ``wake`` so
+the scheduler runs a tick at once, and so does a velocity command whose value differs from its source's last one (a repeat
 only refreshes the watchdog). A velocity more than ``OVER_LIMIT_FACTOR`` (10) times
 the configured maximum is refused with a CommandError, not clamped to full speed.
 Before any motion command the halts are asked (``ControlState.safety.admit``,
@@ -24,7 +24,7 @@ import threading
 from collections import deque
 from collections.abc import Callable
 
-from agent.arbitration import BASE, JOINTS
+from agent.arbitration import BASE, JOINTS, is_zero
 from agent.config import AgentConfig
 from agent.config.control import SOURCES
 from agent.control.devices import HardwarePort
@@ -50,8 +50,8 @@ from agent.ratelimit import RateLimitedLog
 
 log = logging.getLogger(__name__)
 
-#: Sources whose protocol has a reset (Sim2Bot ``reset``, robot_msg ctrl_mode reset): the stop latch's
-#: refusal names it as a way out; ARTEX and the console have none, their way out is a pause.
+#: Sources whose protocol has a reset (Sim2Bot ``reset``, robot_msg ctrl_mode home): the stop latch's
+#: refusal names it as a way to re-engage; ARTEX and the console have none.
 RESET_SOURCES = ("sim2bot", "robot_msg")
 
 #: Snapshots kept for :meth:`Front.samples_since` (about 10 s at 50 Hz).
@@ -102,7 +102,6 @@ class Front:
         self._clock = clock
         self._wake = wake
         self._closed = False
-        self._muted: dict[str, float] = {}  # source -> its last velocity command refused by the stop latch, s
         self._calibration: concurrent.futures.Future | None = None
         self._estop_listeners: list[Callable[[Halt | None], None]] = []
         self._rejects = RateLimitedLog(log, REJECT_LOG_INTERVAL_S)
@@ -159,7 +158,7 @@ class Front:
         with self._lock:
             now = self._clock()
             self._state.safety.admit(source, command, now)     # e-stop / failsafe halts (agent.control.safety)
-            self._check_stop_latch(source, now)
+            self._check_stop_latch(source, channel, command, now)
             # a repeat of the command the source's fresh claim already carries changes nothing; the same
             # value after its claim timed out, was dropped or stopped is a new command
             prev = self._state.arbiter.claim(source, channel)
@@ -190,7 +189,7 @@ class Front:
     def _latched(self, source: str, command: Command) -> None:
         state, joints = self._state, self._state.joints
         if isinstance(command, JointPosition):
-            joints.check_length("joint_position", len(command.q))
+            joints.check_position(command.q)
         elif isinstance(command, JointTrajectory):
             joints.check_trajectory(command)
         elif isinstance(command, Gripper):
@@ -213,51 +212,54 @@ class Front:
                 joints.set_gripper(command.fraction)
             else:
                 state.arbiter.drop([source], (BASE,))
-                self._muted.pop(source, None)  # an explicit reset re-arms a source latched out by a stop
+                state.arbiter.re_engage(source)  # a reset re-engages a source latched out by a stop
                 joints.go_home(source)
             state.stopped = False
         if isinstance(command, Reset):
             log.info("reset from %s: its base command dropped, joints going home", source)
 
-    def _check_stop_latch(self, source: str, now: float) -> None:
-        """Refuse a velocity command from a source that was streaming when a stop came.
+    def _check_stop_latch(self, source: str, channel: str, command: Command, now: float) -> None:
+        """Refuse a velocity command from a source latched out by another source's stop.
 
-        ``stop`` always wins: a source whose velocity commands were fresh when the robot was
-        stopped does not simply drive on with its next command, whoever said stop. That includes
-        the stopping source itself: one source name can stand for several senders (two Sim2Bot
-        controllers on one bridge, two console tabs), and the bridge does not say which sent
-        what. Its velocity commands are refused until it has sent none for its own timeout (the
-        stream stopped), or it sends a ``Reset`` (a deliberate resume). Caller holds the lock.
+        The source re-engages (docs/safety.md) with a command after a pause of its timeout since
+        the stop or its last refused command, or with an explicit zero (``is_zero``); its own stop
+        or a reset re-engages it elsewhere. Otherwise the command is refused (CommandDeclined saying
+        how to re-engage) and its claim on ``channel`` is held at zero, so the tank stays still and
+        lower-priority sources stay off. Caller holds the lock.
         """
-        last = self._muted.get(source)
-        if last is None:
+        arbiter = self._state.arbiter
+        latched = arbiter.latched_out(source)
+        if latched is None:
             return
-        timeout = self._state.arbiter.timeout_s(source)
-        if now - last < timeout:
-            self._muted[source] = now
-            resume = " or sends reset" if source in RESET_SOURCES else ""
-            raise CommandDeclined(f"{source} was driving when a stop came; its velocity commands are refused "
-                                  f"until it pauses for {timeout:.2f} s{resume}")
-        del self._muted[source]
-        log.info("%s: velocity commands accepted again after the stop (its stream paused)", source)
+        timeout = arbiter.timeout_s(source)
+        if now - latched.last_s >= timeout:
+            how = f"its commands paused for {timeout:.2f} s"
+        elif is_zero(command):
+            how = "it sent a zero velocity command"
+        else:
+            arbiter.hold(source, channel, now)
+            raise CommandDeclined(f"{source} was driving when {latched.stopper} sent stop; its velocity commands "
+                                  f"are refused and the tank held still until it re-engages: "
+                                  f"{_re_engage_hint(source, timeout)}")
+        arbiter.re_engage(source)
+        log.info("%s re-engaged after the stop from %s: %s", source, latched.stopper, how)
 
     def _stop(self, source: str) -> None:
         state = self._state
         with self._lock:
             now = self._clock()
-            dropped = state.arbiter.drop()
-            for claim in dropped:  # sources streaming velocity commands: latched out (see _check_stop_latch)
-                if claim.command is not None and claim.deadline_s > now:
-                    self._muted[claim.source] = now
+            dropped = state.arbiter.stop(source, now)
             moving = state.cmd != (0.0, 0.0) or state.joints.moving
             state.joints.hold()
             state.watchdog.reset()
-            repeated = state.stopped and not dropped and not moving
+            repeated = state.stopped and not moving and all(c.command is None for c in dropped)
             state.stopped = True
+            held = sorted({c.source for c in dropped if state.arbiter.claim(c.source, c.channel) is not None})
         if not repeated:
             self._wake()
         log.log(logging.DEBUG if repeated else logging.INFO,
-                "stop from %s: tracks to zero, joints hold, %d pending claim(s) dropped", source, len(dropped))
+                "stop from %s: tracks to zero, joints hold, %d pending claim(s) dropped%s", source, len(dropped),
+                f"; latched out until they re-engage: {', '.join(held)}" if held else "")
 
     def _calibrate_imu(self, source: str) -> None:
         tracks = self._snap.tracks
@@ -291,7 +293,7 @@ class Front:
             now = self._clock()
             driving = []
             base = state.arbiter.holder(BASE, now)
-            if base is not None and base.source == source:
+            if base is not None and base.source == source and base.command is not None:
                 driving.append("base")
             jh = state.arbiter.holder(JOINTS, now)
             if (jh is not None and jh.source == source and jh.command is not None) or \
@@ -418,6 +420,14 @@ class Front:
     def limits(self) -> tuple[float, float]:
         """Current (max_speed_mps, max_accel_mps2)."""
         return self._state.max_speed_mps, self._state.max_accel_mps2
+
+
+def _re_engage_hint(source: str, timeout_s: float) -> str:
+    """How ``source`` re-engages after a stop latched it out, for its refusal (docs/safety.md)."""
+    if source == "console":
+        return f"let go and press again (a new press sends a zero first), or send nothing for {timeout_s:.2f} s"
+    reset = ", a reset" if source in RESET_SOURCES else ""
+    return f"send a zero velocity command, a stop{reset}, or nothing for {timeout_s:.2f} s"
 
 
 def _positive(name: str, value: object, top: float | None) -> float:

@@ -18,7 +18,9 @@ source wins; a released source that was driving stops at once; a failed duty
 write drops every base command so the tracks stay at zero until a command
 arrives after the motor answers again; :meth:`ControlLoop.close` writes zero and
 confirms it; while the emergency stop (:meth:`ControlLoop.estop`) or a failsafe latch holds,
-every motion command is refused and the tracks are held at zero (agent.control.safety).
+every motion command is refused and the tracks are held at zero (agent.control.safety). The
+robot's own failsafes (battery, tilt, stall: agent.control.failsafes) are checked on every
+tick's readings; a trip wakes a tick at once, so its zero goes out within milliseconds.
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ from agent.config import AgentConfig
 from agent.control.devices import DeviceIO, HardwarePort
 from agent.control.front import Front, describe
 from agent.control.scheduler import Scheduler, TickStats
-from agent.control.tick import ControlState, command, motor_answered, observe
+from agent.control.tick import ControlState, check_failsafes, command, motor_answered, observe
 from agent.model import Command, Halt, Snapshot
 
 log = logging.getLogger(__name__)
@@ -67,6 +69,8 @@ class ControlLoop:
         self._wall = wall
         self._lock = threading.Lock()
         self._state = ControlState(cfg)
+        for warning in self._state.failsafes.warnings:
+            log.warning("%s", warning)
         self._io = DeviceIO(hardware, wall)
         self._scheduler = Scheduler(self._step, self._recover, self._deadline,
                                     rate_hz=cfg.control.rate_hz, clock=clock)
@@ -150,7 +154,12 @@ class ControlLoop:
         with self._lock:
             motor_answered(self._state, ok)
         self._io.write_pulses(plan.pulses)
-        snap = observe(self._state, plan, self._io.read())
+        readings = self._io.read()
+        with self._lock:
+            plan, tripped = check_failsafes(self._state, plan, readings)
+        if tripped:         # the zero duty goes out now, not at the next slot
+            self._scheduler.wake()
+        snap = observe(self._state, plan, readings)
         self._front.publish(snap)
         return snap
 

@@ -25,7 +25,8 @@ import math
 from collections.abc import Callable
 
 from agent.errors import CommandDeclined, CommandRejected
-from agent.model import BaseVelocity, Command, Halt, JointVelocity, Reset, SafetyState, TrackDuty
+from agent.arbitration import is_zero
+from agent.model import Command, Halt, Reset, SafetyState
 from agent.ratelimit import safe
 
 log = logging.getLogger(__name__)
@@ -47,15 +48,7 @@ def describe_halt(halt: Halt) -> str:
 
 def _reengages(command: Command) -> bool:
     """An explicit zero velocity or a reset: the sender shows it means to start over."""
-    if isinstance(command, Reset):
-        return True
-    if isinstance(command, BaseVelocity):
-        return command.vx == 0.0 and command.omega == 0.0
-    if isinstance(command, TrackDuty):
-        return command.left == 0.0 and command.right == 0.0
-    if isinstance(command, JointVelocity):
-        return not any(command.qd)
-    return False
+    return isinstance(command, Reset) or is_zero(command)
 
 
 def _reason_text(reason: object, what: str) -> str:
@@ -246,7 +239,7 @@ class SafetyLatches:
             timeout = self._timeout_s(source)
             raise CommandDeclined(
                 f"{type(command).__name__} refused: {source} was sending motion commands during the halt "
-                f"that ended ({self._ended}); it drives again after a pause of {timeout:.2f} s, an explicit "
+                f"that ended ({self._ended_text()}); it drives again after a pause of {timeout:.2f} s, an explicit "
                 "zero velocity, a stop or a reset", source=source, reason="reengage")
         self._refused.pop(source, None)
         ended = [h for h in self._failsafes.values() if h.cleared]
@@ -257,6 +250,12 @@ class SafetyLatches:
             self._update()
             log.info("failsafe latch ended by a fresh %s from %s: %s", type(command).__name__, source,
                      ", ".join(h.kind for h in ended))
+
+    def _ended_text(self) -> str:
+        """The halt the re-engage refusal names: the last one that ended, else the cleared failsafe
+        latches (condition gone, latch not yet ended by an admitted command)."""
+        cleared = "; ".join(describe_halt(h) for h in self._failsafes.values() if h.cleared)
+        return cleared or self._ended
 
     def reengaged(self, source: str) -> None:
         """``source`` sent a stop or a reset: it may drive again once no halt holds."""

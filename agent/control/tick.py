@@ -14,7 +14,10 @@ delays the duty):
 2. :func:`motor_answered` with the duty write's result: a failed write drops every
    base command, so the tracks stay at zero until a command arrives after the
    motor answers again.
-3. :func:`observe` with the device :class:`Readings`: integrates odometry and
+3. :func:`check_failsafes` with the device :class:`Readings` (under the lock): the robot's own
+   failsafes (agent.control.failsafes) trip, clear or cap through ``state.safety``; a trip
+   zeroes the duty at the next tick (the loop wakes one at once).
+4. :func:`observe` with the device :class:`Readings`: integrates odometry and
    builds the :class:`~agent.model.Snapshot` (``tracks.left_mps`` is the encoder
    speed, or the commanded speed without encoders or feedback).
 
@@ -32,6 +35,7 @@ from typing import NamedTuple
 
 from agent.arbitration import BASE, JOINTS, Arbiter, Selection, Watchdog
 from agent.config import AgentConfig
+from agent.control.failsafes import resolve as resolve_failsafes
 from agent.control.safety import SafetyLatches
 from agent.joints import JointController
 from agent.kinematics import Odometer, limited_tracks, ramp, scale_to_limit, tracks_to_duty
@@ -65,9 +69,11 @@ class ControlState:
         arbiter, watchdog, joints: claims per channel, velocity freshness, servo joints
             (the front writes commands into the first and the last).
         cmd: track speeds commanded at the last tick, after the ramp, m/s.
-        stopped: a ``Stop`` is latched (cleared by the next motion command).
+        stopped: a ``Stop`` came and no motion command was accepted since (docs/safety.md).
         safety: the e-stop, failsafe latches and speed cap (agent.control.safety); while a halt
             holds every claim is dropped and the tracks are commanded to zero (no ramp).
+        failsafes: the configured failsafe detectors (agent.control.failsafes; ``warnings``
+            names those off for want of a device). failsafe_cap: the last speed cap they set.
         motor_ok: the last duty write was confirmed.
         max_speed_mps, max_accel_mps2: runtime base limits (``set_limits``).
         full_duty_mps: track speed at duty 1.0, m/s (``base.max_speed_mps``).
@@ -82,6 +88,8 @@ class ControlState:
         self.arbiter = Arbiter.from_config(cfg)
         self.watchdog = Watchdog()
         self.safety = SafetyLatches(self.arbiter.timeout_s)
+        self.failsafes = resolve_failsafes(cfg)
+        self.failsafe_cap: tuple[float | None, str] = (None, "")
         self.odometer = Odometer(cfg.base.track_width_m, cfg.base.counts_per_m, cfg.base.max_speed_mps)
         self.track_width_m = cfg.base.track_width_m
         self.full_duty_mps = cfg.base.max_speed_mps
@@ -206,6 +214,29 @@ def motor_answered(state: ControlState, ok: bool) -> None:
         state.cmd = (0.0, 0.0)
 
 
+def check_failsafes(state: ControlState, plan: Plan, readings: Readings) -> tuple[Plan, bool]:
+    """Run the failsafe detectors on this tick's readings and apply their verdict to ``state.safety``
+    (``trip`` with the reason, ``condition_cleared``, ``set_speed_cap``). Caller holds the loop's lock.
+
+    Returns:
+        The plan carrying the safety state after the verdict (the snapshot shows a trip at once),
+        and True when a failsafe newly tripped (its zero duty goes out with the next tick).
+    """
+    verdict = state.failsafes.update(plan.now, duty=plan.duty, feedback=readings.feedback,
+                                     imu=readings.imu, power=readings.power)
+    tripped = False
+    for kind, reason in verdict.trips:
+        tripped |= state.safety.trip(kind, reason, readings.t_unix_s)
+    for kind in verdict.cleared:
+        state.safety.condition_cleared(kind)
+    cap = (verdict.speed_cap_mps, verdict.speed_cap_reason)
+    if cap != state.failsafe_cap:       # on change only: the cap is the latches' to hold
+        state.failsafe_cap = cap
+        state.safety.set_speed_cap(*cap)
+    safety = state.safety.state()
+    return (plan if safety is plan.safety else plan._replace(safety=safety)), tripped
+
+
 def observe(state: ControlState, plan: Plan, readings: Readings) -> Snapshot:
     """Odometry from the readings and the tick's snapshot (``seq`` one above the last)."""
     fb = readings.feedback
@@ -230,7 +261,7 @@ def observe(state: ControlState, plan: Plan, readings: Readings) -> Snapshot:
         gripper=plan.gripper,
         imu=readings.imu,
         power=readings.power,
-        active_source=plan.base.winner.source if plan.base.winner else "",
+        active_source=plan.base.driver,
         overridden=plan.overridden,
         watchdog=plan.watchdog,
         stopped=plan.stopped,
@@ -241,7 +272,7 @@ def observe(state: ControlState, plan: Plan, readings: Readings) -> Snapshot:
 
 
 def _note_base_source(state: ControlState, sel: Selection) -> None:
-    src = sel.winner.source if sel.winner else ""
+    src = sel.driver
     if src != state.base_source:
         if src and state.base_source:
             log.info("base: %s takes over from %s", src, state.base_source)

@@ -11,8 +11,9 @@ OPR_MODE CONFIGMODE, UNIT_SEL 0x80, AXIS_MAP_CONFIG 0x24. Behaviour:
   SYS_TRIGGER bit 5 (RST_SYS) restores power-on values.
 - In a fusion mode a read touching 0x08..0x3A latches one sample from
   :class:`BodyMotion`: accel, gyro (scaled per UNIT_SEL), a magnetometer field
-  of 20 uT pointing north, Euler, quaternion of the physics yaw (flat ground),
-  linear acceleration and gravity, all little-endian; temperature in 0x34.
+  of 20 uT pointing north, Euler, quaternion of the physics yaw,
+  linear acceleration and gravity, all little-endian; the physics tilt (roll, pitch) turns
+  the quaternion, Euler roll/pitch and the gravity vector; temperature in 0x34.
 """
 
 from __future__ import annotations
@@ -48,6 +49,15 @@ if TYPE_CHECKING:
     from drivers.config import Bno055Config
 SYS_STATUS_FUSION = 0x05
 EARTH_FIELD_UT = 20.0
+
+
+def _quat_zyx(yaw: float, pitch: float, roll: float) -> tuple[float, float, float, float]:
+    """(w, x, y, z) of yaw about z, then pitch about y, then roll about x (body to world), rad."""
+    cy, sy = math.cos(yaw / 2), math.sin(yaw / 2)
+    cp, sp = math.cos(pitch / 2), math.sin(pitch / 2)
+    cr, sr = math.cos(roll / 2), math.sin(roll / 2)
+    return (cr * cp * cy + sr * sp * sy, sr * cp * cy - cr * sp * sy,
+            cr * sp * cy + sr * cp * sy, cr * cp * sy - sr * sp * cy)
 
 
 def _pack(values, scale: float) -> bytes:
@@ -135,11 +145,13 @@ class Bno055Chip(RegisterChip):
         eul_scale = 900.0 if unit & 0x04 else 16.0 * 180.0 / math.pi       # rad or deg
         heading = (-yaw) % (2 * math.pi)                                   # clockwise from north
         mag = (EARTH_FIELD_UT * math.cos(yaw), -EARTH_FIELD_UT * math.sin(yaw), 0.0)
-        quat = (math.cos(yaw / 2), 0.0, 0.0, math.sin(yaw / 2))           # w, x, y, z
-        gravity = (0.0, 0.0, GRAVITY_MPS2)
+        roll, pitch = self.motion.tilt()
+        quat = _quat_zyx(yaw, pitch, roll)                                 # w, x, y, z
+        g = GRAVITY_MPS2
+        gravity = (-g * math.sin(pitch), g * math.cos(pitch) * math.sin(roll), g * math.cos(pitch) * math.cos(roll))
         linear = tuple(a - g for a, g in zip(accel, gravity))
         block = (_pack(accel, acc_scale) + _pack(mag, 16.0) + _pack(gyro, gyr_scale)
-                 + _pack((heading, 0.0, 0.0), eul_scale) + _pack(quat, QUAT_LSB)
+                 + _pack((heading, roll, pitch), eul_scale) + _pack(quat, QUAT_LSB)
                  + _pack(linear, acc_scale) + _pack(gravity, acc_scale))
         self.regs[DATA_FIRST:DATA_FIRST + len(block)] = block
         temp = self.temperature_c * 9 / 5 + 32 if unit & 0x10 else self.temperature_c

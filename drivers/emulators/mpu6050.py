@@ -93,6 +93,10 @@ class BodyMotion:
         accel, gyro = self.noisy(accel, gyro)
         return accel, gyro, yaw
 
+    def tilt(self) -> tuple[float, float]:
+        """(roll, pitch) of the body, rad: the physics tilt, else level."""
+        return self.physics.tilt() if self.physics is not None else (0.0, 0.0)
+
     def truth(self) -> tuple[tuple[float, ...], tuple[float, ...]]:
         """(accel m/s^2, gyro rad/s) without bias and noise (:meth:`noisy` adds them)."""
         if self.physics is not None:

@@ -13,6 +13,12 @@ mean/difference; pose integrates the twist. Battery: open-circuit voltage from
 the state of charge minus ``R_internal * I``; current is idle draw plus motor
 current proportional to |duty| and to acceleration effort.
 
+Emulator controls for the failsafes (what the world does to the tank, not flags in the agent):
+:meth:`TankPhysics.set_charge` / :meth:`drain_to` drain the battery (the power monitor reads the
+lower voltage, with the same load sag); :meth:`set_tilt` tilts the body (the IMUs' gravity vector
+turns with it); :meth:`set_obstacle` puts an obstacle in the way (the tracks stop while the
+motors push, and draw their full stall current).
+
 Thread-safe: emulators run on their own threads (pty servers) and the agent's
 threads read through them. Time advances with :meth:`step` or, by default,
 lazily from a monotonic clock on every access (``auto_step=True``).
@@ -80,6 +86,9 @@ class TankPhysics:
         self.ay_mps2 = 0.0
         self.charge_ah = self.params.capacity_ah
         self.servo_pulse_us: dict[int, float] = {}
+        self.roll_rad = 0.0             # body tilt (ROS REP 103: roll about x, pitch about y), rad
+        self.pitch_rad = 0.0
+        self.blocked = False            # an obstacle holds the tracks still
 
     # ------------------------------------------------------------------ time
     def step(self, dt: float | None = None) -> None:
@@ -99,8 +108,9 @@ class TankPhysics:
             for _ in range(n):
                 old_vx = self.vx_mps
                 for i in (0, 1):
-                    target = self.duty[i] * p.max_speed_mps
-                    self.track_mps[i] += (target - self.track_mps[i]) * min(1.0, h / p.tau_s)
+                    target = 0.0 if self.blocked else self.duty[i] * p.max_speed_mps
+                    self.track_mps[i] = 0.0 if self.blocked else (
+                        self.track_mps[i] + (target - self.track_mps[i]) * min(1.0, h / p.tau_s))
                     self.track_m[i] += self.track_mps[i] * h
                 vl, vr = self.track_mps
                 self.vx_mps = 0.5 * (vl + vr)
@@ -136,6 +146,44 @@ class TankPhysics:
         with self._lock:
             self.servo_pulse_us[channel] = float(pulse_us)
 
+    # ------------------------------------------------------------------ emulator controls
+    def set_charge(self, fraction: float) -> None:
+        """Battery state of charge, 0..1 (clamped): the open-circuit voltage follows it linearly."""
+        with self._lock:
+            self._sync()
+            self.charge_ah = self.params.capacity_ah * max(0.0, min(1.0, float(fraction)))
+
+    def drain_to(self, cell_v: float) -> None:
+        """Drain (or charge) the battery to an open-circuit voltage of ``cell_v`` per cell, V.
+
+        Raises:
+            ValueError: outside the model's cell_empty_v..cell_full_v.
+        """
+        p = self.params
+        if not p.cell_empty_v <= cell_v <= p.cell_full_v:
+            raise ValueError(f"cell voltage {cell_v!r} outside the emulated battery's "
+                             f"{p.cell_empty_v}..{p.cell_full_v} V")
+        self.set_charge((cell_v - p.cell_empty_v) / (p.cell_full_v - p.cell_empty_v))
+
+    def set_tilt(self, roll_rad: float = 0.0, pitch_rad: float = 0.0) -> None:
+        """Tilt the body: roll about x (left side up positive), pitch about y (nose down positive), rad."""
+        if not all(math.isfinite(a) and abs(a) <= math.pi for a in (roll_rad, pitch_rad)):
+            raise ValueError(f"tilt ({roll_rad!r}, {pitch_rad!r}) rad must be finite, within +-pi")
+        with self._lock:
+            self._sync()
+            self.roll_rad, self.pitch_rad = float(roll_rad), float(pitch_rad)
+
+    def tilt(self) -> tuple[float, float]:
+        """(roll, pitch), rad."""
+        with self._lock:
+            return self.roll_rad, self.pitch_rad
+
+    def set_obstacle(self, blocked: bool = True) -> None:
+        """An obstacle that holds the tank: the tracks stop at once and stay still while it is there."""
+        with self._lock:
+            self._sync()
+            self.blocked = bool(blocked)
+
     # ------------------------------------------------------------------ outputs
     def encoder_counts(self) -> tuple[int, int]:
         """Left, right encoder counts (signed running totals)."""
@@ -152,10 +200,14 @@ class TankPhysics:
             return self.track_mps[0] * c, self.track_mps[1] * c
 
     def accel_body_mps2(self) -> tuple[float, float, float]:
-        """Specific force in the body frame, m/s^2, gravity included (flat ground: z = +g)."""
+        """Specific force in the body frame, m/s^2, gravity included (flat ground: z = +g; tilted:
+        the reaction to gravity turned into the body frame, (-g sin p, g cos p sin r, g cos p cos r))."""
         with self._lock:
             self._sync()
-            return self.ax_mps2, self.ay_mps2, GRAVITY_MPS2
+            r, p = self.roll_rad, self.pitch_rad
+            g = GRAVITY_MPS2
+            return (self.ax_mps2 - g * math.sin(p), self.ay_mps2 + g * math.cos(p) * math.sin(r),
+                    g * math.cos(p) * math.cos(r))
 
     def gyro_body_radps(self) -> tuple[float, float, float]:
         """Body angular rate, rad/s (flat ground: only z)."""
@@ -163,17 +215,19 @@ class TankPhysics:
             self._sync()
             return 0.0, 0.0, self.omega_radps
 
+    def _motor_a(self) -> tuple[float, float]:
+        share = 1.0 if self.blocked else 0.5        # blocked: no back-EMF, the full stall current
+        stall = self.params.stall_a
+        return abs(self.duty[0]) * stall * share, abs(self.duty[1]) * stall * share
+
     def current_a_unlocked(self) -> float:
-        p = self.params
-        motor = sum(abs(d) for d in self.duty) * p.stall_a * 0.5
-        return p.idle_a + motor
+        return self.params.idle_a + sum(self._motor_a())
 
     def motor_current_a(self) -> tuple[float, float]:
-        """Per-track motor current, A."""
+        """Per-track motor current, A (half the stall current at full duty; all of it when blocked)."""
         with self._lock:
             self._sync()
-            p = self.params
-            return abs(self.duty[0]) * p.stall_a * 0.5, abs(self.duty[1]) * p.stall_a * 0.5
+            return self._motor_a()
 
     def battery_current_a(self) -> float:
         """Total battery current, A (+ discharging)."""

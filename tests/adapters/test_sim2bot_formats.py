@@ -172,14 +172,38 @@ async def test_a_stop_from_either_room_stops_the_tank(bridge):
     async with running_agent(params) as agent, controller(bridge, "ctl-a") as a, \
             controller(bridge, "ctl-b") as b:
         emu = agent.sim.motor_emulator
-        for driver, stopper in ((a, b), (b, a)):
-            driver.reset()                                    # a stopped stream is latched until reset
+        for driver, stopper in ((a, b), (b, a)):              # the stopper of the first round drives next
             driving = asyncio.create_task(drive(driver, 1.2))
             assert await asyncio.to_thread(emu.wait_for, lambda: emu.motor_duty[0] > 0, 3.0)
             stopper.stop()
             assert await asyncio.to_thread(emu.wait_for, lambda: emu.motor_duty == [0.0, 0.0], 0.5)
             await driving
             assert emu.motor_duty == [0.0, 0.0], "the other room's velocity stream undid the stop"
+
+
+async def test_after_one_rooms_stop_it_drives_on_and_the_other_room_re_engages_with_a_zero(bridge):
+    """Rooms are one source to the control loop; the adapter keeps the stop latch between them
+    (docs/safety.md): the stopping room drives with its next command, the room that was
+    streaming is refused until it sends a zero (or a stop, a reset, or pauses)."""
+    params = agent_params(bridge, rooms=["ctl-a", "ctl-b"])
+    async with running_agent(params) as agent, controller(bridge, "ctl-a") as a, \
+            controller(bridge, "ctl-b") as b:
+        emu = agent.sim.motor_emulator
+        streaming = asyncio.create_task(drive(b, 1.5))
+        assert await asyncio.to_thread(emu.wait_for, lambda: emu.motor_duty[0] > 0, 3.0)
+        a.stop()
+        assert await asyncio.to_thread(emu.wait_for, lambda: emu.motor_duty == [0.0, 0.0], 0.5)
+        status = agent.adapters["sim2bot"].status
+        assert await wait_for(lambda: status()["rejected"] >= 2, 2)   # ctl-b streams on: refused by the adapter
+        assert emu.motor_duty == [0.0, 0.0]
+        a.base_velocity(vx=-0.4)                              # the stopper drives again at once
+        assert await asyncio.to_thread(emu.wait_for, lambda: emu.motor_duty[0] < 0, 1.0)
+        await streaming
+        b.base_velocity(vx=0.0)                               # ctl-b re-engages
+        async with asyncio.timeout(5):
+            while emu.motor_duty[0] <= 0:                     # and drives over ctl-a's last command
+                b.base_velocity(vx=0.4)
+                await asyncio.sleep(0.05)
 
 
 async def test_a_room_releases_the_source_only_when_it_gave_the_last_command(bridge, caplog):

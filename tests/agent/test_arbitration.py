@@ -6,9 +6,9 @@ import logging
 
 import pytest
 
-from agent.arbitration import BASE, EXPIRED, IDLE, JOINTS, OK, Arbiter, Watchdog
+from agent.arbitration import BASE, EXPIRED, IDLE, JOINTS, OK, Arbiter, SenderLatch, Watchdog, is_zero
 from agent.config import AgentConfig
-from agent.model import BaseVelocity, JointVelocity
+from agent.model import BaseVelocity, JointVelocity, TrackDuty
 
 PRIO = {"artex": 10, "sim2bot": 20, "robot_msg": 30}
 TIMEOUT = {"artex": 0.5, "sim2bot": 0.5, "robot_msg": 0.2}
@@ -159,3 +159,99 @@ def test_next_expiry_is_the_earliest_driving_deadline(arb):
     arb.latch("robot_msg", JOINTS, 0.2)                          # latched claims have no expiry to serve
     assert arb.next_expiry(0.25) == pytest.approx(0.5)
     assert arb.next_expiry(0.6) is None
+
+
+# ---------------------------------------------------------------------------- the stop latch (docs/safety.md)
+
+
+def test_stop_drops_every_claim_and_latches_out_the_other_streaming_sources(arb):
+    arb.offer("artex", BASE, FWD, 0.0)
+    arb.offer("sim2bot", JOINTS, JointVelocity((0.1,)), 0.0)
+    arb.offer("robot_msg", BASE, BACK, 0.0)                      # timeout 0.2: stale at 0.3
+    dropped = arb.stop("artex", 0.3)
+    assert sorted((c.source, c.channel) for c in dropped) == [("artex", BASE), ("robot_msg", BASE),
+                                                              ("sim2bot", JOINTS)]
+    assert arb.latched_out("artex") is None                       # the stopper
+    assert arb.latched_out("robot_msg") is None                   # not streaming any more when the stop came
+    assert arb.latched_out("sim2bot").stopper == "artex"
+    assert arb.latched_out("sim2bot").last_s == 0.3
+    sel = arb.select(JOINTS, 0.3)                                 # held at zero: a claim without a command
+    assert sel.winner.source == "sim2bot" and sel.velocity is None and sel.driver == ""
+    assert arb.select(BASE, 0.3).winner is None
+
+
+def test_a_held_claim_lasts_until_its_deadline_and_keeps_lower_sources_off(arb):
+    arb.offer("robot_msg", BASE, BACK, 0.0)                        # deadline 0.2
+    arb.stop("sim2bot", 0.1)
+    assert arb.offer("sim2bot", BASE, FWD, 0.11).source == "robot_msg"    # the stopper is below it
+    assert arb.offer("artex", BASE, FWD, 0.12).source == "robot_msg"
+    assert arb.select(BASE, 0.15).driver == ""
+    sel = arb.select(BASE, 0.2)                                    # the hold ended at robot_msg's deadline
+    assert sel.driver == "sim2bot" and sel.velocity == FWD and sel.expired == ()   # not a watchdog firing
+
+
+def test_hold_renews_the_claim_at_zero_and_restarts_the_pause(arb):
+    arb.offer("sim2bot", BASE, FWD, 0.0)
+    arb.stop("artex", 0.1)
+    arb.hold("sim2bot", BASE, 0.4)
+    assert arb.latched_out("sim2bot").last_s == 0.4 and arb.latched_out("sim2bot").stopper == "artex"
+    assert arb.holder(BASE, 0.89).source == "sim2bot" and arb.holder(BASE, 0.9) is None
+    arb.hold("sim2bot", JOINTS, 0.5)                               # any channel the refused command was for
+    assert arb.holder(JOINTS, 0.6).command is None
+
+
+def test_a_stop_re_engages_the_stopper_and_a_later_stop_keeps_a_held_source_latched(arb):
+    arb.offer("sim2bot", BASE, FWD, 0.0)
+    arb.offer("robot_msg", BASE, BACK, 0.0)
+    arb.stop("artex", 0.1)                                         # both latched out
+    arb.hold("sim2bot", BASE, 0.15)
+    arb.stop("sim2bot", 0.16)                                      # sim2bot's own stop re-engages it ...
+    assert arb.latched_out("sim2bot") is None
+    assert arb.latched_out("robot_msg").stopper == "sim2bot"       # ... robot_msg's held claim keeps it latched
+    assert arb.holder(BASE, 0.17).source == "robot_msg"
+
+
+def test_re_engage_ends_the_latch(arb):
+    arb.offer("sim2bot", BASE, FWD, 0.0)
+    arb.stop("artex", 0.1)
+    assert arb.re_engage("sim2bot").stopper == "artex"
+    assert arb.latched_out("sim2bot") is None and arb.re_engage("sim2bot") is None
+    assert arb.offer("sim2bot", BASE, FWD, 0.2) is None and arb.select(BASE, 0.2).driver == "sim2bot"
+
+
+@pytest.mark.parametrize("command, zero", [
+    (BaseVelocity(0.0, 0.0), True), (BaseVelocity(-0.0, 0.0), True), (BaseVelocity(0.0, 0.1), False),
+    (TrackDuty(0.0, 0.0), True), (TrackDuty(0.0, 0.01), False),
+    (JointVelocity((0.0, 0.0)), True), (JointVelocity((0.0, 0.2)), False)])
+def test_is_zero(command, zero):
+    assert is_zero(command) is zero
+
+
+def test_sender_latch_between_the_senders_of_one_source():
+    rooms = SenderLatch(0.5)
+    assert rooms.velocity("room a", FWD, 0.0) is None
+    assert rooms.velocity("room b", FWD, 0.0) is None
+    assert rooms.velocity("room c", FWD, -1.0) is None       # not streaming any more at the stop
+    assert rooms.stop("room a", 0.1) == ["room b"]
+    assert rooms.velocity("room a", FWD, 0.12) is None        # the stopper drives on
+    refusal = rooms.velocity("room b", FWD, 0.15)
+    assert refusal.startswith("room b was streaming when room a sent stop")
+    assert refusal.endswith("a zero velocity command, a stop, a reset, or nothing for 0.50 s")
+    assert rooms.velocity("room c", FWD, 0.15) is None
+    assert rooms.velocity("room b", FWD, 0.64) is not None    # 0.49 s since its last refusal
+    assert rooms.velocity("room b", FWD, 1.15) is None        # paused over 0.5 s
+
+
+@pytest.mark.parametrize("engage", ["zero", "stop", "reset"])
+def test_sender_latch_re_engage(engage):
+    rooms = SenderLatch(0.5)
+    rooms.velocity("room b", FWD, 0.0)
+    rooms.stop("room a", 0.1)
+    assert rooms.velocity("room b", FWD, 0.2) is not None
+    if engage == "zero":
+        assert rooms.velocity("room b", BaseVelocity(0.0, 0.0), 0.25) is None
+    elif engage == "stop":
+        assert rooms.stop("room b", 0.25) == []                   # room a sent no velocity command
+    else:
+        rooms.reset("room b")
+    assert rooms.velocity("room b", FWD, 0.3) is None

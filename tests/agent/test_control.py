@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 from agent.config import AgentConfig
 from agent.control import ControlLoop, describe
-from agent.errors import CommandError
+from agent.errors import CommandError, CommandRejected
 from agent.hardware import Hardware
 from agent.model import (
     BaseVelocity,
@@ -184,6 +184,17 @@ def test_a_velocity_over_ten_times_the_maximum_is_refused_not_full_speed(rig, co
     assert rig.duty == (0.0, 0.0) and snap.active_source == "" and snap.joints.qd == (0.0, 0.0)
 
 
+@pytest.mark.parametrize("command", [
+    JointPosition((1e300, -1e300)), JointPosition((0.0, -1e300)),
+    JointTrajectory((TrajectoryPoint(0.5, (0.1, 0.1)), TrajectoryPoint(1.0, (-1e300, 0.0)))),
+])
+def test_a_joint_target_far_outside_the_limits_is_refused_not_clamped(rig, command):
+    with pytest.raises(CommandRejected, match="outside the joint's limits"):
+        rig.loop.submit("sim2bot", command)
+    home = rig.tick().joints.q
+    assert rig.tick(30).joints.q == home
+
+
 def test_a_velocity_under_ten_times_the_maximum_is_scaled_to_full_duty(rig):
     rig.loop.submit("sim2bot", BaseVelocity(9.9, 0.0))
     rig.tick(20)
@@ -277,7 +288,7 @@ def test_stop_from_lower_source_wins_over_higher(rig, caplog):
     assert rig.duty == (0.0, 0.0) and snap.stopped and snap.joints.qd == (0.0, 0.0)
     # robot_msg was streaming when the stop came: it does not simply drive on (stop wins) ...
     for _ in range(30):                                                # 0.6 s of a 20 ms stream
-        with pytest.raises(CommandError, match="was driving when a stop came"):
+        with pytest.raises(CommandError, match="robot_msg was driving when artex sent stop"):
             rig.loop.submit("robot_msg", BaseVelocity(0.2, 0.0))
         snap = rig.tick()
         assert rig.duty == (0.0, 0.0) and snap.stopped
@@ -294,12 +305,13 @@ def test_stop_latch_leaves_the_stopper_free_and_reset_rearms(rig):
     rig.loop.submit("sim2bot", Stop())
     rig.tick()
     assert rig.duty == (0.0, 0.0)
-    rig.loop.submit("sim2bot", BaseVelocity(0.3, 0.0))                 # the stopping source drives at once
+    rig.loop.submit("sim2bot", BaseVelocity(0.3, 0.0))                 # the stopping source is not latched out ...
     rig.tick(3)
-    assert rig.duty[0] > 0.0 and rig.loop.snapshot().active_source == "sim2bot"
+    # ... but robot_msg (30) had a fresh claim: held at zero until its deadline, it keeps sim2bot (20) off
+    assert rig.duty == (0.0, 0.0) and rig.loop.snapshot().active_source == ""
     with pytest.raises(CommandError):
         rig.loop.submit("robot_msg", BaseVelocity(0.5, 0.0))
-    rig.loop.submit("robot_msg", Reset())                              # an explicit reset re-arms it
+    rig.loop.submit("robot_msg", Reset())                              # an explicit reset re-engages it
     rig.loop.submit("robot_msg", BaseVelocity(0.5, 0.0))
     rig.tick()
     assert rig.loop.snapshot().active_source == "robot_msg"
@@ -311,33 +323,36 @@ def test_stop_latch_leaves_the_stopper_free_and_reset_rearms(rig):
     assert rig.loop.snapshot().active_source == "artex"
 
 
-def test_a_stop_latches_the_stoppers_own_stream_too(rig):
-    """Two Sim2Bot controllers reach the agent as one source: A streams, B says stop. A's next
-    commands must not undo the stop; a deliberate reset (or a paused stream) resumes."""
+def test_the_stopper_drives_again_with_its_next_command(rig):
+    """A source streams, stops, streams again 0.2 s later: its transport is ordered, so its next
+    command was sent after its stop and drives at once. Two Sim2Bot controllers reach the agent as
+    one source, so either one's next command counts as the stopper's (docs/safety.md)."""
     for _ in range(5):
-        rig.loop.submit("sim2bot", BaseVelocity(0.5, 0.0))             # controller A's stream
+        rig.loop.submit("sim2bot", BaseVelocity(0.5, 0.0))
         rig.tick()
-    rig.loop.submit("sim2bot", Stop())                                 # controller B
-    for _ in range(10):
-        with pytest.raises(CommandError, match="was driving when a stop came"):
-            rig.loop.submit("sim2bot", BaseVelocity(0.5, 0.0))         # A streams on
-        assert rig.tick().stopped and rig.duty == (0.0, 0.0)
-    rig.loop.submit("sim2bot", Reset())
-    rig.loop.submit("sim2bot", BaseVelocity(0.3, 0.0))
-    rig.tick(3)
-    assert rig.duty[0] > 0.0 and rig.loop.snapshot().active_source == "sim2bot"
+    rig.loop.submit("sim2bot", Stop())
+    assert rig.tick().stopped and rig.duty == (0.0, 0.0)
+    rig.tick(10)
+    rig.loop.submit("sim2bot", BaseVelocity(0.5, 0.0))
+    snap = rig.tick(3)
+    assert rig.duty[0] > 0.0 and snap.active_source == "sim2bot" and not snap.stopped
 
 
-@pytest.mark.parametrize("source, way_out", [("sim2bot", "or sends reset"), ("robot_msg", "or sends reset"),
-                                             ("artex", ""), ("console", "")])
-def test_the_stop_latch_refusal_names_reset_only_where_the_protocol_has_one(rig, source, way_out):
+@pytest.mark.parametrize("source, hint", [
+    ("sim2bot", "send a zero velocity command, a stop, a reset, or nothing for 0.50 s"),
+    ("robot_msg", "send a zero velocity command, a stop, a reset, or nothing for 0.50 s"),
+    ("artex", "send a zero velocity command, a stop, or nothing for 0.50 s"),
+    ("console", "let go and press again (a new press sends a zero first), or send nothing for 0.50 s")])
+def test_the_stop_latch_refusal_names_reset_only_where_the_protocol_has_one(rig, source, hint):
+    stopper = "artex" if source != "artex" else "sim2bot"
     for _ in range(3):
         rig.loop.submit(source, BaseVelocity(0.5, 0.0))
         rig.tick()
-    rig.loop.submit(source, Stop())
+    rig.loop.submit(stopper, Stop())
     with pytest.raises(CommandError) as err:
         rig.loop.submit(source, BaseVelocity(0.5, 0.0))
-    assert str(err.value).endswith("until it pauses for 0.50 s" + (" " + way_out if way_out else ""))
+    assert str(err.value).startswith(f"{source} was driving when {stopper} sent stop")
+    assert str(err.value).endswith("until it re-engages: " + hint)
 
 
 MOTION = st.one_of(
@@ -359,6 +374,105 @@ def test_stop_from_any_source_always_wins(rig, steps, stopper):
     snap = rig.tick()
     assert rig.duty == (0.0, 0.0) and snap.stopped and snap.active_source == ""
     assert rig.tick(3).joints.q == snap.joints.q
+
+
+# ---------------------------------------------------------------------------- the stop latch (docs/safety.md)
+
+PRIORITY = {"artex": 10, "sim2bot": 20, "robot_msg": 30, "console": 40}
+FWD = BaseVelocity(0.3, 0.0)
+
+
+def stream(rig, ticks: int, *sources: str, command=FWD) -> tuple[int, set[str]]:
+    """Every ``source`` sends ``command`` once per 20 ms tick for ``ticks`` ticks; returns
+    (refused commands, sources that drove at some tick)."""
+    refused, drove = 0, set()
+    for _ in range(ticks):
+        for source in sources:
+            try:
+                rig.loop.submit(source, command)
+            except CommandError:
+                refused += 1
+        drove.add(rig.tick().active_source)
+    return refused, drove - {""}
+
+
+def test_a_latched_out_source_holds_the_tank_still_and_keeps_lower_sources_off(rig):
+    stream(rig, 5, "robot_msg")
+    rig.loop.submit("sim2bot", Stop())
+    refused, drove = stream(rig, 50, "robot_msg", "sim2bot", "artex")  # 1 s: the stopper and a lower source too
+    assert refused == 50 and drove == set()                            # robot_msg refused every time
+    assert rig.duty == (0.0, 0.0)
+    assert dict(rig.loop.snapshot().overridden)["sim2bot"] >= 49       # kept off by robot_msg's claim at zero
+    rig.loop.submit("robot_msg", BaseVelocity(0.0, 0.0))               # re-engages with an explicit zero ...
+    refused, drove = stream(rig, 3, "robot_msg", "sim2bot")
+    assert refused == 0 and drove == {"robot_msg"} and rig.duty[0] > 0.0   # ... and drives at once
+
+
+def test_a_latched_out_source_that_goes_quiet_lets_the_stopper_drive_after_its_timeout(rig):
+    stream(rig, 5, "robot_msg")
+    rig.loop.submit("sim2bot", Stop())
+    _, drove = stream(rig, 10, "sim2bot")                              # 0.2 s: robot_msg's claim held at zero
+    assert drove == set()
+    _, drove = stream(rig, 30, "sim2bot")                              # its claim (0.5 s) ran out
+    assert drove == {"sim2bot"} and rig.duty[0] > 0.0
+
+
+@pytest.mark.parametrize("engage", [BaseVelocity(0.0, 0.0), TrackDuty(0.0, 0.0), JointVelocity((0.0, 0.0)),
+                                    Stop(), Reset()], ids=repr)
+def test_each_way_to_re_engage(rig, engage, caplog):
+    stream(rig, 5, "robot_msg")
+    rig.loop.submit("artex", Stop())
+    with pytest.raises(CommandError, match="robot_msg was driving when artex sent stop"):
+        rig.loop.submit("robot_msg", FWD)
+    with caplog.at_level(logging.INFO, logger="agent.control.front"):
+        rig.loop.submit("robot_msg", engage)
+    refused, drove = stream(rig, 3, "robot_msg")
+    assert refused == 0 and drove == {"robot_msg"} and rig.duty[0] > 0.0
+    if not isinstance(engage, (Stop, Reset)):
+        assert "robot_msg re-engaged after the stop from artex: it sent a zero velocity command" in caplog.text
+
+
+def test_a_pause_re_engages_only_after_the_whole_timeout_since_the_last_refusal(rig):
+    stream(rig, 5, "sim2bot")
+    rig.loop.submit("artex", Stop())
+    assert stream(rig, 10, "sim2bot")[0] == 10
+    rig.tick(23)                                                       # 0.48 s since the last refusal
+    assert stream(rig, 1, "sim2bot")[0] == 1                           # not yet: and the pause starts again
+    rig.tick(24)                                                       # 0.5 s since then
+    refused, drove = stream(rig, 3, "sim2bot")
+    assert refused == 0 and drove == {"sim2bot"}
+
+
+def test_the_console_re_engaged_overrides_the_hubs_stream_at_once(rig):
+    """The issue's case: the operator holds a key, the hub streams and sends its periodic stop."""
+    stream(rig, 10, "console", "artex", command=BaseVelocity(-0.3, 0.0))
+    rig.loop.submit("artex", Stop())
+    for _ in range(20):                                                # the key still held; the hub streams on
+        with pytest.raises(CommandError, match="let go and press again"):
+            rig.loop.submit("console", BaseVelocity(-0.3, 0.0))
+        rig.loop.submit("artex", FWD)
+        assert rig.tick().active_source == "" and rig.duty == (0.0, 0.0)   # the hub does not take the tank
+    rig.loop.submit("console", BaseVelocity(0.0, 0.0))                 # a new key-down: zero, then drive
+    rig.loop.submit("console", BaseVelocity(-0.3, 0.0))
+    rig.loop.submit("artex", FWD)
+    snap = rig.tick()
+    assert snap.active_source == "console" and snap.tracks.cmd_left_mps < 0.0
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(streamers=st.sets(st.sampled_from(sorted(PRIORITY)), min_size=1), stopper=st.sampled_from(sorted(PRIORITY)))
+def test_after_a_stop_the_stopper_drives_only_above_every_latched_out_source(rig, streamers, stopper):
+    rig.tick(60)                                                       # 1.2 s quiet: earlier examples' latches end
+    stream(rig, 5, *streamers)
+    rig.loop.submit(stopper, Stop())
+    others = streamers - {stopper}
+    refused, drove = stream(rig, 30, *streamers | {stopper})
+    assert refused == 30 * len(others)
+    assert drove == ({stopper} if all(PRIORITY[stopper] > PRIORITY[s] for s in others) else set())
+    for source in others:                                              # everyone re-engages: priorities as usual
+        rig.loop.submit(source, BaseVelocity(0.0, 0.0))
+    refused, drove = stream(rig, 3, *streamers | {stopper})
+    assert refused == 0 and drove == {max(streamers | {stopper}, key=PRIORITY.get)}
 
 
 def test_release_of_the_driving_source_stops_at_once(rig, caplog):

@@ -161,6 +161,8 @@ def test_failsafe_trip_zeroes_and_ends_only_when_cleared_and_a_fresh_command_com
         rig.loop.submit("console", BaseVelocity(0.2, 0.0))
     with rig.loop.locked():
         assert rig.loop.safety.condition_cleared("tilt")
+    with pytest.raises(CommandDeclined, match=r"during the halt that ended \(tilt failsafe set by robot"):
+        rig.loop.submit("console", BaseVelocity(0.2, 0.0))   # streamed into the halt: re-engage first
     snap = rig.tick(30)                                 # cleared: still latched, still zero
     assert rig.duty == (0.0, 0.0) and snap.safety.halts[0].cleared
     rig.loop.submit("console", BaseVelocity(0.0, 0.0))  # fresh command ends the latch
