@@ -78,11 +78,21 @@ class GpioChipEmulator:
 
     @classmethod
     def from_config(cls, cfg: GpioEstopConfig, physics: Any = None, **options: Any) -> "GpioChipEmulator":
-        """The chip a ``sim://`` GPIO config stands for, its switch on the configured line, closed."""
-        line = cfg.line
+        """The chip a ``sim://`` GPIO config stands for, its switch on the configured line, closed.
+
+        A line named other than ``GPIO<n>`` (a board's own line name) is line 17 renamed so."""
+        line, name = cfg.line, None
         if isinstance(line, str):
-            line = int(line[4:]) if line.startswith("GPIO") and line[4:].isdigit() else 17
-        return cls(line, closed_level=cfg.closed_level, **options)
+            if line.isdigit():
+                line = int(line)
+            elif line.startswith("GPIO") and line[4:].isdigit():
+                line = int(line[4:])
+            else:
+                line, name = 17, line
+        chip = cls(line, closed_level=cfg.closed_level, **options)
+        if name is not None:
+            chip.names[line] = name
+        return chip
 
     # ------------------------------------------------------------------ controls
     def open_switch(self) -> None:

@@ -181,3 +181,11 @@ def test_a_good_estop_section_loads():
     e = cfg.drivers.estop
     assert (e.chip, e.line, e.bias, e.closed_level, e.edge_events) == (0, "GPIO17", "pull_up", "low", True)
     assert cfg.drivers.transport_urls() == [("estop", "0")]
+
+
+@pytest.mark.parametrize("line", ["ESTOP_IN", "5", 5])
+def test_the_emulated_chip_carries_the_configured_line(line):
+    emu, drv, _ = _rig(line=line)
+    with drv:
+        emu.open_switch()
+        assert drv.read() is False
