@@ -28,6 +28,7 @@ from typing import Any
 
 from agent.config import AgentConfig
 from agent.control import ControlLoop
+from agent.estopinput import LoopEstop
 from agent.hardware import Hardware
 from agent.ratelimit import RateLimitedLog, backoff_s
 from agent.simtank import SimTank, serves
@@ -67,6 +68,7 @@ class Agent:
             self.video = hub_from_config(cfg)
             self.hardware.add_health_source(self.video.health)
         self.control = ControlLoop(cfg, self.hardware)
+        self.hardware.watch_estop(LoopEstop(self.control))   # the e-stop input, if configured
         self.adapters: dict[str, Any] = {}
         self._tasks: list[asyncio.Task] = []
         self._started = False
