@@ -189,3 +189,32 @@ def test_the_emulated_chip_carries_the_configured_line(line):
     with drv:
         emu.open_switch()
         assert drv.read() is False
+
+
+@pytest.mark.parametrize("over", [{}, {"closed_level": "high", "bias": "pull_down"}])
+def test_a_brief_opening_reads_open_once_though_the_line_is_closed_again(over):
+    emu, drv, _ = _rig(**over)
+    with drv:
+        for trial in range(20):
+            emu.flap(1)                              # open, closed again before anyone reads
+            assert emu.closed
+            if trial % 2:
+                assert drv.wait(0.0) is True         # drained by the wait ...
+            assert drv.read() is False, trial        # ... or by the read itself: either way it reads open
+            assert drv.read() is True                # once: the line is closed now
+        emu.close_switch()
+        emu.open_switch()
+        emu.close_switch()
+        emu.open_switch()
+        assert drv.read() is False and drv.read() is False   # open now: open, whatever was drained
+
+
+def test_a_closing_pulse_is_not_an_opening():
+    emu, drv, _ = _rig()
+    with drv:
+        emu.open_switch()
+        assert drv.read() is False
+        emu.flap(1, end_closed=False)                # closed for a moment, open again
+        assert drv.read() is False
+        emu.close_switch()
+        assert drv.wait(0.0) is True and drv.read() is True
