@@ -344,15 +344,13 @@ class Recorder:
         if safety != self._safety:
             self._safety = safety
             self._write("/safety", t, channels.safety(s))
-        prev = self._last
-        if prev is not None:
-            before = {d.name: d for d in prev.devices}
-            for d in s.devices:
-                b = before.get(d.name)
-                if b is None or b.state != d.state:
-                    self._write("/devices", t, {"timestamp": channels.stamp(t), "device": d.name, "state": d.state,
-                                                "previous": b.state if b else "", "last_error": d.last_error,
-                                                "errors": d.errors})
+        before = {d.name: d for d in self._last.devices} if self._last is not None else {}
+        for d in s.devices:      # every device at the first snapshot, then each transition
+            b = before.get(d.name)
+            if b is None or b.state != d.state:
+                self._write("/devices", t, {"timestamp": channels.stamp(t), "device": d.name, "state": d.state,
+                                            "previous": b.state if b else "", "last_error": d.last_error,
+                                            "errors": d.errors})
         self._last = s
         for incident in self._detector.snapshot(s):
             self._incident(incident)
