@@ -14,8 +14,10 @@ from collections.abc import Iterator
 from typing import Any
 
 from prometheus_client import CollectorRegistry, ProcessCollector, generate_latest
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.registry import Collector
+
+from agent.recorder.recorder import LATENESS_BUCKETS_S
 
 #: the content type of the text format served at /metrics
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -41,8 +43,8 @@ class AgentCollector(Collector):
         a = self.agent
         stats = a.control.tick_stats()
         snap = a.control.snapshot()
-        yield _gauge("control_rate_target_hz", "Configured control loop rate (Hz)", a.cfg.control.rate_hz)
-        yield _gauge("control_rate_hz", "Control loop rate achieved over the last ~1 s (Hz)", stats.achieved_hz)
+        yield _gauge("control_rate_target_hertz", "Configured control loop rate (Hz)", a.cfg.control.rate_hz)
+        yield _gauge("control_rate_hertz", "Control loop rate achieved over the last ~1 s (Hz)", stats.achieved_hz)
         yield _counter("control_ticks", "Control ticks run", stats.ticks)
         yield _counter("control_late_ticks", "Control ticks that started over half a period late or overran",
                        stats.late_ticks)
@@ -101,9 +103,19 @@ class AgentCollector(Collector):
             if snap.power.percent is not None:
                 yield _gauge("battery_percent", "Battery state of charge estimate (%)", snap.power.percent)
         yield _gauge("halted", "1 while an e-stop or failsafe latch refuses motion", float(snap.safety.halted))
-        yield _gauge("speed_mps", "Measured forward speed (m/s)", snap.odom.vx_mps)
+        yield _gauge("speed_meters_per_second", "Measured forward speed (m/s)", snap.odom.vx_mps)
 
         if counts is not None:
+            late = HistogramMetricFamily(P + "control_tick_lateness_seconds",
+                                         "How much later than one period each control tick followed the previous one (s)")
+            cumulative, acc = [], 0
+            for bound, n in zip(LATENESS_BUCKETS_S, counts.lateness):
+                acc += n
+                cumulative.append((repr(bound), float(acc)))
+            acc += counts.lateness[-1]
+            cumulative.append(("+Inf", float(acc)))
+            late.add_metric([], cumulative, sum_value=counts.lateness_sum_s)
+            yield late
             yield _labelled_counter("commands", "Commands received by source and verdict "
                                     "(applied, overridden, refused, rejected)", ["source", "verdict"],
                                     dict(counts.commands))

@@ -45,6 +45,8 @@ LINK_POLL_S = 0.1
 #: incidents kept in memory for the console and /metrics
 KEEP_INCIDENTS = 200
 _VELOCITY = (BaseVelocity, TrackDuty, JointVelocity)
+#: upper bounds of the control tick lateness histogram (robot_agent_control_tick_lateness_seconds), s
+LATENESS_BUCKETS_S = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1.0)
 
 
 class Counts:
@@ -52,6 +54,7 @@ class Counts:
 
     Attributes:
         commands: (source, verdict) -> commands. incidents: kind -> incidents.
+        lateness: control ticks per lateness bucket (:data:`LATENESS_BUCKETS_S`); lateness_sum_s: their sum, s.
         stops: source -> stop commands. estops: setter -> e-stops. failsafes: kind -> trips.
         link_drops, link_connects: link -> count. dropped: queue -> items dropped (full queue).
     """
@@ -65,6 +68,17 @@ class Counts:
         self.link_drops: Counter[str] = Counter()
         self.link_connects: Counter[str] = Counter()
         self.dropped: Counter[str] = Counter()
+        self.lateness = [0] * (len(LATENESS_BUCKETS_S) + 1)     # per bucket (not cumulative), last: above all
+        self.lateness_sum_s = 0.0
+
+    def late(self, seconds: float) -> None:
+        """Count one tick's lateness, s."""
+        self.lateness_sum_s += seconds
+        for i, bound in enumerate(LATENESS_BUCKETS_S):
+            if seconds <= bound:
+                self.lateness[i] += 1
+                return
+        self.lateness[-1] += 1
 
 
 class _Queue:
@@ -132,6 +146,7 @@ class Recorder:
         self._writer: RotatingWriter | None = None
         self._incident_log = IncidentLog(self.directory) if self.directory is not None else None
         self._seq = control.snapshot().seq
+        self._period = 1.0 / cfg.control.rate_hz
         self._last: Snapshot | None = None
         self._imu_t: float | None = None
         self._power_t: float | None = None
@@ -324,6 +339,8 @@ class Recorder:
 
     def _snapshot(self, s: Snapshot) -> None:
         t = s.t_unix_s
+        if self._last is not None and s.seq == self._last.seq + 1:
+            self.counts.late(max(0.0, s.t_mono_s - self._last.t_mono_s - self._period))
         self._write("/drive", t, channels.drive(s))
         self._write("/odometry", t, channels.odometry(s))
         if s.imu is not None and s.imu.t_mono_s != self._imu_t:

@@ -45,7 +45,7 @@ async def test_metrics_move_while_the_tank_drives_stops_and_loses_a_link(tmp_pat
             await agent.adapters["console"].ready.wait()
             m0 = await scrape(http, url)
             assert value(m0, "robot_agent_link_up", link="artex") == 1.0
-            assert value(m0, "robot_agent_control_rate_target_hz") == 50.0
+            assert value(m0, "robot_agent_control_rate_target_hertz") == 50.0
             assert value(m0, "process_resident_memory_bytes") > 1e6
             assert value(m0, "robot_agent_battery_volts") > 5.0
             assert value(m0, "robot_agent_device_state", device="motor", state="ok") == 1.0
@@ -53,7 +53,7 @@ async def test_metrics_move_while_the_tank_drives_stops_and_loses_a_link(tmp_pat
             async with driving(hub, {"drive": {"vx": 0.4, "omega": 0.0}}):
                 assert await wait_for(lambda: agent.physics.vx_mps > 0.2, 10)
                 m1 = await scrape(http, url)
-                assert value(m1, "robot_agent_speed_mps") > 0.1
+                assert value(m1, "robot_agent_speed_meters_per_second") > 0.1
                 await hub.command({"com": "stop"})
                 assert await wait_for(lambda: agent.recorder.counts.stops["artex"] >= 1, 5)
             m2 = await scrape(http, url)
@@ -62,6 +62,8 @@ async def test_metrics_move_while_the_tank_drives_stops_and_loses_a_link(tmp_pat
             assert value(m2, "robot_agent_stops_total", source="artex") >= 1
             assert value(m2, "robot_agent_incidents_total", kind="stop") >= 1
             assert value(m2, "robot_agent_control_ticks_total") > value(m0, "robot_agent_control_ticks_total")
+            assert value(m2, "robot_agent_control_tick_lateness_seconds_count") > \
+                value(m0, "robot_agent_control_tick_lateness_seconds_count") > 0
 
             await hub.stop()
             assert await wait_for(lambda: agent.recorder.counts.link_drops["artex"] >= 1, 15)
