@@ -110,6 +110,9 @@ class Agent:
             self.video.start()
         self.control.start()
         self._started = True
+        if self.config_path:    # what a settings write killed mid-way (power cut, kill -9) left
+            from agent.adapters.artex_settings import remove_stale_temp_files
+            await asyncio.to_thread(remove_stale_temp_files, self.config_path)
         self._build_adapters()
         for name, adapter in self.adapters.items():
             self._tasks.append(asyncio.create_task(self._supervise(name, adapter), name=f"adapter-{name}"))
