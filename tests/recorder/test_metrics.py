@@ -63,7 +63,7 @@ async def test_metrics_move_while_the_tank_drives_stops_and_loses_a_link(tmp_pat
             assert value(m2, "robot_agent_incidents_total", kind="stop") >= 1
             assert value(m2, "robot_agent_control_ticks_total") > value(m0, "robot_agent_control_ticks_total")
             assert value(m2, "robot_agent_control_tick_lateness_seconds_count") > \
-                value(m0, "robot_agent_control_tick_lateness_seconds_count") > 0
+                value(m0, "robot_agent_control_tick_lateness_seconds_count")
 
             await hub.stop()
             assert await wait_for(lambda: agent.recorder.counts.link_drops["artex"] >= 1, 15)

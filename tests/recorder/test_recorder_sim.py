@@ -109,6 +109,7 @@ async def test_incidents_on_the_simulated_tank_export_every_channel(tmp_path, ca
             cmd = await peer.publisher("command")
             await cmd.send(envelope(ControllerCommand(ctrl_mode=0)))
             assert await wait_for(lambda: "stop" in incidents_by_kind(agent), 5), list(agent.recorder.incidents)
+        assert await wait_for(lambda: agent.control.snapshot().tracks.duty_left == 0.0, 5)
         stop = incidents_by_kind(agent)["stop"]
         assert stop.source == "robot_msg" and "stop from robot_msg while moving" in stop.reason
 
@@ -179,8 +180,9 @@ async def test_incidents_on_the_simulated_tank_export_every_channel(tmp_path, ca
     stop_ns = int(stop.t_unix_s * 1e9)
     s2b_ns = next(m[3] for m in everything if m[0] == "/commands" and m[4]["source"] == "sim2bot")
     duty_before = [m[4]["duty_left"] for m in everything if m[0] == "/drive" and m[3] < stop_ns]
-    duty_after = [m[4]["duty_left"] for m in everything if m[0] == "/drive" and stop_ns + 0.05e9 < m[3] < s2b_ns]
-    assert max(duty_before) > 0.1 and duty_after and all(d == 0.0 for d in duty_after), duty_after
+    duty_after = [m[4]["duty_left"] for m in everything if m[0] == "/drive" and stop_ns < m[3] < s2b_ns]
+    zero_from = duty_after.index(0.0)      # the tick the stop woke (at once, or a loaded machine's later one)
+    assert max(duty_before) > 0.1 and zero_from <= 2 and all(d == 0.0 for d in duty_after[zero_from:]), duty_after
     # the camera frames decode
     frames = [m[4] for m in everything if m[0] == "/camera/front"]
     assert frames and all(f["format"] == "jpeg" for f in frames)
