@@ -85,6 +85,21 @@ async def run(tmp_dir: str, shot: str | None = None) -> None:
             with chromium() as driver:
                 check_page(driver, port, shot)
         await asyncio.to_thread(browse)
+        # the page's download is the incident's MCAP file
+        import io
+
+        import aiohttp
+        from mcap.reader import make_reader
+        incident = next(i for i in agent.recorder.incidents if i.kind == "stop")
+        async with aiohttp.ClientSession() as http:
+            async with http.get(f"http://127.0.0.1:{port}/api/incidents/{incident.id}.mcap") as resp:
+                assert resp.status == 200
+                assert incident.id in resp.headers["Content-Disposition"]
+                data = await resp.read()
+            async with http.get(f"http://127.0.0.1:{port}/api/incidents/no-such-id.mcap") as resp:
+                assert resp.status == 404
+        topics = {ch.topic for _, ch, _ in make_reader(io.BytesIO(data)).iter_messages()}
+        assert {"/drive", "/commands", "/incidents", "/camera/front"} <= topics, topics
 
 
 async def test_incident_timeline_in_the_browser(tmp_path) -> None:
