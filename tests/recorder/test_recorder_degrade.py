@@ -1,24 +1,50 @@
 """A full disk under the running agent: the tank keeps driving, the recorder is degraded (logged once,
-shown in the status), and every file left behind opens with the ``mcap`` reader."""
+shown in the status), and every file left behind opens with the ``mcap`` reader. The disk is a real
+small tmpfs where root may mount one, and everywhere an ``ENOSPC`` from the writer's file object once
+the recordings pass 150 kB."""
 
 from __future__ import annotations
 
-import json
+import asyncio
+import contextlib
+import errno
+from pathlib import Path
 
 import pytest
 from mcap.reader import make_reader
 
 from agent.model import BaseVelocity
-from agent.recorder.writer import recordings
+from agent.recorder.writer import _File, recordings
 from agent.status import gather
-from agent.testing.running_agent import running_agent, sim_config, wait_for
+from agent.testing.running_agent import running_agent, sim_config
 from tests.recorder.test_writer import small_tmpfs
 
 pytestmark = pytest.mark.timeout(120)
 
 
-async def test_a_full_disk_leaves_the_agent_driving_and_the_recorder_degraded(tmp_path, caplog):
-    with small_tmpfs(tmp_path / "disk", "192k") as disk:
+@contextlib.contextmanager
+def injected_full_disk(path: Path, monkeypatch, limit: int = 150_000):
+    real, total = _File.write, [0]
+
+    def write(self, data):
+        if total[0] + len(data) > limit and len(data) > 64:      # the 50-byte tail still fits, as on a disk
+            n = max(0, limit - total[0])                        # whose full chunk was cut back
+            real(self, bytes(data)[:n])
+            total[0] += n
+            raise OSError(errno.ENOSPC, "No space left on device")
+        total[0] += len(data)
+        return real(self, data)
+    monkeypatch.setattr(_File, "write", write)
+    path.mkdir()
+    yield path
+
+
+@pytest.mark.parametrize("disk_kind", ["tmpfs", "injected"])
+async def test_a_full_disk_leaves_the_agent_driving_and_the_recorder_degraded(tmp_path, caplog, monkeypatch,
+                                                                                disk_kind):
+    full = small_tmpfs(tmp_path / "disk", "192k") if disk_kind == "tmpfs" else \
+        injected_full_disk(tmp_path / "disk", monkeypatch)
+    with full as disk:
         cfg = sim_config(recorder={"enabled": True, "dir": str(disk), "frame_fps": 10, "chunk_max_s": 0.2})
         async with running_agent(cfg) as agent:
             async def drive_until(pred, timeout_s: float) -> bool:
@@ -28,7 +54,7 @@ async def test_a_full_disk_leaves_the_agent_driving_and_the_recorder_degraded(tm
                 for _ in range(int(timeout_s / 0.05)):
                     if await step():
                         return True
-                    await __import__("asyncio").sleep(0.05)
+                    await asyncio.sleep(0.05)
                 return bool(pred())
 
             assert await drive_until(lambda: agent.recorder.degraded, 30), agent.recorder.status()
