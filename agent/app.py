@@ -154,6 +154,10 @@ class Agent:
         adapter closes), then the adapters (bounded), the video hub and the devices."""
         if self._started:
             await asyncio.to_thread(self.control.close, ZERO_CONFIRM_S)
+        for task in self._recorder_tasks:   # before the links close: a shutdown is no lost link
+            task.cancel()
+        await asyncio.gather(*self._recorder_tasks, return_exceptions=True)
+        self._recorder_tasks = []
         for task in self._tasks:
             task.cancel()
         if self._tasks:
@@ -166,10 +170,6 @@ class Agent:
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     task.result()
         self._tasks.clear()
-        for task in self._recorder_tasks:
-            task.cancel()
-        await asyncio.gather(*self._recorder_tasks, return_exceptions=True)
-        self._recorder_tasks = []
         await asyncio.to_thread(self.recorder.close)
         if self.video is not None:
             await asyncio.to_thread(self.video.close)

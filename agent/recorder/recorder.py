@@ -32,6 +32,7 @@ from typing import Any
 from agent.config import AgentConfig
 from agent.errors import CommandDeclined
 from agent.model import BaseVelocity, JointVelocity, Snapshot, Stop, TrackDuty
+from agent.ratelimit import RateLimitedLog
 from agent.recorder import channels
 from agent.recorder.incidents import Detector, Incident, IncidentLog, moving
 from agent.recorder.writer import RotatingWriter
@@ -142,6 +143,7 @@ class Recorder:
         self._events = _Queue(rc.queue_size)
         self._frames = _Queue(max(4, int(rc.frame_fps * 4)))
         self._tap = _LogTap(self._logs)
+        self._bugs = RateLimitedLog(log, 10.0)
         self._detector = Detector()
         self._writer: RotatingWriter | None = None
         self._incident_log = IncidentLog(self.directory) if self.directory is not None else None
@@ -284,7 +286,7 @@ class Recorder:
                 elif self._writer is not None:
                     self._writer.poll()
             except Exception:  # noqa: BLE001 - the recorder must never take anything down with it
-                log.exception("recorder: pass failed")
+                self._bugs.log(logging.ERROR, "pass", "recorder: pass failed", exc_info=True)
             self._check_degraded()
             self.cpu_s = time.thread_time() - cpu0
             if asked > self._flush_done:
