@@ -11,7 +11,8 @@ An incident is one of (``kind``):
 
 :class:`Detector` turns snapshots and events into :class:`Incident` s (pure: no I/O, no clock of its
 own); :class:`IncidentLog` keeps them in ``incidents.jsonl`` in the recordings directory (one JSON
-object a line, appended), which ``robot-agent incidents`` reads.
+object a line, appended; cut back to the newest 2000 once over 1 MiB), which ``robot-agent incidents``
+reads.
 """
 
 from __future__ import annotations
@@ -29,6 +30,9 @@ from agent.model import Snapshot
 log = logging.getLogger(__name__)
 
 INCIDENTS_FILE = "incidents.jsonl"
+#: incidents.jsonl is cut back to its newest :data:`KEEP_LINES` lines once it is this long, bytes
+MAX_FILE_BYTES = 1 << 20
+KEEP_LINES = 2000
 KINDS = ("estop", "failsafe", "stop", "watchdog", "device_lost", "link_lost")
 #: measured or commanded track speed above which the tank counts as moving, m/s
 MOVING_MPS = 0.01
@@ -133,8 +137,18 @@ class IncidentLog:
         fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         try:
             os.write(fd, line)
+            size = os.fstat(fd).st_size
         finally:
             os.close(fd)
+        if size > MAX_FILE_BYTES:
+            self._trim()
+
+    def _trim(self) -> None:
+        """Keep the newest :data:`KEEP_LINES` lines (temporary file + rename: never half a file)."""
+        lines = self.path.read_bytes().splitlines(keepends=True)[-KEEP_LINES:]
+        tmp = self.path.with_suffix(".jsonl.tmp")
+        tmp.write_bytes(b"".join(lines))
+        os.replace(tmp, self.path)
 
     def read(self) -> list[Incident]:
         """Every incident in the file, oldest first; bad lines are skipped (logged once)."""

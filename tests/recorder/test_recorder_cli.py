@@ -57,3 +57,15 @@ def test_the_cli_reads_recorder_dir_from_a_config(tmp_path, capsys):
     assert main(["incidents", "--config", str(params)]) == 2
     with pytest.raises(ConfigError):
         load(params)
+
+
+def test_the_incident_log_keeps_its_newest_lines_within_its_bound(tmp_path, monkeypatch):
+    import agent.recorder.incidents as incidents
+    monkeypatch.setattr(incidents, "MAX_FILE_BYTES", 20_000)
+    monkeypatch.setattr(incidents, "KEEP_LINES", 50)
+    log = IncidentLog(tmp_path)
+    for i in range(400):
+        log.append(make(1_796_000_000.0 + i, "stop", f"stop {i}", "artex"))
+    got = log.read()
+    assert log.path.stat().st_size <= 20_000 + 200
+    assert got[-1].reason == "stop 399" and [int(g.reason.split()[1]) for g in got] == list(range(400 - len(got), 400))
