@@ -84,7 +84,7 @@ class AgentCollector(Collector):
         yield _labelled_counter("link_reconnects", "Times a link came up again after it was up", ["link"],
                                 _reconnects(counts))
         yield _labelled_counter("link_drops", "Times a link that was up went down", ["link"],
-                                dict(((k,), v) for k, v in counts.link_drops.items()) if counts else {})
+                                {(k,): v for k, v in _copy(counts.link_drops).items()} if counts else {})
 
         dev = GaugeMetricFamily(P + "device_state", "1 for the device's current health state",
                                 labels=["device", "state"])
@@ -118,15 +118,15 @@ class AgentCollector(Collector):
             yield late
             yield _labelled_counter("commands", "Commands received by source and verdict "
                                     "(applied, overridden, refused, rejected)", ["source", "verdict"],
-                                    dict(counts.commands))
+                                    _copy(counts.commands))
             yield _labelled_counter("stops", "Stop commands by source", ["source"],
-                                    {(k,): v for k, v in counts.stops.items()})
+                                    {(k,): v for k, v in _copy(counts.stops).items()})
             yield _labelled_counter("estops", "Emergency stops set, by setter", ["by"],
-                                    {(k,): v for k, v in counts.estops.items()})
+                                    {(k,): v for k, v in _copy(counts.estops).items()})
             yield _labelled_counter("failsafes", "Failsafe trips by kind (battery, tilt, stall)", ["kind"],
-                                    {(k,): v for k, v in counts.failsafes.items()})
+                                    {(k,): v for k, v in _copy(counts.failsafes).items()})
             yield _labelled_counter("incidents", "Incidents by kind", ["kind"],
-                                    {(k,): v for k, v in counts.incidents.items()})
+                                    {(k,): v for k, v in _copy(counts.incidents).items()})
             yield _counter("recorder_written_bytes", "Bytes written to recordings", rec.bytes_written())
             yield _gauge("recorder_degraded", "1 once a write error stopped the recorder", float(bool(rec.degraded)))
             yield _counter("recorder_cpu_seconds", "CPU time of the recorder thread (s)", rec.cpu_s)
@@ -134,10 +134,20 @@ class AgentCollector(Collector):
                                     ["queue"], {(k,): v for k, v in rec.dropped().items()})
 
 
+def _copy(counter: Any) -> dict[Any, int]:
+    """A copy of a Counter the recorder thread may be adding a key to right now (retried, never raises)."""
+    for _ in range(5):
+        try:
+            return dict(counter)
+        except RuntimeError:        # dictionary changed size during iteration
+            continue
+    return {}
+
+
 def _reconnects(counts: Any) -> dict[tuple[str, ...], float]:
     if counts is None:
         return {}
-    return {(k,): max(0, v - 1) for k, v in counts.link_connects.items()}
+    return {(k,): max(0, v - 1) for k, v in _copy(counts.link_connects).items()}
 
 
 def _gauge(name: str, doc: str, value: float) -> GaugeMetricFamily:

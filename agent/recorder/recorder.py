@@ -21,7 +21,6 @@ recorder (logged once, ``degraded`` in :meth:`status`); the robot is not touched
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import threading
 import time
@@ -33,7 +32,7 @@ from agent.config import AgentConfig
 from agent.errors import CommandDeclined
 from agent.model import BaseVelocity, JointVelocity, Snapshot, Stop, TrackDuty
 from agent.ratelimit import RateLimitedLog
-from agent.recorder import channels
+from agent.recorder import channels, feeds
 from agent.recorder.incidents import Detector, Incident, IncidentLog, moving
 from agent.recorder.writer import RotatingWriter
 
@@ -41,8 +40,6 @@ log = logging.getLogger(__name__)
 
 #: the recorder thread wakes this often, s
 POLL_S = 0.1
-#: link states are read this often, s
-LINK_POLL_S = 0.1
 #: incidents kept in memory for the console and /metrics
 KEEP_INCIDENTS = 200
 _VELOCITY = (BaseVelocity, TrackDuty, JointVelocity)
@@ -233,44 +230,17 @@ class Recorder:
 
     # ------------------------------------------------------------------ event-loop tasks
     async def watch_links(self, adapters: dict[str, Any]) -> None:
-        """Queue every change of a link's state (adapter ``status()``) until cancelled."""
-        seen: dict[str, tuple[str, bool]] = {}
-        while True:
-            for name, adapter in list(adapters.items()):
-                try:
-                    st = adapter.status()
-                    state = getattr(st.state, "value", str(st.state))
-                    key = (state, bool(st.connected))
-                except Exception:  # noqa: BLE001 - an adapter's status bug must not stop the watch
-                    continue
-                if seen.get(name) != key:
-                    before = seen.get(name)
-                    seen[name] = key
-                    event = "connect" if key[1] else ("drop" if before is not None and before[1] else state)
-                    self.event("/links", time.time(), {"link": name, "state": state, "connected": key[1],
-                                                       "event": event, "last_error": str(st.last_error or "")})
-            await asyncio.sleep(LINK_POLL_S)
+        """Queue every change of a link's state until cancelled (agent.recorder.feeds.watch_links)."""
+        await feeds.watch_links(self, adapters)
 
     async def watch_camera(self, video: Any, camera_id: str) -> None:
-        """Queue one JPEG of ``camera_id`` every 1/frame_fps s (ARTEX's encode, shared) until cancelled."""
-        from agent.video import FrameFormat
-        fps = self.settings.frame_fps
-        if fps <= 0 or self._writer is None:
-            return
-        fmt = FrameFormat("jpeg", quality=self.cfg.artex.jpeg_quality)
-        period, after = 1.0 / fps, 0
-        loop = asyncio.get_running_loop()
-        while True:
-            started = loop.time()
-            try:
-                enc = await video.next_encoded(camera_id, fmt, after, period * 2)
-            except Exception as err:  # noqa: BLE001 - a camera error: skip this frame, keep going
-                log.debug("recorder: camera %s: %s", camera_id, err)
-                enc = None
-            if enc is not None:
-                after = enc.seq
-                self._frames.put((camera_id, enc.t_unix_s, bytes(enc.data)))
-            await asyncio.sleep(max(0.0, period - (loop.time() - started)))
+        """Queue camera JPEGs at ``frame_fps`` until cancelled (agent.recorder.feeds.watch_camera)."""
+        if self.settings.frame_fps > 0 and self._writer is not None:
+            await feeds.watch_camera(self, video, camera_id, self.settings.frame_fps, self.cfg.artex.jpeg_quality)
+
+    def frame(self, camera_id: str, t_unix_s: float, jpeg: bytes) -> None:
+        """Queue one JPEG for the thread; never blocks (a full queue drops and counts)."""
+        self._frames.put((camera_id, t_unix_s, jpeg))
 
     # ------------------------------------------------------------------ the thread
     def _run(self) -> None:
@@ -343,33 +313,34 @@ class Recorder:
         t = s.t_unix_s
         if self._last is not None and s.seq == self._last.seq + 1:
             self.counts.late(max(0.0, s.t_mono_s - self._last.t_mono_s - self._period))
-        self._write("/drive", t, channels.drive(s))
-        self._write("/odometry", t, channels.odometry(s))
-        if s.imu is not None and s.imu.t_mono_s != self._imu_t:
-            self._imu_t = s.imu.t_mono_s
-            self._write("/imu", t, channels.imu(s))
-        if s.power is not None and s.power.t_mono_s != self._power_t:
-            self._power_t = s.power.t_mono_s
-            self._write("/battery", t, channels.battery(s))
-        servo = (s.joints.q, s.joints.target, s.gripper)
-        if s.joints.names and servo != self._servo:
-            self._servo = servo
-            self._write("/servo", t, channels.servo(s))
-        if s.active_source != self._owner:
-            self._write("/arbitration", t, {"timestamp": channels.stamp(t), "active_source": s.active_source,
-                                            "previous": self._owner or ""})
-            self._owner = s.active_source
-        safety = (s.stopped, s.watchdog, s.safety)
-        if safety != self._safety:
-            self._safety = safety
-            self._write("/safety", t, channels.safety(s))
-        before = {d.name: d for d in self._last.devices} if self._last is not None else {}
-        for d in s.devices:      # every device at the first snapshot, then each transition
-            b = before.get(d.name)
-            if b is None or b.state != d.state:
-                self._write("/devices", t, {"timestamp": channels.stamp(t), "device": d.name, "state": d.state,
-                                            "previous": b.state if b else "", "last_error": d.last_error,
-                                            "errors": d.errors})
+        if self._writer is not None:     # not recording: incidents and counts only
+            self._write("/drive", t, channels.drive(s))
+            self._write("/odometry", t, channels.odometry(s))
+            if s.imu is not None and s.imu.t_mono_s != self._imu_t:
+                self._imu_t = s.imu.t_mono_s
+                self._write("/imu", t, channels.imu(s))
+            if s.power is not None and s.power.t_mono_s != self._power_t:
+                self._power_t = s.power.t_mono_s
+                self._write("/battery", t, channels.battery(s))
+            servo = (s.joints.q, s.joints.target, s.gripper)
+            if s.joints.names and servo != self._servo:
+                self._servo = servo
+                self._write("/servo", t, channels.servo(s))
+            if s.active_source != self._owner:
+                self._write("/arbitration", t, {"timestamp": channels.stamp(t), "active_source": s.active_source,
+                                                "previous": self._owner or ""})
+                self._owner = s.active_source
+            safety = (s.stopped, s.watchdog, s.safety)
+            if safety != self._safety:
+                self._safety = safety
+                self._write("/safety", t, channels.safety(s))
+            before = {d.name: d for d in self._last.devices} if self._last is not None else {}
+            for d in s.devices:      # every device at the first snapshot, then each transition
+                b = before.get(d.name)
+                if b is None or b.state != d.state:
+                    self._write("/devices", t, {"timestamp": channels.stamp(t), "device": d.name, "state": d.state,
+                                                "previous": b.state if b else "", "last_error": d.last_error,
+                                                "errors": d.errors})
         self._last = s
         for incident in self._detector.snapshot(s):
             self._incident(incident)
