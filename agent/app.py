@@ -28,6 +28,7 @@ from typing import Any
 
 from agent.config import AgentConfig
 from agent.control import ControlLoop
+from agent.estopinput import LoopEstop
 from agent.hardware import Hardware
 from agent.ratelimit import RateLimitedLog, backoff_s
 from agent.simtank import SimTank, serves
@@ -67,6 +68,7 @@ class Agent:
             self.video = hub_from_config(cfg)
             self.hardware.add_health_source(self.video.health)
         self.control = ControlLoop(cfg, self.hardware)
+        self.hardware.watch_estop(LoopEstop(self.control))   # the e-stop input, if configured
         from agent.recorder.recorder import Recorder
         self.recorder = Recorder(cfg, self.control)     # the flight recorder (docs/recorder.md)
         self.adapters: dict[str, Any] = {}
@@ -101,6 +103,8 @@ class Agent:
                 from agent.recorder.web import RecorderRoutes
                 console.routes.extend(RecorderRoutes(self).routes())     # /metrics, /incidents
                 built["console"] = console
+                links = [a for a in built.values() if hasattr(a, "warnings")]
+                console.link_warnings = lambda: [w for a in links for w in a.warnings()]
         self.adapters.update(built)
 
     async def start(self) -> None:

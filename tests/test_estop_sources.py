@@ -181,7 +181,11 @@ async def rig(tmp_path: Path):
     cfg = deep_merge(rm_config(), {"server": artex["server"], "port": artex["port"], "artex": artex["artex"],
                                    "sim2bot": {"enabled": True, "url": bridge.url, "reconnect_delay_s": 0.1,
                                                "reconnect_delay_max_s": 0.5},
-                                   "console": {"enabled": True, "port": port}, "drivers": {"cameras": []}})
+                                   "console": {"enabled": True, "port": port}, "drivers": {"cameras": []},
+                                   # a stream stalled by a loaded machine is not a pause (a pause re-engages)
+                                   "control": {"sources": {s: {"priority": p, "timeout_s": 2.0} for s, p in
+                                                           (("artex", 10), ("sim2bot", 20), ("robot_msg", 30),
+                                                            ("console", 40))}}})
     tasks: list[asyncio.Task] = []
     try:
         async with running_agent(cfg) as agent, controller(bridge) as robot, aiohttp.ClientSession() as http:
