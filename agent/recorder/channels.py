@@ -79,7 +79,9 @@ SCHEMAS: dict[str, dict[str, Any]] = {
         "stopped": {"type": "boolean"}, "watchdog": _STR, "halts": {"type": "array", "items": {"type": "object"}},
         "halt": _STR, "speed_cap_mps": _NUM_OR_NULL, "speed_cap_reason": _STR}),
     "robot_agent.Link": _obj("robot_agent.Link", "A protocol link's state change", {
-        "link": _STR, "state": _STR, "connected": {"type": "boolean"}, "event": _STR, "last_error": _STR}),
+        "link": _STR, "state": _STR, "connected": {"type": "boolean"}, "ready": {"type": ["boolean", "null"]},
+        "event": {"enum": ["connect", "ready", "drop", "up", "connecting", "down"]},
+        "failures": {"type": "integer", "minimum": 0}, "last_error": _STR}),
     "robot_agent.Device": _obj("robot_agent.Device", "A device's health transition", {
         "device": _STR, "state": _STR, "previous": _STR, "last_error": _STR, "errors": {"type": "integer"}}),
     "robot_agent.Incident": _obj("robot_agent.Incident", "An incident: e-stop, failsafe, stop, watchdog, lost", {

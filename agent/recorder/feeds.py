@@ -18,24 +18,44 @@ LINK_POLL_S = 0.1
 
 
 async def watch_links(recorder: Any, adapters: dict[str, Any]) -> None:
-    """Queue every change of a link's state (adapter ``status()``: state, connected, last error) as a
-    ``/links`` event (``connect``, ``drop``, or the new state) until cancelled."""
-    seen: dict[str, tuple[str, bool]] = {}
+    """Queue every change of a link's state (adapter ``status()``: state, connected, ARTEX ``ready``, last
+    error, ``connect_failures``) as a ``/links`` event (``connect``, ``ready``, ``drop``, or the new state:
+    ``connecting`` / ``down`` while the reconnect loop backs off) until cancelled."""
+    seen: dict[str, tuple[str, bool, bool | None]] = {}
     while True:
         for name, adapter in list(adapters.items()):
             try:
                 st = adapter.status()
                 state = getattr(st.state, "value", str(st.state))
-                key = (state, bool(st.connected))
+                ready = _ready(st.detail.get("ready"))
+                key = (state, bool(st.connected), ready)
+                failures = int(st.counters.get("connect_failures", 0))
             except Exception:  # noqa: BLE001 - an adapter's status bug must not stop the watch
                 continue
-            if seen.get(name) != key:
-                before = seen.get(name)
+            before = seen.get(name)
+            if before != key:
                 seen[name] = key
-                event = "connect" if key[1] else ("drop" if before is not None and before[1] else state)
-                recorder.event("/links", time.time(), {"link": name, "state": state, "connected": key[1],
-                                                       "event": event, "last_error": str(st.last_error or "")})
+                events = []
+                if key[1] and (before is None or not before[1]):
+                    events.append("connect")
+                if key[1] and ready and (before is None or not before[2] or not before[1]):
+                    events.append("ready")     # past the handshake (within the same poll as connect, often)
+                if not key[1] and before is not None and before[1]:
+                    events.append("drop")
+                for event in events or [state]:    # connecting / down: the reconnect loop's backoff streak
+                    recorder.event("/links", time.time(), {"link": name, "state": state, "connected": key[1],
+                                                           "ready": ready, "event": event, "failures": failures,
+                                                           "last_error": str(st.last_error or "")})
         await asyncio.sleep(LINK_POLL_S)
+
+
+def _ready(value: Any) -> bool | None:
+    """A link's ``ready`` detail (ARTEX: ``"init"`` / ``"ok"``; a bool elsewhere) as a bool; None without one."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str):
+        return value.lower() in ("ok", "ready", "true")
+    return None
 
 
 async def watch_camera(recorder: Any, video: Any, camera_id: str, fps: float, quality: int) -> None:

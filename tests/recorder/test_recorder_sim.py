@@ -171,6 +171,9 @@ async def test_incidents_on_the_simulated_tank_export_every_channel(tmp_path, ca
     # the last incident's window (30 s before) covers the whole run: every channel is in it
     everything = files["link_lost"]
     assert CHANNELS <= {m[0] for m in everything}, CHANNELS - {m[0] for m in everything}
+    artex_links = [m[4]["event"] for m in everything if m[0] == "/links" and m[4]["link"] == "artex"]
+    assert "connect" in artex_links and "ready" in artex_links and artex_links[-1] in ("drop", "connecting", "down")
+    assert "drop" in artex_links, artex_links
     # commands in time order: ARTEX drove, robot_msg stopped, then Sim2Bot streamed
     cmds = [(m[4]["source"], m[4]["command"], m[4]["verdict"]) for m in everything if m[0] == "/commands"]
     first = {src: next(i for i, c in enumerate(cmds) if c[0] == src) for src in ("artex", "robot_msg", "sim2bot")}
