@@ -97,3 +97,13 @@ async def test_metrics_and_incidents_sit_behind_the_console_token(tmp_path):
         async with http.get(f"http://127.0.0.1:{port}/metrics?token={token}") as resp:
             assert resp.status == 200
             assert "robot_agent_control_ticks_total" in await resp.text()
+        # a scraper keeps no cookie: /metrics (only) takes the token as a bearer token, as Prometheus sends it
+        async with aiohttp.ClientSession() as scraper:
+            url = f"http://127.0.0.1:{port}/metrics"
+            async with scraper.get(url, headers={"Authorization": f"Bearer {token}"}) as resp:
+                assert resp.status == 200 and "robot_agent_control_ticks_total" in await resp.text()
+            async with scraper.get(url, headers={"Authorization": "Bearer not-the-token-at-all"}) as resp:
+                assert resp.status == 401
+            async with scraper.get(f"http://127.0.0.1:{port}/api/incidents",
+                                   headers={"Authorization": f"Bearer {token}"}) as resp:
+                assert resp.status == 401                 # the page's routes keep the cookie rule
