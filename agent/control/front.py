@@ -104,6 +104,7 @@ class Front:
         self._closed = False
         self._calibration: concurrent.futures.Future | None = None
         self._estop_listeners: list[Callable[[Halt | None], None]] = []
+        self._command_taps: list[Callable[[str, Command, CommandError | None], None]] = []
         self._rejects = RateLimitedLog(log, REJECT_LOG_INTERVAL_S)
         self._snap = Snapshot(joints=state.joints.state(), gripper=state.joints.gripper)
         self._ring: deque[Snapshot] = deque(maxlen=RING_SIZE)
@@ -125,7 +126,22 @@ class Front:
                 err.source = source
             self._rejects.log(logging.WARNING, (source, str(err)), "rejected %s from %s: %s",
                               type(command).__name__, source, err)
+            self._tap(source, command, err)
             raise
+        self._tap(source, command, None)
+
+    def on_command(self, tap: Callable[[str, Command, CommandError | None], None]) -> None:
+        """Call ``tap(source, command, error)`` after every submitted command, accepted (``error`` None) or
+        refused, on the submitter's thread, outside the lock. It must not block: the flight recorder
+        (agent.recorder) appends to a bounded queue."""
+        self._command_taps.append(tap)
+
+    def _tap(self, source: str, command: Command, err: CommandError | None) -> None:
+        for tap in self._command_taps:
+            try:
+                tap(source, command, err)
+            except Exception:  # noqa: BLE001 - a tap's bug must not change the command's outcome
+                log.exception("command tap failed")
 
     def _submit(self, source: str, command: Command) -> None:
         if source not in SOURCES:

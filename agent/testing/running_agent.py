@@ -1,7 +1,7 @@
 """The shipped simulated-tank config and a running agent on it.
 
 ``sim_config(**overrides)`` returns ``config/params.json`` as a dict with every
-adapter off (ARTEX ``server`` null, sim2bot and robot_msg disabled); overrides
+adapter off (ARTEX ``server`` null, sim2bot and robot_msg disabled) and the recorder off; overrides
 are deep-merged. ``running_agent(cfg_dict)`` is an async context manager that
 validates the dict, starts :class:`agent.app.Agent` on the simulated tank and
 closes it afterwards. ``wait_for`` polls a condition on the event loop.
@@ -46,6 +46,7 @@ def sim_config(**overrides: Any) -> dict:
     cfg["sim2bot"] = {**cfg.get("sim2bot", {}), "enabled": False}
     cfg["robot_msg"] = {**cfg.get("robot_msg", {}), "enabled": False}
     cfg["console"] = {**cfg.get("console", {}), "enabled": False}
+    cfg["recorder"] = {**cfg.get("recorder", {}), "enabled": False}   # tests that record pass a tmp dir
     return deep_merge(cfg, overrides)
 
 
