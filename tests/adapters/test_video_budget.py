@@ -112,6 +112,7 @@ def test_time_code_survives_the_smallest_re_encode() -> None:
     assert ok and read_stamp(jpeg.tobytes()) == pytest.approx(1234.567, abs=0.002)
 
 
+@pytest.mark.slow     # 2592x1944 frames for 8-10 s: the frame size is the point
 async def test_big_frames_stay_under_the_default_buffer(noisy_camera) -> None:
     hub = TimedHub()
     await hub.start()
@@ -131,6 +132,7 @@ async def test_big_frames_stay_under_the_default_buffer(noisy_camera) -> None:
         await hub.stop()
 
 
+@pytest.mark.slow     # 2592x1944 frames for 8-10 s: the frame size is the point
 async def test_slow_link_keeps_frames_young_and_stop_prompt(noisy_camera) -> None:
     hub = TimedHub()
     await hub.start()

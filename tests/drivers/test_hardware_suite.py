@@ -30,6 +30,7 @@ def _counts(out: str) -> dict[str, int]:
     return {word: int(n) for n, word in re.findall(r"(\d+) (passed|failed|skipped|error)", out)}
 
 
+@pytest.mark.slow                                             # a pytest subprocess on emulators, ~4 s
 @pytest.mark.parametrize("motor, chips", [
     (RoboclawConfig(kind="roboclaw", port="unset"), {"IMU": "mpu6050", "POWER": "ina219", "SERVO": "pca9685"}),
     (LineMotorConfig(kind="line", port="unset", ready_timeout_s=0.5), {"IMU": "bno055", "POWER": "ina226"}),

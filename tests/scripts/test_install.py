@@ -20,7 +20,8 @@ import pytest
 
 from tests.conftest import ROOT
 
-pytestmark = pytest.mark.timeout(240)
+# slow: real venvs and pip installs (~10-20 s); one worker builds the module's install once
+pytestmark = [pytest.mark.timeout(240), pytest.mark.slow, pytest.mark.xdist_group("install")]
 
 INSTALL = ROOT / "scripts" / "install.sh"
 UNINSTALL = ROOT / "scripts" / "uninstall.sh"
