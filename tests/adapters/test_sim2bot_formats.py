@@ -75,7 +75,7 @@ async def test_in_one_room_two_formats_each_flow_and_one_unsubscribe_does_not_st
         stream_b = b.camera("model:0", fps=10, width=64, height=48, codec="raw")
         reader_a, reader_b = Reader(stream_a), Reader(stream_b)
         try:
-            await asyncio.sleep(2.0)
+            await wait_for(lambda: len(reader_a.of(0, 160)) >= 8 and len(reader_b.of(2, 64)) >= 8, 10)
             assert len(reader_a.of(0, 160)) >= 8, "A's JPEG 160x120 does not flow"
             assert len(reader_b.of(2, 64)) >= 8, "B's raw 64x48 does not flow"
             assert {(c, w, h) for _, c, w, h in reader_a.frames} <= {(0, 160, 120), (2, 64, 48)}
@@ -141,7 +141,7 @@ async def test_one_room_per_controller_each_gets_only_its_own_format(bridge):
         stream_b = b.camera("model:0", fps=10, width=320, height=240, codec="raw")
         reader_a, reader_b = Reader(stream_a), Reader(stream_b)
         try:
-            await asyncio.sleep(3.0)
+            await wait_for(lambda: len(reader_a.frames) >= 10 and len(reader_b.frames) >= 10, 15)
             # every frame relayed in each room, and every frame each client read, is its own format
             assert tap_a.since(0) == {jpeg} and tap_b.since(0) == {raw}, (tap_a.since(0), tap_b.since(0))
             assert {f[1:] for f in reader_a.frames} == {jpeg} and {f[1:] for f in reader_b.frames} == {raw}

@@ -184,7 +184,7 @@ async def test_without_a_video_socket_frames_are_dropped(hub):
     assert streams.frames_sent == 0 and not streams.attached
     rec = Recorder()
     streams.attach(rec)
-    await asyncio.sleep(0.5)
+    await wait_for(lambda: len(rec.frames) >= 3, 5)
     streams.close()
     assert streams.frames_sent == len(rec.frames) > 0
 

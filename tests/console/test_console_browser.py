@@ -27,6 +27,7 @@ pytestmark = [
     pytest.mark.skipif(not available() and not REQUIRED,
                        reason="needs Debian chromium + chromium-driver (scripts/bootstrap.sh installs them)"),
     pytest.mark.timeout(180),
+    pytest.mark.slow,                  # a real Chromium per test, 3-6 s each
 ]
 
 #: Slack on top of a claimed bound for a loaded CI machine, s.
