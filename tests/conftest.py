@@ -33,8 +33,10 @@ def sim_params() -> dict:
 
 #: Modules one xdist worker runs whole, in file order; every other test is scheduled alone.
 #: test_install: one real install (module fixture), then its upgrade and uninstall.
-#: test_console_browser: one headless Chromium at a time (several starve the 2-core machine).
-ONE_WORKER = ("tests/scripts/test_install.py", "tests/console/test_console_browser.py")
+#: test_console_browser: one headless Chromium at a time; adapters/test_video_budget: one
+#: 2592x1944 camera at a time (several starve the 2-core machine).
+ONE_WORKER = ("tests/scripts/test_install.py", "tests/console/test_console_browser.py",
+              "tests/adapters/test_video_budget.py")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
