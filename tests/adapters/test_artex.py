@@ -48,6 +48,7 @@ async def test_passport_heartbeat_and_token(hub):
 
 
 async def test_heartbeat_oddities(hub, caplog):
+    hub.auto_ready = False                  # "init" throughout, however long the heartbeats take
     async with agent_on(hub, ready=False):
         assert await hub.heartbeat(["d_meta"]) == {"d_meta": {"sid": hub.connected[-1], "ready": "init",
                                                               "telem_run": False, "video_run": False}}
