@@ -81,9 +81,10 @@ async def test_in_one_room_two_formats_each_flow_and_one_unsubscribe_does_not_st
             assert {(c, w, h) for _, c, w, h in reader_a.frames} <= {(0, 160, 120), (2, 64, 48)}
             closed = time.monotonic()
             await asyncio.to_thread(stream_b.close)          # B unsubscribes model:0
-            await asyncio.sleep(UNSUBSCRIBE_GRACE_S + 1.5)
-            gap = max_gap(reader_a.of(0, 160), closed, closed + UNSUBSCRIBE_GRACE_S + 1.0)
-            assert gap < 0.7, f"A's stream paused {gap:.2f} s after B's unsubscribe"
+            await asyncio.sleep(UNSUBSCRIBE_GRACE_S + 2.5)
+            # a stream ended with B's would pause >= 2 s here; a loaded machine pauses one < 1.5 s
+            gap = max_gap(reader_a.of(0, 160), closed, closed + UNSUBSCRIBE_GRACE_S + 2.0)
+            assert gap < 1.5, f"A's stream paused {gap:.2f} s after B's unsubscribe"
             late_raw = [t for t in reader_a.of(2, 64) if t > closed + UNSUBSCRIBE_GRACE_S + 0.5]
             assert late_raw == [], "B's format outlived its unsubscribe"
             status = agent.adapters["sim2bot"].status()
@@ -154,9 +155,10 @@ async def test_one_room_per_controller_each_gets_only_its_own_format(bridge):
 
             closed = time.monotonic()
             await asyncio.to_thread(stream_b.close)          # B unsubscribes: only room ctl-b's stream ends
-            await asyncio.sleep(UNSUBSCRIBE_GRACE_S + 1.5)
+            await asyncio.sleep(UNSUBSCRIBE_GRACE_S + 2.5)
+            # a stream ended with B's would pause >= 2.5 s here; a loaded machine pauses one < 1.5 s
             gap = max_gap(reader_a.of(0, 160), closed, time.monotonic())
-            assert gap < 0.7, f"A's stream paused {gap:.2f} s after B's unsubscribe"
+            assert gap < 1.5, f"A's stream paused {gap:.2f} s after B's unsubscribe"
             assert tap_b.since(closed + UNSUBSCRIBE_GRACE_S + 0.5) == set(), "B's stream outlived its unsubscribe"
             assert tap_a.since(closed) == {jpeg}
         finally:
