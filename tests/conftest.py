@@ -37,16 +37,44 @@ def sim_params() -> dict:
 #: 2592x1944 camera at a time (several starve the 2-core machine).
 ONE_WORKER = ("tests/scripts/test_install.py", "tests/console/test_console_browser.py",
               "tests/adapters/test_video_budget.py")
+#: The longest chain (two real installs one after the other, 20-90 s by the load): started first.
+FIRST = ("tests/scripts/test_install.py",)
+#: Where the last ``slow`` test goes, as a fraction of the run: late enough to spread them out,
+#: early enough that none of them ends the run alone.
+SLOW_SPREAD = 0.6
+
+
+def _module(item: pytest.Item) -> str:
+    return item.nodeid.split("::", 1)[0]
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """On an xdist worker, tests marked ``slow`` go first (stable sort; every worker collects the
-    same order): the scheduler hands them out one per worker at the start, so none of them starts
-    last and sets the suite's wall time on its own."""
-    if os.environ.get("PYTEST_XDIST_WORKER"):
-        items.sort(key=lambda item: item.get_closest_marker("slow") is None)
-
-
+    """On an xdist worker (every worker collects the same order): :data:`FIRST` modules first, then
+    the tests marked ``slow`` spread evenly over the first :data:`SLOW_SPREAD` of the run, a
+    module in :data:`ONE_WORKER` kept together. Together they starved the CPU (a camera or a
+    browser missed its deadlines); at the end one of them would set the wall time alone."""
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        return
+    first = [item for item in items if _module(item) in FIRST]
+    rest = [item for item in items if _module(item) not in FIRST]
+    is_slow = {id(item): item.get_closest_marker("slow") is not None for item in rest}
+    slow_modules = {_module(item) for item in rest if is_slow[id(item)] and _module(item) in ONE_WORKER}
+    units: dict[str, list[pytest.Item]] = {}            # slow units, in collection order
+    for item in rest:
+        if _module(item) in slow_modules:
+            units.setdefault(_module(item), []).append(item)
+        elif is_slow[id(item)]:
+            units.setdefault(item.nodeid, []).append(item)
+    slow = {id(item) for unit in units.values() for item in unit}
+    normal = [item for item in rest if id(item) not in slow]
+    step = SLOW_SPREAD * len(normal) / (len(units) + 1)
+    out = list(first)
+    at = 0
+    for n, unit in enumerate(units.values(), start=1):
+        upto = round(n * step)
+        out += normal[at:upto] + unit
+        at = upto
+    items[:] = out + normal[at:]
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config: pytest.Config, log):
     """With ``-n`` and the default ``--dist load``: xdist's scope scheduler (a worker asks for more
