@@ -199,13 +199,17 @@ def bridge():
         yield b
 
 
-async def read_frames(stream, seconds: float) -> list:
-    frames, end = [], time.monotonic() + seconds
-    while time.monotonic() < end:
-        frame = await asyncio.to_thread(stream.read, max(0.05, end - time.monotonic()))
+async def read_frames(stream, seconds: float, at_least: int = 0, at_most_s: float = 0.0) -> list:
+    """Frames read for ``seconds``, and on until ``at_least`` arrived (``at_most_s`` in all): a
+    loaded machine may stall the camera for a while."""
+    start, frames = time.monotonic(), []
+    while True:
+        end = start + (seconds if len(frames) >= at_least else max(seconds, at_most_s))
+        if (left := end - time.monotonic()) <= 0:
+            return frames
+        frame = await asyncio.to_thread(stream.read, max(0.05, min(left, 0.5)))
         if frame is not None:
             frames.append(frame)
-    return frames
 
 
 async def test_jpeg_and_raw_frames_decode_with_the_reference_client(bridge):
@@ -308,13 +312,16 @@ async def test_three_subscribers_of_one_format_share_one_stream(bridge):
             streams = [r.camera("model:0", fps=10, width=96, height=72) for r in (r1, r2, r3)]
             assert await wait_for(lambda: adapter.status()["streams"] == 1, 3)
             before_enc, before_sent = agent.video.encode_count, adapter.status()["frames_sent"]
-            got = await asyncio.gather(*(read_frames(s, 1.5) for s in streams))
+            start = time.monotonic()
+            got = await asyncio.gather(*(read_frames(s, 1.5, at_least=5, at_most_s=6.0) for s in streams))
+            took = time.monotonic() - start
             sent = adapter.status()["frames_sent"] - before_sent
             encodes = agent.video.encode_count - before_enc
             for s in streams:
                 s.close()
         assert all(len(g) >= 5 for g in got)          # every subscriber gets the ~10 fps feed
-        assert sent <= 20 and encodes <= sent + 2      # one stream, one encode per frame sent
+        # one stream (three would send ~30/s), one encode per frame sent
+        assert sent <= 20 * max(1.0, took / 1.5) and encodes <= sent + 2
 
 
 async def test_frames_over_the_link_budget_are_dropped_not_delayed(hub):
