@@ -53,12 +53,21 @@ def sim_config(**overrides: Any) -> dict:
 @contextlib.asynccontextmanager
 async def running_agent(cfg: dict | AgentConfig, *, config_path: str | None = None,
                         logs: Any = None) -> AsyncIterator[Any]:
-    """Start an :class:`agent.app.Agent` on ``cfg`` (a params dict or AgentConfig); close it on exit."""
+    """Start an :class:`agent.app.Agent` on ``cfg`` (a params dict or AgentConfig); close it on exit.
+
+    On the simulated tank (motor port ``sim://``) it first waits up to 10 s for the motor
+    controller to be open: the emulator answers on real time, and on a loaded machine (parallel
+    test workers) the first handshake may time out and wait for the supervisor's reopen.
+    """
     from agent.app import Agent
 
     if isinstance(cfg, dict):
         cfg = AgentConfig.model_validate(cfg)
     async with Agent(cfg, config_path=config_path, logs=logs) as agent:
+        motor = cfg.drivers.motor
+        if motor is not None and motor.port.startswith("sim://"):
+            await wait_for(lambda: any(d.name == "motor" and d.state == "ok"
+                                       for d in agent.control.snapshot().devices), 10.0)
         yield agent
 
 
