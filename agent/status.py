@@ -81,7 +81,8 @@ def gather(agent: Any, now: float | None = None) -> dict[str, Any]:
     ``summary`` (the STATUS= line), ``devices`` (name, state, last_error, errors), ``links``
     (adapter -> connected, robot_msg peers, ``warnings`` when the link has trouble: degraded), ``active_source``, ``watchdog``, ``stopped``,
     ``faults``, ``loop`` (keeps_rate, rate_hz, achieved_hz, ticks, late_ticks, max_tick_ms),
-    ``safety`` (the halts and speed cap: ``agent.model.SafetyState.as_dict``; docs/safety.md).
+    ``safety`` (the halts and speed cap: ``agent.model.SafetyState.as_dict``; docs/safety.md),
+    ``recorder`` (the flight recorder: ``agent.recorder.recorder.Recorder.status``; docs/recorder.md).
     """
     control = agent.control
     snap = control.snapshot()
@@ -97,6 +98,7 @@ def gather(agent: Any, now: float | None = None) -> dict[str, Any]:
         "active_source": snap.active_source, "watchdog": snap.watchdog, "stopped": snap.stopped,
         "faults": list(snap.faults),
         "safety": snap.safety.as_dict(),
+        "recorder": _recorder(agent),
         "loop": {"keeps_rate": keeps, "rate_hz": agent.cfg.control.rate_hz,
                  "achieved_hz": round(stats.achieved_hz, 1), "ticks": stats.ticks,
                  "late_ticks": stats.late_ticks, "max_tick_ms": round(stats.max_tick_s * 1e3, 2)},
@@ -107,6 +109,12 @@ def gather(agent: Any, now: float | None = None) -> dict[str, Any]:
     health["state"] = "degraded" if bad else "ok"
     health["summary"] = summary(health)
     return health
+
+
+def _recorder(agent: Any) -> dict[str, Any] | None:
+    """The flight recorder's status (agent.recorder: recording, dir, degraded...), or None."""
+    rec = getattr(agent, "recorder", None)
+    return rec.status() if rec is not None else None
 
 
 def summary(health: dict[str, Any]) -> str:
@@ -277,6 +285,10 @@ def format_table(health: dict[str, Any]) -> str:
                      f"by {halt.get('by')} since {halt.get('since')}: {halt.get('reason')}"))
     if safety.get("speed_cap_mps") is not None:
         rows.append(("speed cap", f"{safety['speed_cap_mps']:g} m/s", safety.get("speed_cap_reason", "")))
+    rec = health.get("recorder")
+    if rec:
+        state = "degraded" if rec.get("degraded") else "recording" if rec.get("recording") else "off"
+        rows.append(("recorder", state, rec.get("degraded") or rec.get("dir") or ""))
     w0 = max(len(r[0]) for r in rows)
     w1 = max(len(str(r[1])) for r in rows)
     return "\n".join(f"{a:<{w0}}  {b!s:<{w1}}  {c}".rstrip() for a, b, c in rows)

@@ -93,7 +93,8 @@ sys usermod -aG "$groups" robot-agent
 # ----------------------------------------------------------------------------- code and venv
 copy_tree() {   # copy the source tree to $OPT/src, replacing an older copy (upgrade)
   rm -rf "$OPT/src.new" && mkdir -p "$OPT/src.new"
-  tar -C "$SRC" --exclude=./.git --exclude=./.venv --exclude=./logs --exclude='__pycache__' -cf - . \
+  tar -C "$SRC" --exclude=./.git --exclude=./.venv --exclude=./logs --exclude=./.hypothesis \
+    --exclude=./.pytest_cache --exclude='__pycache__' -cf - . \
     | tar -C "$OPT/src.new" -xf -
   rm -rf "$OPT/src" && mv "$OPT/src.new" "$OPT/src"
 }

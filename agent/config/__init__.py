@@ -20,7 +20,7 @@ external       {}                    SDK externals (kept, unused)
 ============== ===================== =========================================
 
 The agent's own sections: ``drivers``, ``base``, ``watchdog``, ``control``,
-``artex``, ``sim2bot``, ``robot_msg``, ``console``, ``video``, ``failsafe``, ``log_dir``. Unknown keys
+``artex``, ``sim2bot``, ``robot_msg``, ``console``, ``video``, ``failsafe``, ``recorder``, ``log_dir``. Unknown keys
 inside the agent's sections are errors with a "did you mean" hint; unknown
 top-level keys (the user's own, which the SDK ignores) are ignored with a
 warning, unless they look like a misspelt known key. Every float must be finite
@@ -53,6 +53,7 @@ from agent.config.console import ConsoleConfig
 from agent.config.control import BaseConfig, ControlConfig, WatchdogConfig
 from agent.config.drivers import DriversConfig
 from agent.config.failsafe import CHEMISTRY_CELL_V, FULL_CELL_V, FailsafeConfig
+from agent.config.recorder import RecorderConfig
 from agent.config.robotmsg import RobotMsgConfig
 from agent.config.sim2bot import Sim2botConfig
 from agent.config.video import VideoConfig
@@ -107,6 +108,7 @@ class AgentConfig(Section):
     console: ConsoleConfig = Field(default_factory=ConsoleConfig)
     video: VideoConfig = Field(default_factory=VideoConfig)
     failsafe: FailsafeConfig = Field(default_factory=FailsafeConfig)
+    recorder: RecorderConfig = Field(default_factory=RecorderConfig)
     log_dir: str | None = Field(None, description="directory of robot-agent.log when logger_type is 'file'; "
                                 "ARTEX `file` requests are served from memory (agent.logtail) either way")
 

@@ -20,7 +20,9 @@ import pytest
 
 from tests.conftest import ROOT
 
-pytestmark = pytest.mark.timeout(240)
+# slow: real venvs and pip installs (~10-20 s); one xdist worker runs this module (tests/conftest.py
+# ONE_WORKER) so the module's install is built once
+pytestmark = [pytest.mark.timeout(240), pytest.mark.slow]
 
 INSTALL = ROOT / "scripts" / "install.sh"
 UNINSTALL = ROOT / "scripts" / "uninstall.sh"
