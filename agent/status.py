@@ -13,12 +13,14 @@ task on the event loop, then
   loop, and removes it when the agent stops.
 
 ``robot-agent status`` (:func:`report`) reads that file and prints a table. Its
-exit status: 0 healthy, 1 degraded, 2 no status file (no agent running, or it
+exit status: 0 healthy (or starting), 1 degraded, 2 no status file (no agent running, or it
 writes elsewhere), 3 the file is stale (its agent died or has not written it for
 :data:`STALE_S`).
 
-A state is ``degraded`` when a device is not ``ok``, a protocol link is down,
-the control loop misses its rate, or a fault is active. The one-line summary
+A state is ``degraded`` when a device is not ``ok`` (nor ``starting``: not opened
+yet, no failure), a protocol link is down, the control loop misses its rate, or a
+fault is active; ``starting`` (exit 0) while nothing is wrong but a device is
+still starting or the loop is in its first second. The one-line summary
 holds only discrete states (no rates or counters), so it changes only when the
 health does.
 """
@@ -98,9 +100,14 @@ def gather(agent: Any, now: float | None = None) -> dict[str, Any]:
                  "achieved_hz": round(stats.achieved_hz, 1), "ticks": stats.ticks,
                  "late_ticks": stats.late_ticks, "max_tick_ms": round(stats.max_tick_s * 1e3, 2)},
     }
-    bad = (any(d["state"] != "ok" for d in devices) or not all(l["connected"] for l in links.values())
-           or not keeps or bool(snap.faults))
-    health["state"] = "degraded" if bad else "ok"
+    # the first second (the loop's rate window) and devices not opened yet are starting, not faults
+    # (a loop that never ticks stays "starting" here; systemd's WatchdogSec restarts it within 2 s)
+    warming = not keeps and stats.ticks < agent.cfg.control.rate_hz
+    health["loop"]["starting"] = warming
+    bad = (any(d["state"] not in ("ok", "starting") for d in devices) or not all(l["connected"] for l in links.values())
+           or not (keeps or warming) or bool(snap.faults))
+    starting = warming or any(d["state"] == "starting" for d in devices)
+    health["state"] = "degraded" if bad else "starting" if starting else "ok"
     health["summary"] = summary(health)
     return health
 
@@ -110,7 +117,7 @@ def summary(health: dict[str, Any]) -> str:
     console since ...``), then state, devices, links, active source, watchdog, loop."""
     devices = " ".join(f"{d['name']}={d['state']}" for d in health["devices"]) or "none"
     links = " ".join(f"{n}={'up' if l['connected'] else 'down'}" for n, l in health["links"].items()) or "none"
-    loop = "ok" if health["loop"]["keeps_rate"] else "slow"
+    loop = "ok" if health["loop"]["keeps_rate"] else "starting" if health["loop"].get("starting") else "slow"
     safety = health.get("safety") or {}
     halt = f"HALTED: {safety['halt']}; " if safety.get("halt") else ""
     if safety.get("speed_cap_mps") is not None:
@@ -248,7 +255,7 @@ def read(path: Path, now: float | None = None) -> tuple[int, dict[str, Any] | No
         return EXIT_STALE, health, f"stale: the agent (pid {pid}) is not running"
     if age > STALE_S:
         return EXIT_STALE, health, f"stale: written {age:.0f} s ago; the agent (pid {pid}) is not answering"
-    return (EXIT_OK if health.get("state") == "ok" else EXIT_DEGRADED), health, ""
+    return (EXIT_OK if health.get("state") in ("ok", "starting") else EXIT_DEGRADED), health, ""
 
 
 def format_table(health: dict[str, Any]) -> str:
@@ -259,7 +266,7 @@ def format_table(health: dict[str, Any]) -> str:
         extra = f"{link['peers']} peer(s)" if "peers" in link else ""
         rows.append((f"link {name}", "up" if link["connected"] else "down", extra))
     loop = health.get("loop", {})
-    rows.append(("control loop", "ok" if loop.get("keeps_rate") else "slow",
+    rows.append(("control loop", "ok" if loop.get("keeps_rate") else "starting" if loop.get("starting") else "slow",
                  f"{loop.get('achieved_hz')} / {loop.get('rate_hz')} Hz, {loop.get('late_ticks')} late ticks"))
     rows.append(("active source", health.get("active_source") or "-", ""))
     rows.append(("watchdog", health.get("watchdog", ""), "stop latched" if health.get("stopped") else ""))

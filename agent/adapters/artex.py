@@ -51,7 +51,7 @@ from agent.adapters.artex_commands import (
 from agent.adapters.artex_settings import persist_settings, validate_settings
 from agent.adapters.artex_streams import ArtexStreams
 from agent.config import AgentConfig
-from agent.errors import CommandError, ConfigError
+from agent.errors import CommandDeclined, CommandError, ConfigError
 from agent.logtail import LogTail
 from agent.model import Stop
 from agent.ports import LinkStatus, RobotPort, VideoPort
@@ -246,14 +246,16 @@ class ArtexAdapter:
         """Count and log a rejection, rate-limited by (source, reason): varied junk costs one line per reason."""
         self.counters["rejected"] += 1
         reason = problem.reason if isinstance(problem, CommandError) else "invalid"
-        self._throttle.log(logging.ERROR, (SOURCE, what, reason), "ARTEX: rejected %s: %s", what, problem)
+        # declined by the robot's state (a stop latch, an e-stop): INFO; a malformed message: WARNING
+        level = logging.INFO if isinstance(problem, CommandDeclined) else logging.WARNING
+        self._throttle.log(level, (SOURCE, what, reason), "ARTEX: rejected %s: %s", what, problem)
 
     def _on_fault(self, kind: str, detail: str) -> None:
         """A hub message the client discarded (artex_client.HubClient): counted, logged once per kind."""
         self.counters["received"] += 1
         self.counters["rejected"] += 1
         self.counters[f"fault_{kind}"] += 1
-        self._throttle.log(logging.ERROR, (SOURCE, "fault", kind), "ARTEX: discarded a message from the hub "
+        self._throttle.log(logging.WARNING, (SOURCE, "fault", kind), "ARTEX: discarded a message from the hub "
                            "(%s): %s", kind, detail)
 
     # ------------------------------------------------------------------ handlers
