@@ -128,9 +128,15 @@ def test_check_config_unreadable_exit_2(tmp_path):
 
 def test_examples_are_valid():
     examples = sorted((ROOT / "config" / "examples").glob("*.json"))
+    readme = (ROOT / "config" / "examples" / "README.md").read_text()
     for path in examples:
         cfg = load(path)
         assert isinstance(cfg, AgentConfig)
+        assert cfg.console.enabled and cfg.console.loopback, path.name          # the console, on loopback
+        assert f"`{path.name}`" in readme, f"{path.name} is not documented in config/examples/README.md"
+        for cam in cfg.drivers.cameras:                                           # what the installer provides
+            assert not str(cam.source).startswith("gst:"), (path.name, cam.source)
+    assert "artex.arcon" in readme and "does not resolve" in readme
 
 
 def test_two_i2c_devices_on_one_address_are_refused():
