@@ -73,13 +73,23 @@ def _link(name: str, status: dict[str, Any]) -> dict[str, Any]:
     return link
 
 
+def _tracks(t: Any) -> dict[str, Any]:
+    """Duty sent (-1..1), commanded and measured speed (m/s) per track, and whether both duties are 0."""
+    r = lambda v, d: round(float(v), d) + 0.0   # noqa: E731 - "+ 0.0" turns -0.0 into 0.0
+    return {"at_zero": t.duty_left == 0.0 and t.duty_right == 0.0,
+            "duty_left": r(t.duty_left, 3), "duty_right": r(t.duty_right, 3),
+            "cmd_left_mps": r(t.cmd_left_mps, 3), "cmd_right_mps": r(t.cmd_right_mps, 3),
+            "left_mps": r(t.left_mps, 3), "right_mps": r(t.right_mps, 3)}
+
+
 def gather(agent: Any, now: float | None = None) -> dict[str, Any]:
     """The agent's health as a JSON-ready dict (see the module docstring for ``state``).
 
     Keys: ``version``, ``pid``, ``name``, ``t_unix`` (s), ``state`` (``ok`` / ``degraded``),
     ``summary`` (the STATUS= line), ``devices`` (name, state, last_error, errors), ``links``
     (adapter -> connected, robot_msg peers), ``active_source``, ``watchdog``, ``stopped``,
-    ``faults``, ``loop`` (keeps_rate, rate_hz, achieved_hz, ticks, late_ticks, max_tick_ms),
+    ``faults``, ``tracks`` (``at_zero``, ``duty_left/right`` -1..1, ``cmd_left/right_mps`` and measured
+    ``left/right_mps``, m/s), ``loop`` (keeps_rate, rate_hz, achieved_hz, ticks, late_ticks, max_tick_ms),
     ``safety`` (the halts and speed cap: ``agent.model.SafetyState.as_dict``; docs/safety.md).
     """
     control = agent.control
@@ -95,6 +105,7 @@ def gather(agent: Any, now: float | None = None) -> dict[str, Any]:
         "devices": devices, "links": links,
         "active_source": snap.active_source, "watchdog": snap.watchdog, "stopped": snap.stopped,
         "faults": list(snap.faults),
+        "tracks": _tracks(snap.tracks),
         "safety": snap.safety.as_dict(),
         "loop": {"keeps_rate": keeps, "rate_hz": agent.cfg.control.rate_hz,
                  "achieved_hz": round(stats.achieved_hz, 1), "ticks": stats.ticks,
@@ -122,8 +133,10 @@ def summary(health: dict[str, Any]) -> str:
     halt = f"HALTED: {safety['halt']}; " if safety.get("halt") else ""
     if safety.get("speed_cap_mps") is not None:
         halt += f"speed capped at {safety['speed_cap_mps']:g} m/s: {safety.get('speed_cap_reason', '')}; "
+    tracks = health.get("tracks")
+    motors = "" if tracks is None else f"; motors {'at zero' if tracks['at_zero'] else 'driving'}"
     return (f"{halt}{health['state']}; devices {devices}; links {links}; source {health['active_source'] or '-'}; "
-            f"watchdog {health['watchdog']}{' (stopped)' if health['stopped'] else ''}; loop {loop}")
+            f"watchdog {health['watchdog']}{' (stopped)' if health['stopped'] else ''}{motors}; loop {loop}")
 
 
 # ----------------------------------------------------------------------------- write
@@ -269,6 +282,11 @@ def format_table(health: dict[str, Any]) -> str:
     rows.append(("control loop", "ok" if loop.get("keeps_rate") else "starting" if loop.get("starting") else "slow",
                  f"{loop.get('achieved_hz')} / {loop.get('rate_hz')} Hz, {loop.get('late_ticks')} late ticks"))
     rows.append(("active source", health.get("active_source") or "-", ""))
+    t = health.get("tracks")
+    if t is not None:
+        rows.append(("motors", "at zero" if t["at_zero"] else "DRIVING",
+                     f"duty L {t['duty_left']:+.2f} R {t['duty_right']:+.2f}; speed L {t['left_mps']:+.2f} "
+                     f"R {t['right_mps']:+.2f} m/s (commanded {t['cmd_left_mps']:+.2f}/{t['cmd_right_mps']:+.2f})"))
     rows.append(("watchdog", health.get("watchdog", ""), "stop latched" if health.get("stopped") else ""))
     rows += [("fault", f, "") for f in health.get("faults", [])]
     safety = health.get("safety") or {}
