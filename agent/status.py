@@ -133,8 +133,8 @@ def summary(health: dict[str, Any]) -> str:
     halt = f"HALTED: {safety['halt']}; " if safety.get("halt") else ""
     if safety.get("speed_cap_mps") is not None:
         halt += f"speed capped at {safety['speed_cap_mps']:g} m/s: {safety.get('speed_cap_reason', '')}; "
-    tracks = health.get("tracks")
-    motors = "" if tracks is None else f"; motors {'at zero' if tracks['at_zero'] else 'driving'}"
+    # the motors are not in this line: it changes only with the health (STATUS=, one INFO line per change)
+    motors = ""
     return (f"{halt}{health['state']}; devices {devices}; links {links}; source {health['active_source'] or '-'}; "
             f"watchdog {health['watchdog']}{' (stopped)' if health['stopped'] else ''}{motors}; loop {loop}")
 

@@ -215,7 +215,7 @@ async def test_status_shows_the_duty_and_track_speed_at_a_glance(tmp_path):
     cfg = sim_config(drivers={"cameras": []})
     async with running_agent(cfg) as agent:
         at_rest = gather(agent)
-        assert at_rest["tracks"]["at_zero"] and "motors at zero" in at_rest["summary"]
+        assert at_rest["tracks"]["at_zero"]
         row = next(l for l in format_table(at_rest).splitlines() if l.startswith("motors"))
         assert row.split()[1:6] == ["at", "zero", "duty", "L", "+0.00"]
 
@@ -226,7 +226,7 @@ async def test_status_shows_the_duty_and_track_speed_at_a_glance(tmp_path):
         assert await wait_for(driving, 5)
         moving = gather(agent)
         assert not moving["tracks"]["at_zero"] and moving["tracks"]["duty_left"] > 0.0
-        assert "motors driving" in moving["summary"]
+        assert moving["summary"] == at_rest["summary"]              # STATUS= changes with the health only
         row = next(l for l in format_table(moving).splitlines() if l.startswith("motors"))
         assert "DRIVING" in row and "duty L +0." in row and "m/s" in row
         write_atomically(tmp_path / "status.json", moving)
