@@ -226,7 +226,7 @@ async def test_status_shows_the_duty_and_track_speed_at_a_glance(tmp_path):
         assert await wait_for(driving, 5)
         moving = gather(agent)
         assert not moving["tracks"]["at_zero"] and moving["tracks"]["duty_left"] > 0.0
-        assert moving["summary"] == at_rest["summary"]              # STATUS= changes with the health only
+        assert "motors" not in moving["summary"]                    # STATUS= changes with the health only
         row = next(l for l in format_table(moving).splitlines() if l.startswith("motors"))
         assert "DRIVING" in row and "duty L +0." in row and "m/s" in row
         write_atomically(tmp_path / "status.json", moving)
