@@ -28,6 +28,7 @@ from typing import Any
 
 from agent.config import AgentConfig
 from agent.control import ControlLoop
+from agent.estopinput import LoopEstop
 from agent.hardware import Hardware
 from agent.ratelimit import RateLimitedLog, backoff_s
 from agent.simtank import SimTank, serves
@@ -67,6 +68,7 @@ class Agent:
             self.video = hub_from_config(cfg)
             self.hardware.add_health_source(self.video.health)
         self.control = ControlLoop(cfg, self.hardware)
+        self.hardware.watch_estop(LoopEstop(self.control))   # the e-stop input, if configured
         self.adapters: dict[str, Any] = {}
         self._tasks: list[asyncio.Task] = []
         self._started = False
@@ -105,6 +107,9 @@ class Agent:
             self.video.start()
         self.control.start()
         self._started = True
+        if self.config_path:    # what a settings write killed mid-way (power cut, kill -9) left
+            from agent.adapters.artex_settings import remove_stale_temp_files
+            await asyncio.to_thread(remove_stale_temp_files, self.config_path)
         self._build_adapters()
         for name, adapter in self.adapters.items():
             self._tasks.append(asyncio.create_task(self._supervise(name, adapter), name=f"adapter-{name}"))

@@ -18,9 +18,12 @@ Pulses: angle ``[min_rad, max_rad]`` maps linearly onto ``[min_us, max_us]``
 ``[closed_us, open_us]`` (hardware-reference §6.6 turns microseconds into
 PCA9685 counts).
 
-Values outside the joint limits are clamped with one warning per source and
-command kind; wrong shapes are :class:`~agent.errors.CommandError`. Not
-thread-safe: the control loop calls it under its lock.
+Targets outside the joint limits are clamped with one warning per source and
+command kind, up to :data:`TARGET_MARGIN_RAD` (one full turn) beyond a limit; a target
+farther out is refused (:meth:`JointController.check_position`, ``check_trajectory``:
+:class:`~agent.errors.CommandRejected` naming the field and the joint), the same for
+every protocol, as a velocity more than 10x the maximum is. Wrong shapes are
+:class:`~agent.errors.CommandError`. Not thread-safe: the control loop calls it under its lock.
 """
 
 from __future__ import annotations
@@ -32,12 +35,17 @@ from dataclasses import dataclass
 from itertools import pairwise
 
 from agent.config.drivers import GripperConfig, ServoJointConfig
-from agent.errors import CommandError
+from agent.errors import CommandError, CommandRejected
 from agent.model import JointState, JointTrajectory
 
 log = logging.getLogger(__name__)
 
 HOLD, POSITION, VELOCITY, TRAJECTORY = "hold", "position", "velocity", "trajectory"
+
+#: A position target more than this beyond its joint's limit is refused, not clamped, rad: one full
+#: turn. Within it a target is clamped to the limit (a controller's small overshoot, an angle given
+#: in another turn); beyond it no servo angle is meant (``1e300``, a value in degrees or counts).
+TARGET_MARGIN_RAD = 2.0 * math.pi
 
 
 def angle_to_pulse_us(q_rad: float, joint: ServoJointConfig) -> float:
@@ -139,9 +147,34 @@ class JointController:
         if n > self.dof:
             raise CommandError(f"{what}: {n} values for {self.dof} joints ({', '.join(self.names)})")
 
+    def check_targets(self, what: str, q: Sequence[float]) -> None:
+        """Raise CommandRejected (reason ``out_of_range``) when a target angle lies more than
+        :data:`TARGET_MARGIN_RAD` outside its joint's ``[min_rad, max_rad]``.
+
+        Args:
+            what: the field, for the message (``joint_position q``); each value is named
+                ``what[i]`` with its joint's name.
+            q: target angles, rad, for the first len(q) joints.
+        """
+        for i, (v, j) in enumerate(zip(q, self.joints)):
+            if not j.min_rad - TARGET_MARGIN_RAD <= v <= j.max_rad + TARGET_MARGIN_RAD:
+                raise CommandRejected(
+                    f"{what}[{i}] ({j.name}) {v:g} rad is more than a full turn ({TARGET_MARGIN_RAD:.4g} rad) "
+                    f"outside the joint's limits {j.min_rad:g}..{j.max_rad:g} rad; refused (not clamped)",
+                    reason="out_of_range")
+
+    def check_position(self, q: Sequence[float]) -> None:
+        """Raise CommandError when a JointPosition's ``q`` (rad) does not fit the joints: wrong
+        length, or a target far outside its limits (:meth:`check_targets`)."""
+        self.check_length("joint_position q", len(q))
+        self.check_targets("joint_position q", q)
+
     def check_trajectory(self, traj: JointTrajectory) -> None:
-        """Raise CommandError when the trajectory's points do not fit the joints."""
+        """Raise CommandError when the trajectory's points do not fit the joints: wrong length,
+        or a point's target far outside its limits (:meth:`check_targets`)."""
         self.check_length("joint_trajectory points[0].q", len(traj.points[0].q))
+        for i, point in enumerate(traj.points):
+            self.check_targets(f"joint_trajectory points[{i}].q", point.q)
 
     def check_gripper(self) -> None:
         """Raise CommandError when no gripper is configured."""
@@ -166,8 +199,9 @@ class JointController:
 
     # ------------------------------------------------------------------ commands
     def set_position(self, source: str, q: Sequence[float]) -> None:
-        """Targets for the first len(q) joints, rad, clamped to limits; cancels trajectory/velocity."""
-        self.check_length("joint_position", len(q))
+        """Targets for the first len(q) joints, rad, clamped to limits; cancels trajectory/velocity.
+        Raises CommandError as :meth:`check_position` (nothing changes then)."""
+        self.check_position(q)
         self.target[:len(q)] = self._clamp(source, "joint_position", q)
         self._traj = None
         self.mode = POSITION

@@ -14,7 +14,9 @@ Installs or upgrades robot-agent:
   - where the distro's numpy is 1.x (Bookworm), python3-numpy, and pip keeps it in the venv:
     scripts/constraints-numpy1.txt (numpy<2, an OpenCV wheel built for numpy 1.x), so the distro's
     picamera2 imports beside the agent's OpenCV
-  - a system user robot-agent in the groups dialout, i2c, video (and gpio when it exists)
+  - gcc and python3-dev where PyPI has no gpiod wheel (32-bit ARM): pip builds the libgpiod v2
+    bindings of the e-stop input from source (they vendor libgpiod; Debian's python3-libgpiod is v1)
+  - a system user robot-agent in the groups dialout, i2c, video, gpio (groups created when missing)
   - this source tree copied to /opt/robot-agent/src; a venv /opt/robot-agent/venv created with
     --system-site-packages (so the distro's python3-picamera2 and python3-systemd are importable);
     /usr/local/bin/robot-agent links to its robot-agent command
@@ -78,6 +80,10 @@ packages=(python3-venv i2c-tools python3-systemd)
 if [ -n "$SYSTEMD_EXTRA" ]; then   # this Python cannot see the distro's python3-systemd: build systemd-python
   packages+=(gcc libsystemd-dev pkg-config python3-dev)
 fi
+case "$(dpkg --print-architecture 2>/dev/null || echo unknown)" in
+  amd64|arm64) ;;                  # gpiod (libgpiod v2 bindings) has manylinux wheels here
+  *) packages+=(gcc python3-dev) ;;   # no wheel: pip builds gpiod from its sdist (vendored libgpiod)
+esac
 if apt-cache show python3-picamera2 >/dev/null 2>&1; then packages+=(python3-picamera2); fi
 # The distro's numpy ABI: on Bookworm (numpy 1.24) its picamera2/simplejpeg need numpy 1.x, so a
 # venv on the distro's Python keeps the distro's numpy and takes an OpenCV wheel built for it
@@ -105,11 +111,11 @@ fi
 
 # ----------------------------------------------------------------------------- user
 if [ -n "$ROOT" ] || ! getent group i2c >/dev/null; then sys groupadd --system i2c; fi
+if [ -n "$ROOT" ] || ! getent group gpio >/dev/null; then sys groupadd --system gpio; fi   # e-stop input
 if [ -n "$ROOT" ] || ! id robot-agent >/dev/null 2>&1; then
   sys useradd --system --home-dir /var/lib/robot-agent --shell /usr/sbin/nologin robot-agent
 fi
-groups=dialout,i2c,video
-getent group gpio >/dev/null && groups=$groups,gpio
+groups=dialout,i2c,video,gpio
 sys usermod -aG "$groups" robot-agent
 
 # ----------------------------------------------------------------------------- code and venv

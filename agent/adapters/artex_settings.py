@@ -14,7 +14,13 @@ key               params.json location         meaning
 ================= ============================ ==========================================
 
 ``base.max_speed_mps`` itself is never written: it is the track speed at full
-duty (the duty scale), not a limit. A ``web_settings`` command is all-or-nothing: one unknown key or invalid value
+duty (the duty scale), not a limit.
+
+The write goes through a symlinked params.json to the link's final target (the
+link stays a link), through a temporary file named ``.<target>.robot-agent-XXXXXXXX.tmp``
+in the target's directory; no handled error leaves one behind, and
+:func:`remove_stale_temp_files` (run at agent start) removes those a killed
+process left, by that pattern only. A ``web_settings`` command is all-or-nothing: one unknown key or invalid value
 rejects the whole command (logged error naming the key) and nothing changes.
 Values are type-checked strictly (JSON booleans for switches, numbers for
 numbers) and range-checked by the config's own pydantic models.
@@ -23,6 +29,7 @@ numbers) and range-checked by the config's own pydantic models.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 import tempfile
@@ -37,7 +44,14 @@ from agent.adapters.artex_commands import WebSettings, describe
 from agent.config import AgentConfig, problems_of
 from agent.errors import CommandError, CommandRejected, ConfigError
 
-__all__ = ["WEB_SETTINGS", "SettingSpec", "persist_settings", "validate_settings"]
+__all__ = ["WEB_SETTINGS", "SettingSpec", "persist_settings", "remove_stale_temp_files", "temp_file_pattern",
+           "validate_settings"]
+
+log = logging.getLogger(__name__)
+
+#: Marks the temporary files of settings writes: ``.<file name>.robot-agent-XXXXXXXX.tmp``.
+TEMP_TAG = "robot-agent-"
+TEMP_SUFFIX = ".tmp"
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,8 +146,10 @@ def persist_settings(path: str | os.PathLike[str], changes: Mapping[str, Any]) -
 
     Reads the raw JSON (not the model, so defaults are not written out), updates the keys at
     their :data:`WEB_SETTINGS` locations (a missing section is appended), writes a temporary
-    file in the same directory, fsyncs it, ``os.replace``-s it over the original and fsyncs the
-    directory. Blocking: call it off the event loop.
+    file (:func:`temp_file_pattern`) in the directory of the file's final target (``path`` with
+    every symlink resolved: a symlinked params.json stays a link and its target is updated),
+    fsyncs it, ``os.replace``-s it over the target and fsyncs that directory. On any error the
+    temporary file is removed. Blocking: call it off the event loop.
 
     Args:
         path: params.json path.
@@ -144,8 +160,9 @@ def persist_settings(path: str | os.PathLike[str], changes: Mapping[str, Any]) -
         OSError: the file cannot be written (the original is then unchanged).
     """
     p = Path(path)
+    real = Path(os.path.realpath(p))
     try:
-        text = p.read_text(encoding="utf-8")
+        text = real.read_text(encoding="utf-8")
         data = json.loads(text)
     except (OSError, ValueError) as err:
         raise ConfigError(f"{p}: cannot update settings: {err}") from err
@@ -160,24 +177,65 @@ def persist_settings(path: str | os.PathLike[str], changes: Mapping[str, Any]) -
                 raise ConfigError(f"{p}: section {section[0]!r} must be an object")
         target[field] = value
     out = json.dumps(data, indent=_indent_of(text), ensure_ascii=False) + "\n"
-    _atomic_write(p, out)
+    _atomic_write(real, out)
 
 
-def _atomic_write(path: Path, text: str) -> None:
-    mode = path.stat().st_mode & 0o7777
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+def temp_file_pattern(name: str) -> re.Pattern[str]:
+    """The names of the temporary files a settings write of the file ``name`` makes beside it:
+    ``.<name>.robot-agent-XXXXXXXX.tmp`` (XXXXXXXX: :func:`tempfile.mkstemp`'s random part)."""
+    return re.compile(rf"\.{re.escape(name)}\.{TEMP_TAG}[a-z0-9_]{{8}}{re.escape(TEMP_SUFFIX)}")
+
+
+def _atomic_write(target: Path, text: str) -> None:
+    """Replace ``target`` (no symlink) with ``text`` atomically, via a temporary file beside it."""
+    mode = target.stat().st_mode & 0o7777
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.{TEMP_TAG}", suffix=TEMP_SUFFIX, dir=target.parent)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
             f.flush()
             os.fsync(f.fileno())
         os.chmod(tmp, mode)
-        os.replace(tmp, path)
+        os.replace(tmp, target)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
-    dir_fd = os.open(path.parent, os.O_RDONLY)
+    dir_fd = os.open(target.parent, os.O_RDONLY)
     try:
         os.fsync(dir_fd)
     finally:
         os.close(dir_fd)
+
+
+def remove_stale_temp_files(path: str | os.PathLike[str]) -> list[Path]:
+    """Remove the temporary files settings writes of ``path`` left behind (a process killed
+    mid-write): only regular files named by :func:`temp_file_pattern`, only in the directory a
+    write uses (that of ``path``'s final target, symlinks resolved). Call it at start, before
+    anything writes the settings; blocking (off the event loop). Never raises: a file that cannot
+    be listed or removed is logged and left.
+
+    Returns:
+        The files removed.
+    """
+    target = Path(os.path.realpath(path))
+    pattern = temp_file_pattern(target.name)
+    removed: list[Path] = []
+    try:
+        entries = [e for e in os.scandir(target.parent)
+                   if pattern.fullmatch(e.name) and e.is_file(follow_symlinks=False)]
+    except OSError as err:
+        log.warning("cannot look for stale settings temp files in %s: %s", target.parent, err)
+        return removed
+    for entry in entries:
+        try:
+            os.unlink(entry.path)
+        except FileNotFoundError:
+            continue
+        except OSError as err:
+            log.warning("cannot remove stale settings temp file %s: %s", entry.path, err)
+            continue
+        removed.append(Path(entry.path))
+    if removed:
+        log.info("removed %d temporary file(s) an interrupted settings write left beside %s: %s",
+                 len(removed), target, ", ".join(p.name for p in removed))
+    return removed

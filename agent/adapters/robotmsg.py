@@ -14,6 +14,12 @@ so a flood never outruns the reader. Frames larger than
 ``DECODE_INLINE_BYTES`` are decoded on a worker thread so a 1 MiB trajectory
 never stalls the loop. A peer disconnecting from a command socket releases
 the ``robot_msg`` source at once.
+
+Messages are read part by part (robotmsg_guard.read_message): one with more
+parts than ``[topic, envelope]`` or more bytes than ``max_frame_bytes`` is dropped
+as it is read, never copied whole; one over twice ``max_frame_bytes`` in bytes or in
+parts' overhead (what ZMQ_MAXMSGSIZE does to a single frame) also drops the socket's peers, and the freed
+heap is given back to the OS after a burst of drops (robotmsg_guard.DropPolicy).
 """
 
 from __future__ import annotations
@@ -32,9 +38,10 @@ import zmq.asyncio
 from zmq.utils.monitor import parse_monitor_message
 
 from agent.adapters.robotmsg_inbound import (
-    LatestWins, Rejected, Translation, action_commands, controller_commands, decode_envelope, expect_type,
-    unpack_frames,
+    LatestWins, Rejected, StopOrder, Translation, action_commands, controller_commands, decode_envelope,
+    expect_type, unpack_frames,
 )
+from agent.adapters.robotmsg_guard import MAX_PARTS, DropPolicy, Dropped, read_message, rebind
 from agent.adapters.robotmsg_sockets import (
     CLOSED, HANDSHAKE_FAILED, OPENED, CurveKeys, load_curve, open_socket, start_authenticator,
 )
@@ -42,7 +49,7 @@ from agent.adapters.robotmsg_state import StateFrames, monotonic_clock_id, robot
 from agent.config import AgentConfig
 from agent.config.robotmsg import SocketConfig
 from agent.errors import CommandError
-from agent.model import CalibrateImu
+from agent.model import CalibrateImu, Stop
 from agent.ports import LinkStatus, RobotPort, VideoPort
 from agent.ratelimit import RateLimitedLog, safe
 from agent.reconnect import Reconnector
@@ -58,6 +65,9 @@ MAX_DRAIN = 1024
 #: ones are superseded undecoded, so a flood costs one cheap read per message. The command
 #: socket decodes every message: a stop is never dropped.
 DECODE_BUDGET = 16
+#: A wake-up stops draining once the messages it kept hold this many bytes (the rest waits in
+#: libzmq for the next wake-up: nothing is lost, the copies in hand stay bounded).
+DRAIN_MAX_BYTES = 4 << 20
 #: Identical warnings are logged at most once per this many seconds.
 WARN_INTERVAL_S = 5.0
 
@@ -111,6 +121,7 @@ class RobotMsgAdapter:
         }
         self._warn = RateLimitedLog(log, WARN_INTERVAL_S)
         self._publish_now = asyncio.Event()
+        self._stop_order = StopOrder()
         self._connected = False
         self._driving = False
         self._link = Reconnector("robot_msg: sockets", log, first_s=self._cfg.reconnect_delay_s,
@@ -126,6 +137,7 @@ class RobotMsgAdapter:
         self._declined: collections.Counter[str] = collections.Counter()
         self._events: collections.Counter[str] = collections.Counter()
         self._disconnects: collections.Counter[str] = collections.Counter()
+        self._drops = DropPolicy(self._cfg.max_frame_bytes)
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -166,6 +178,7 @@ class RobotMsgAdapter:
                      self._cfg.encoding, "on" if self._keys else "off")
             state = self._channels["state"]
             tasks.append(asyncio.create_task(self._publish_loop(state), name="robotmsg-state"))
+            tasks.append(asyncio.create_task(self._drops.trim_loop(), name="robotmsg-trim"))
             for ch in self._channels.values():
                 tasks.append(asyncio.create_task(self._monitor_loop(ch), name=f"robotmsg-monitor-{ch.name}"))
                 if ch.kind == zmq.SUB:
@@ -201,13 +214,30 @@ class RobotMsgAdapter:
         drain = zmq.Socket.shadow(sock.underlying)  # synchronous NOBLOCK reads: no future per message
         budget = None if ch.name == "command" else DECODE_BUDGET
         while True:
-            batch = [await sock.recv_multipart()]
-            while len(batch) < MAX_DRAIN:
+            first = await sock.recv(copy=False)
+            batch: list[list[bytes]] = []
+            read, held, evict = 0, 0, False
+            while True:
+                message = await read_message(drain, first, MAX_PARTS, self._cfg.max_frame_bytes)
+                read += 1
+                if isinstance(message, Dropped):
+                    rejected, now_evict = self._drops.judge(ch.name, message, asyncio.get_running_loop().time())
+                    self._reject(ch, rejected)
+                    evict |= now_evict
+                else:
+                    batch.append(message)
+                    held += sum(len(part) for part in message)
+                if read >= MAX_DRAIN or held >= DRAIN_MAX_BYTES:
+                    break
                 try:
-                    batch.append(drain.recv_multipart(flags=zmq.NOBLOCK))
+                    first = drain.recv(zmq.NOBLOCK, copy=False)
                 except zmq.Again:
                     break
-            self._received += len(batch)
+            self._received += read
+            if evict:
+                await self._evict(ch)
+            if not batch:
+                continue
             latest = LatestWins(self._cfg.ctrl_modes)
             index = len(batch) - 1
             while index >= 0 and (budget is None or len(batch) - index <= budget):
@@ -218,6 +248,20 @@ class RobotMsgAdapter:
             self._superseded += latest.superseded + index + 1  # older frames left undecoded
             for message in latest.kept():
                 self._apply(ch, message)
+
+    async def _evict(self, ch: _Channel) -> None:
+        """Drop the peers of ``ch`` after a message over twice ``max_frame_bytes`` (libzmq does the
+        same to a single frame that large). Raises zmq.ZMQError when the address cannot be bound
+        again (the session then reopens every socket)."""
+        assert ch.sock is not None
+        self._warn.log(logging.WARNING, (ch.name, "evict"),
+                       "robot_msg %s: a message over %d bytes or parts' overhead: dropping this socket's peers (they reconnect "
+                       "by themselves)", ch.where, 2 * self._cfg.max_frame_bytes)
+        if ch.kind == zmq.SUB:
+            self._release(f"robot_msg {ch.name}: peers dropped after an oversized message")
+        await rebind(ch.sock, ch.cfg.mode, ch.endpoint if ch.cfg.mode == "bind" else ch.cfg.address)
+        if ch.cfg.mode == "bind":
+            ch.peers.clear()  # libzmq reports no disconnect for the sessions an unbind ends
 
     async def _decode(self, ch: _Channel, frames: list[bytes],
                       decoder: concurrent.futures.Executor) -> object | None:
@@ -253,19 +297,26 @@ class RobotMsgAdapter:
         except Rejected as rejected:
             self._reject(ch, rejected)
             return
+        try:
+            self._stop_order.check(message, translation, time.monotonic())
+        except Rejected as rejected:
+            self._reject(ch, rejected)
+            return
         for declined in translation.declined:
             self._declined[declined.field] += 1
             self._warn.log(logging.WARNING, (ch.name, "declined", declined.field),
                            "robot_msg %s: %s declined: %s", ch.where, declined.field, declined.why)
-        for command in translation.commands:
+        for command, where in zip(translation.commands, translation.fields, strict=True):
             try:
                 self._robot.submit(SOURCE, command)
             except CommandError as err:
                 # the control loop has logged why (rate-limited); count it here
-                self._reject(ch, Rejected("refused", f"the robot refused {type(command).__name__}: {err}"),
+                self._reject(ch, Rejected("refused", f"{where}: the robot refused {type(command).__name__}: {err}"),
                              logged=True)
                 return
             self._driving = True
+            if isinstance(command, Stop):
+                self._stop_order.stopped(message, time.monotonic())
             if isinstance(command, CalibrateImu):
                 self._events["calibrate_sensor"] += 1
         if translation.publish_state:
@@ -353,7 +404,8 @@ class RobotMsgAdapter:
             that reached the robot), ``superseded`` (dropped by latest-wins), ``rejected`` (total),
             ``sent`` (RobotState published), ``state_errors``, ``handshake_failures``. Detail:
             ``rejected_reasons``, ``declined`` (per field), ``events`` (ctrl_update,
-            calibrate_sensor), ``peers`` and ``disconnects`` per socket, ``endpoints`` (the address
+            calibrate_sensor), ``peers``, ``disconnects`` and ``evictions`` (peers dropped after
+            an oversized message) per socket, ``endpoints`` (the address
             each socket is bound or connecting to, "" while closed), ``encoding``, ``curve``.
         """
         rejected = dict(self._rejected)
@@ -366,6 +418,7 @@ class RobotMsgAdapter:
             "events": dict(self._events),
             "peers": {name: len(ch.peers) for name, ch in self._channels.items()},
             "disconnects": dict(self._disconnects),
+            "evictions": dict(self._drops.evictions),
             "endpoints": {name: ch.endpoint for name, ch in self._channels.items()},
             "encoding": self._cfg.encoding,
             "curve": self._keys is not None,

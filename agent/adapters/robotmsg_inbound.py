@@ -30,6 +30,10 @@ INBOUND_TYPES = (rm.RobotAction, rm.ControllerCommand)
 
 _VERSION = re.compile(r"unsupported version: (-?\d+)")
 
+#: A RobotAction that moves something, received this soon after a stop from the command socket,
+#: may have been sent before that stop (ZeroMQ orders each socket, not the two): refused, s.
+STOP_ORDER_GUARD_S = 0.1
+
 
 class Rejected(CommandRejected):
     """A received message the agent does not execute (agent.errors.CommandRejected).
@@ -38,7 +42,7 @@ class Rejected(CommandRejected):
         reason: counter key (``oversize``, ``framing``, ``topic``, ``protocol_1``,
             ``unsupported_version``, ``parse``, ``truncated``, ``non_finite``, ``validation``,
             ``unknown_type``, ``unexpected_type``, ``dimension``, ``conflict``, ``too_long``,
-            ``unsupported_mode``, ``empty``, ``invalid``, ``refused``).
+            ``unsupported_mode``, ``empty``, ``invalid``, ``refused``, ``before_stop``).
         detail: what was wrong and where, for the log.
     """
 
@@ -63,11 +67,14 @@ class Translation:
         commands: submit in this order; a refused one cancels the rest.
         declined: fields ignored, with the reason.
         publish_state: ``ctrl_update`` was present: publish a RobotState at once.
+        fields: the message field each command came from (``real_time_action.q_rt``), same
+            length as ``commands``; names the field when the robot refuses a command.
     """
 
     commands: tuple[Command, ...] = ()
     declined: tuple[Declined, ...] = ()
     publish_state: bool = False
+    fields: tuple[str, ...] = ()
 
 
 # --------------------------------------------------------------------------- frames
@@ -214,6 +221,7 @@ def action_commands(action: rm.RobotAction, dof: int) -> Translation:
     """
     rt, traj = action.real_time_action, action.trajectory_action
     joints: Command | None = None
+    joints_field = "real_time_action.q_rt"
     base: Command | None = None
     declined: list[Declined] = []
     if rt is not None:
@@ -236,10 +244,12 @@ def action_commands(action: rm.RobotAction, dof: int) -> Translation:
                 raise Rejected("conflict", "real_time_action.q_rt and trajectory_action.q_traj both target the joints")
             points = trajectory_points(traj.q_traj, traj.traj_duration, dof)
             joints = _command("trajectory_action", JointTrajectory, points)
-    commands = tuple(c for c in (joints, base) if c is not None)
-    if not commands and not declined:
+            joints_field = "trajectory_action.q_traj"
+    pairs = [(c, f) for c, f in ((joints, joints_field), (base, "real_time_action.u_rt")) if c is not None]
+    if not pairs and not declined:
         raise Rejected("empty", "RobotAction carries no q_rt, u_rt, q_traj or end-effector target")
-    return Translation(commands=commands, declined=tuple(declined))
+    return Translation(commands=tuple(c for c, _ in pairs), declined=tuple(declined),
+                       fields=tuple(f for _, f in pairs))
 
 
 def controller_commands(command: rm.ControllerCommand, dof: int, modes: Mapping[int, str]) -> Translation:
@@ -266,6 +276,7 @@ def controller_commands(command: rm.ControllerCommand, dof: int, modes: Mapping[
             raise Rejected("unsupported_mode", f"ctrl_mode {command.ctrl_mode} is not configured ({known})")
         mode_cmd = MODE_COMMANDS[action]
     commands: list[Command] = []
+    fields: list[str] = []
     declined: list[Declined] = []
     if command.joint_pos is not None:
         target = _command("joint_pos", JointPosition, _joint_vector("joint_pos", command.joint_pos, dof))
@@ -273,16 +284,20 @@ def controller_commands(command: rm.ControllerCommand, dof: int, modes: Mapping[
             declined.append(Declined("joint_pos", f"ctrl_mode {command.ctrl_mode} stops and holds; joint_pos ignored"))
         else:
             commands.append(target)
+            fields.append("joint_pos")
     if mode_cmd is not None:
         commands.append(mode_cmd)
+        fields.append("ctrl_mode")
     if command.calibrate_sensor:
         commands.append(CalibrateImu())
+        fields.append("calibrate_sensor")
     publish = command.ctrl_update is not None
     if not commands and not declined and not publish:
         if command.calibrate_sensor is False:
             raise Rejected("empty", "calibrate_sensor is false and nothing else is set")
         raise Rejected("empty", "ControllerCommand sets no ctrl_mode, joint_pos, calibrate_sensor or ctrl_update")
-    return Translation(commands=tuple(commands), declined=tuple(declined), publish_state=publish)
+    return Translation(commands=tuple(commands), declined=tuple(declined), publish_state=publish,
+                       fields=tuple(fields))
 
 
 def stops(message: object, modes: Mapping[int, str]) -> bool:
@@ -352,3 +367,58 @@ class LatestWins:
         """The messages to apply, in arrival order."""
         return [m for _, m in sorted([*self._kept.values(), *self._stops], key=lambda pair: pair[0])]
 
+
+
+# --------------------------------------------------------------------------- two sockets, one stop
+
+
+class StopOrder:
+    """Keeps a robot_msg stop ahead of the motion its sender published before it.
+
+    The stop (ControllerCommand, command socket) and the motion (RobotAction, action socket)
+    travel on two connections that ZeroMQ does not order against each other, so a ``u_rt`` sent
+    just before a stop can arrive after it, and the stopper's next motion command drives
+    (docs/safety.md, "One source name, several senders"). After a stop, a RobotAction that moves
+    something is refused as ``before_stop`` when its ``metadata.send_time`` is not after the
+    stop's (both stamped on the same clock), or, without comparable stamps, when it arrives
+    within ``guard_s`` of the stop. A zero ``u_rt`` (the re-engage) always passes.
+
+    Args:
+        guard_s: window after a stop without comparable stamps, s (``STOP_ORDER_GUARD_S``).
+    """
+
+    def __init__(self, guard_s: float = STOP_ORDER_GUARD_S) -> None:
+        self._guard_s = guard_s
+        self._at: float | None = None
+        self._sent: rm.Timestamp | None = None
+
+    def stopped(self, message: object, now: float) -> None:
+        """A stop from ``message`` (a ControllerCommand) was applied at ``now`` (monotonic, s)."""
+        self._at = now
+        self._sent = _send_time(message)
+
+    def check(self, message: object, translation: Translation, now: float) -> None:
+        """Raise ``Rejected("before_stop")`` for a RobotAction that may predate the last stop."""
+        if self._at is None or not isinstance(message, rm.RobotAction) or not _moves(translation):
+            return
+        sent, stop = _send_time(message), self._sent
+        if sent is not None and stop is not None and (sent.clock_kind, sent.clock_id) == \
+                (stop.clock_kind, stop.clock_id):
+            if sent.seconds <= stop.seconds:
+                raise Rejected("before_stop", f"RobotAction sent at {sent.seconds:.6f} s, not after the stop "
+                                              f"sent at {stop.seconds:.6f} s ({sent.clock_kind} clock)")
+            return
+        age = now - self._at
+        if age < self._guard_s:
+            raise Rejected("before_stop", f"RobotAction {age * 1e3:.0f} ms after a stop, within "
+                                          f"{self._guard_s * 1e3:.0f} ms and without a metadata.send_time "
+                                          "to order it: it may have been sent before the stop")
+
+
+def _send_time(message: object) -> rm.Timestamp | None:
+    metadata = getattr(message, "metadata", None)
+    return metadata.send_time if metadata is not None else None
+
+
+def _moves(translation: Translation) -> bool:
+    return any(not (isinstance(c, BaseVelocity) and c.vx == 0.0 and c.omega == 0.0) for c in translation.commands)

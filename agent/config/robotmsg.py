@@ -115,8 +115,10 @@ class RobotMsgConfig(Section):
         state_hz: RobotState publish rate, Hz.
         encoding: ``binary`` (R2) or ``json`` envelopes for what the agent sends; received
             envelopes may be either (told apart by their first byte).
-        max_frame_bytes: larger received messages are rejected and counted (``oversize``);
-            frames over twice this never enter memory (ZMQ_MAXMSGSIZE drops the connection).
+        max_frame_bytes: larger received messages are rejected and counted (``oversize``),
+            read part by part and never copied; frames over twice this never enter memory
+            (ZMQ_MAXMSGSIZE drops the connection), and a message over twice this (bytes, or parts at 64 B each)
+            drops the socket's peers too (agent/adapters/robotmsg_guard.py).
         rcvhwm / sndhwm: ZeroMQ high-water marks, messages (small: newest wins, no backlog).
         frame_id: RobotState reference frame (base body frame, x forward, y left, z up).
         odom_frame_id: frame of the odometry pose aux arrays.

@@ -189,7 +189,7 @@ class Front:
     def _latched(self, source: str, command: Command) -> None:
         state, joints = self._state, self._state.joints
         if isinstance(command, JointPosition):
-            joints.check_length("joint_position", len(command.q))
+            joints.check_position(command.q)
         elif isinstance(command, JointTrajectory):
             joints.check_trajectory(command)
         elif isinstance(command, Gripper):

@@ -22,8 +22,6 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import ctypes
-import ctypes.util
 import logging
 import threading
 from collections import OrderedDict
@@ -32,6 +30,7 @@ import numpy as np
 
 from agent.config.drivers import CameraConfig
 from agent.errors import DriverError
+from agent.heap import release_memory
 from agent.health import DEGRADED, LOST, OK, HealthTracker
 from agent.ratelimit import backoff_s
 from agent.threadprio import background_thread
@@ -42,14 +41,6 @@ log = logging.getLogger("agent.video")
 
 #: Encodings of frames this many seqs older than the newest are dropped at each new frame.
 KEEP_FRAMES = 2
-
-
-def release_memory() -> None:
-    """Give freed heap memory back to the OS (glibc ``malloc_trim``). No-op without glibc."""
-    try:
-        ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim(0)
-    except (OSError, AttributeError) as err:
-        log.debug("video: malloc_trim unavailable: %s", err)
 
 
 def _resolve(fut: asyncio.Future, frame: Frame | None) -> None:

@@ -9,7 +9,9 @@ import stat
 import pytest
 
 from agent.adapters.artex_commands import WebSettings
-from agent.adapters.artex_settings import WEB_SETTINGS, persist_settings, validate_settings
+from agent.adapters.artex_settings import (
+    WEB_SETTINGS, persist_settings, remove_stale_temp_files, temp_file_pattern, validate_settings,
+)
 from agent.config import AgentConfig, load
 from agent.errors import CommandError, ConfigError
 from agent.testing.running_agent import PARAMS
@@ -114,3 +116,94 @@ def test_persist_write_failure_leaves_original_and_no_temp(tmp_path, monkeypatch
         persist_settings(p, {"jpeg_quality": 50})
     assert p.read_text() == '{"name": "t"}'
     assert [f.name for f in tmp_path.iterdir()] == ["params.json"]
+
+
+# ---------------------------------------------------------------------- symlinks and temporary files
+
+
+def listing(directory) -> dict:
+    """Every entry of ``directory``: name -> ("link", link text) or ("file", bytes, mode)."""
+    out = {}
+    for entry in sorted(directory.iterdir()):
+        if entry.is_symlink():
+            out[entry.name] = ("link", os.readlink(entry))
+        else:
+            out[entry.name] = ("file", entry.read_bytes(), stat.S_IMODE(entry.stat().st_mode))
+    return out
+
+
+@pytest.mark.parametrize("chain", [1, 2])
+def test_persist_through_a_symlink_updates_the_target_and_keeps_the_link(tmp_path, chain):
+    etc, store = tmp_path / "etc", tmp_path / "store"
+    etc.mkdir(), store.mkdir()
+    target = write(store / "robot.json", '{\n  "name": "t",\n  "telem_can": true\n}\n')
+    os.chmod(target, 0o640)
+    write(store / "other.json", "{}"), write(etc / "notes.txt", "keep")
+    link = etc / "params.json"
+    if chain == 2:                      # params.json -> current.json -> ../store/robot.json
+        os.symlink("../store/robot.json", etc / "current.json")
+        os.symlink("current.json", link)
+    else:
+        os.symlink("../store/robot.json", link)
+    etc_before, store_before = listing(etc), listing(store)
+
+    persist_settings(link, {"telem_can": False, "jpeg_quality": 55})
+
+    assert json.loads(target.read_text()) == {"name": "t", "telem_can": False, "artex": {"jpeg_quality": 55}}
+    assert listing(etc) == etc_before                                   # the link(s) untouched
+    store_after = listing(store)
+    assert store_after.pop("robot.json")[2] == 0o640                     # the target: new text, same mode
+    store_before.pop("robot.json")
+    assert store_after == store_before                                  # nothing else in either directory
+
+
+def test_the_temp_file_is_named_by_the_pattern_beside_the_target(tmp_path, monkeypatch):
+    p = write(tmp_path / "params.json", '{"name": "t"}')
+    seen = []
+    real_replace = os.replace
+
+    def recording_replace(src, dst):
+        seen.append((os.path.basename(src), os.path.dirname(src)))
+        real_replace(src, dst)
+
+    monkeypatch.setattr(os, "replace", recording_replace)
+    persist_settings(p, {"jpeg_quality": 50})
+    [(name, directory)] = seen
+    assert temp_file_pattern("params.json").fullmatch(name) and directory == str(tmp_path)
+
+
+def test_a_failing_replace_leaves_no_temp_file(tmp_path, monkeypatch):
+    p = write(tmp_path / "params.json", '{"name": "t"}')
+    before = listing(tmp_path)
+
+    def failing_replace(src, dst):
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(os, "replace", failing_replace)
+    with pytest.raises(OSError):
+        persist_settings(p, {"jpeg_quality": 50})
+    assert listing(tmp_path) == before
+
+
+def test_stale_temp_files_are_removed_by_pattern_only_beside_the_target(tmp_path):
+    etc, store = tmp_path / "etc", tmp_path / "store"
+    etc.mkdir(), store.mkdir(), (store / "sub").mkdir()
+    write(store / "robot.json", '{"name": "t"}')
+    os.symlink("../store/robot.json", etc / "params.json")
+    stale = [write(store / ".robot.json.robot-agent-ab_12xyz.tmp", "{"),
+             write(store / ".robot.json.robot-agent-00000000.tmp", "")]
+    kept = [write(store / ".robot.json.abcdefgh.tmp", "x"),              # not the agent's pattern
+            write(store / ".robot.json.robot-agent-abc.tmp", "x"),       # wrong random part
+            write(store / ".other.json.robot-agent-abcdefgh.tmp", "x"),  # another file's
+            write(store / "sub" / ".robot.json.robot-agent-abcdefgh.tmp", "x"),  # not beside it
+            write(etc / ".params.json.robot-agent-abcdefgh.tmp", "x"),   # beside the link, not the target
+            write(store / "notes.txt", "x")]
+    (store / ".robot.json.robot-agent-dirdirdi.tmp").mkdir()            # not a regular file
+    assert sorted(remove_stale_temp_files(etc / "params.json")) == sorted(stale)
+    assert not any(p.exists() for p in stale) and all(p.exists() for p in kept)
+    assert (store / ".robot.json.robot-agent-dirdirdi.tmp").is_dir()
+    assert remove_stale_temp_files(etc / "params.json") == []
+
+
+def test_stale_temp_file_removal_never_raises(tmp_path):
+    assert remove_stale_temp_files(tmp_path / "missing" / "params.json") == []

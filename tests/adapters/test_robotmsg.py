@@ -26,6 +26,7 @@ import zmq.auth
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from robot_msg import ControllerCommand, RobotAction, RobotActionRealTimeAction, RobotActionTrajectoryAction
+from robot_msg.types import MessageMetadata, Timestamp
 
 from agent.joints import angle_to_pulse_us
 from agent.testing.running_agent import deep_merge, running_agent, sim_config, wait_for
@@ -606,3 +607,29 @@ async def test_an_adapter_bug_releases_the_robot_and_the_sockets_reopen(caplog):
         act = await peer.publisher("action")     # the sockets were reopened (on new free ports)
         await drive(peer, act, 0.3, 0.3)
         assert moving(agent)
+
+
+def stamped(msg, seconds: float):
+    """``msg`` with ``metadata.send_time`` = ``seconds`` on the Unix clock."""
+    msg.metadata = MessageMetadata(send_time=Timestamp(seconds, "unix", "test"))
+    return msg
+
+
+async def test_a_u_rt_sent_before_a_stop_but_received_after_it_is_refused():
+    """Stop (command socket) and u_rt (action socket) are not ordered against each other: a u_rt
+    stamped before the stop is refused, one stamped after it drives (the unstamped window:
+    tests/adapters/test_robotmsg_inbound.py)."""
+    async with controlled(slow_watchdog()) as (agent, peer):
+        act = await peer.publisher("action")
+        cmd = await peer.publisher("command")
+        await drive(peer, act, 0.5, 0.3)
+        assert moving(agent)
+        t_stop = time.time()
+        before = peer.status()["rejected_reasons"].get("before_stop", 0)
+        await peer.send(cmd, stamped(ControllerCommand(ctrl_mode=0), t_stop))
+        assert await wait_for(lambda: agent.control.snapshot().stopped and not moving(agent), 2.0)
+        st = await peer.send_raw(act, [envelope(stamped(u_rt(0.5), t_stop - 0.01))])   # sent before the stop
+        assert st["rejected_reasons"]["before_stop"] == before + 1
+        assert not moving(agent) and agent.control.snapshot().stopped
+        await peer.send(act, stamped(u_rt(0.5), t_stop + 0.01))                         # sent after: drives
+        assert await wait_for(lambda: moving(agent), 2.0)

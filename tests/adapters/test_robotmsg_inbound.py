@@ -13,7 +13,7 @@ from robot_msg import ControllerCommand, RobotAction, RobotActionRealTimeAction,
 from robot_msg.types import Pose, Quaternion, Vec3
 
 from agent.adapters.robotmsg_inbound import (
-    Rejected, action_commands, controller_commands, decode_envelope, expect_type, intent, is_json, LatestWins,
+    Rejected, StopOrder, Translation, action_commands, controller_commands, decode_envelope, expect_type, intent, is_json, LatestWins,
     trajectory_points, unpack_frames,
 )
 from agent.model import (
@@ -328,3 +328,35 @@ def test_a_stop_is_never_superseded():
     a1, a2 = rt_action(u_rt=[0.1, 0.0]), rt_action(u_rt=[0.2, 0.0])
     assert newest_per_type([a1, stop, a2, later], MODES) == [stop, a2, later]
     assert newest_per_type([stop, a1], {5: "stop"}) == [stop, a1]
+
+
+def _stamp(msg, seconds, clock_id="a"):
+    msg.metadata = rm.MessageMetadata(send_time=rm.Timestamp(seconds, "unix", clock_id))
+    return msg
+
+
+def _urt(vx):
+    return RobotAction(frame_id="base_link", real_time_action=RobotActionRealTimeAction(u_rt=[vx, 0.0]))
+
+
+def _check(order, msg, now):
+    order.check(msg, action_commands(msg, 0), now)
+
+
+def test_stop_order_refuses_motion_that_may_predate_the_stop():
+    order = StopOrder(guard_s=0.1)
+    _check(order, _urt(0.5), 0.0)                               # no stop yet: anything goes
+    order.stopped(_stamp(ControllerCommand(ctrl_mode=0), 100.0), 10.0)
+    with pytest.raises(Rejected) as err:
+        _check(order, _stamp(_urt(0.5), 99.99), 11.0)          # stamped before the stop, however late
+    assert err.value.reason == "before_stop" and "not after the stop" in err.value.detail
+    _check(order, _stamp(_urt(0.5), 100.01), 10.0)             # stamped after it: at once
+    _check(order, _urt(0.0), 10.0)                              # a zero u_rt (the re-engage) always passes
+    with pytest.raises(Rejected, match="within 100 ms"):        # other clock: not comparable -> the window
+        _check(order, _stamp(_urt(0.5), 200.0, clock_id="b"), 10.05)
+    _check(order, _stamp(_urt(0.5), 200.0, clock_id="b"), 10.2)
+    order.stopped(ControllerCommand(ctrl_mode=0), 20.0)         # an unstamped stop: the window only
+    with pytest.raises(Rejected, match="within 100 ms"):
+        _check(order, _stamp(_urt(0.5), 1e9), 20.05)
+    _check(order, _urt(0.5), 20.2)
+    order.check(ControllerCommand(ctrl_mode=1), Translation(), 20.0)    # not a RobotAction: not its business

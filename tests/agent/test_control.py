@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 from agent.config import AgentConfig
 from agent.control import ControlLoop, describe
-from agent.errors import CommandError
+from agent.errors import CommandError, CommandRejected
 from agent.hardware import Hardware
 from agent.model import (
     BaseVelocity,
@@ -182,6 +182,17 @@ def test_a_velocity_over_ten_times_the_maximum_is_refused_not_full_speed(rig, co
         rig.loop.submit("sim2bot", command)
     snap = rig.tick(30)
     assert rig.duty == (0.0, 0.0) and snap.active_source == "" and snap.joints.qd == (0.0, 0.0)
+
+
+@pytest.mark.parametrize("command", [
+    JointPosition((1e300, -1e300)), JointPosition((0.0, -1e300)),
+    JointTrajectory((TrajectoryPoint(0.5, (0.1, 0.1)), TrajectoryPoint(1.0, (-1e300, 0.0)))),
+])
+def test_a_joint_target_far_outside_the_limits_is_refused_not_clamped(rig, command):
+    with pytest.raises(CommandRejected, match="outside the joint's limits"):
+        rig.loop.submit("sim2bot", command)
+    home = rig.tick().joints.q
+    assert rig.tick(30).joints.q == home
 
 
 def test_a_velocity_under_ten_times_the_maximum_is_scaled_to_full_duty(rig):
@@ -715,7 +726,7 @@ def test_samples_since_ring(make_rig):
 def test_snapshot_carries_devices_imu_and_faults(rig):
     assert _wait(lambda: rig.hw.latest_imu() is not None)
     snap = rig.tick()
-    assert {d.name for d in snap.devices} == {"motor", "imu", "servo"}
+    assert {d.name for d in snap.devices} == {"motor", "imu", "servo", "estop"}
     assert snap.imu is not None and snap.faults == ()
 
 

@@ -5,9 +5,10 @@ from __future__ import annotations
 import pytest
 
 from agent.config.drivers import GripperConfig, ServoJointConfig
-from agent.errors import CommandError
+from agent.errors import CommandError, CommandRejected
 from agent.joints import (
     HOLD,
+    TARGET_MARGIN_RAD,
     POSITION,
     TRAJECTORY,
     VELOCITY,
@@ -80,6 +81,30 @@ def test_position_clamped_with_one_warning_per_source(jc, caplog):
     jc.set_position("sim2bot", (3.0,))
     warnings = [r for r in caplog.records if "clamped" in r.getMessage()]
     assert len(warnings) == 2 and "pan=2" in warnings[0].getMessage()
+
+
+@pytest.mark.parametrize("q, field", [
+    ((1e300, 0.0), r"joint_position q\[0\] \(pan\) 1e\+300 rad"),
+    ((0.0, -1e300), r"joint_position q\[1\] \(tilt\) -1e\+300 rad"),
+    ((1.0 + TARGET_MARGIN_RAD + 1e-6,), r"q\[0\] \(pan\)"),
+    ((0.0, -0.5 - TARGET_MARGIN_RAD - 1e-6), r"q\[1\] \(tilt\)"),
+])
+def test_a_target_more_than_a_full_turn_outside_the_limits_is_refused_not_clamped(jc, q, field):
+    with pytest.raises(CommandRejected, match=field + ".*outside the joint's limits") as err:
+        jc.set_position("artex", q)
+    assert err.value.reason == "out_of_range"
+    assert jc.target == [0.0, 0.25] and jc.mode == HOLD
+
+
+def test_a_target_within_a_full_turn_of_the_limits_is_clamped(jc):
+    jc.set_position("artex", (1.0 + TARGET_MARGIN_RAD, -0.5 - TARGET_MARGIN_RAD))
+    assert jc.target == [1.0, -0.5]
+
+
+def test_a_trajectory_with_one_absurd_point_is_refused_naming_the_point(jc):
+    traj = JointTrajectory((TrajectoryPoint(0.5, (0.5, 0.0)), TrajectoryPoint(1.0, (0.5, 1e300))))
+    with pytest.raises(CommandRejected, match=r"joint_trajectory points\[1\]\.q\[1\] \(tilt\)"):
+        jc.check_trajectory(traj)
 
 
 @pytest.mark.parametrize("q, reason", [((), "no values"), ((0.1, 0.2, 0.3), "3 values for 2 joints")])

@@ -45,7 +45,7 @@ def test_the_unit_scores_at_or_below_the_documented_exposure():
 def test_the_hardening_leaves_the_robot_its_devices_and_its_files():
     unit = UNIT.read_text()
     settings = dict(re.findall(r"^(\w+)=(.*)$", unit, re.M))
-    assert settings["SupplementaryGroups"].split() == ["dialout", "i2c", "video"]   # serial, I2C, video
+    assert settings["SupplementaryGroups"].split() == ["dialout", "i2c", "video", "gpio"]   # serial, I2C, video, GPIO
     assert "PrivateDevices" not in settings and "DevicePolicy" not in settings       # /dev/gpiochip*, /dev/dma_heap
     for path in ("/etc/robot-agent", "/var/lib/robot-agent", "/var/log/robot-agent"):
         assert path in settings["ReadWritePaths"].split()                            # params.json, estop.json, logs
