@@ -319,9 +319,22 @@ def _bounded(low: float, high: float):
     return parse
 
 
+def version() -> str:
+    """The installed robot-agent's version (package metadata), else the source tree's pyproject.toml."""
+    from importlib import metadata
+    try:
+        return metadata.version("robot-agent")
+    except metadata.PackageNotFoundError:
+        import re
+        text = (Path(__file__).resolve().parent.parent / "pyproject.toml").read_text(encoding="utf-8")
+        found = re.search(r'^version = "([^"]+)"', text, re.M)
+        return found.group(1) if found else "unknown"
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="robot-agent", description=__doc__.split("\n")[0])
     p.add_argument("--log-level", default=None, help="debug, info, warning, error (overrides logger_level)")
+    p.add_argument("--version", action="version", version=f"robot-agent {version()}")
     sub = p.add_subparsers(dest="command", required=True)
     r = sub.add_parser("run", help="run the agent")
     r.add_argument("--config", default=DEFAULT_CONFIG, help=f"params.json (default {DEFAULT_CONFIG})")

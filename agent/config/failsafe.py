@@ -14,7 +14,7 @@ https://ardupilot.org/rover/docs/parameters.html and Rover/crash_check.cpp.
 
 from __future__ import annotations
 
-from pydantic import Field, StrictBool, model_validator
+from pydantic import Field, model_validator
 
 from agent.config.base import Section
 from drivers.battery import CURVES
@@ -58,7 +58,7 @@ class BatteryFailsafeConfig(Section):
         low_speed_mps: speed limit while low, m/s; null: half of ``base.max_speed_mps``.
     """
 
-    enabled: StrictBool = True
+    enabled: bool = True
     low_v_per_cell: float | None = Field(None, gt=0.5, le=5.0)
     critical_v_per_cell: float | None = Field(None, gt=0.5, le=5.0)
     low_for_s: float = Field(10.0, ge=0.0, le=600.0)
@@ -88,7 +88,7 @@ class TiltFailsafeConfig(Section):
         clear_margin_deg: the condition clears below ``max_deg`` minus this, degrees.
     """
 
-    enabled: StrictBool = True
+    enabled: bool = True
     max_deg: float = Field(40.0, ge=5.0, le=85.0)
     for_s: float = Field(0.3, ge=0.1, le=10.0)
     clear_margin_deg: float = Field(5.0, ge=0.0, le=30.0)
@@ -116,7 +116,7 @@ class StallFailsafeConfig(Section):
         current_for_s: over the current limit this long, s (a start draws a brief peak).
     """
 
-    enabled: StrictBool = True
+    enabled: bool = True
     duty: float = Field(0.3, ge=0.01, le=1.0)
     speed_mps: float = Field(0.08, ge=0.0, le=5.0)
     for_s: float = Field(2.0, ge=0.1, le=60.0)

@@ -136,7 +136,7 @@ class Console:
         if wanted is None:
             return ids[0] if ids else None
         if wanted not in ids:
-            log.error("console.camera %r is not a configured camera (have: %s); the page shows no video",
+            log.warning("console.camera %r is not a configured camera (have: %s); the page shows no video",
                       wanted, ", ".join(ids) or "none")
             return None
         return wanted

@@ -352,7 +352,7 @@ class Front:
                     self._state.joints.hold()
                 estop = self._state.safety.state().estop
         except CommandError as err:
-            log.error("emergency stop refused: %s", err)
+            log.log(_refusal_level(err), "emergency stop refused: %s", err)
             raise
         self._wake()
         if new:
@@ -392,7 +392,7 @@ class Front:
             with self._lock:
                 self._state.safety.release_estop(by)
         except CommandError as err:
-            log.error("emergency stop release refused: %s", err)
+            log.log(_refusal_level(err), "emergency stop release refused: %s", err)
             raise
         self._wake()
         self._estop_changed(None)
@@ -470,9 +470,14 @@ def _positive(name: str, value: object, top: float | None) -> float:
     return v
 
 
+def _refusal_level(err: CommandError) -> int:
+    """A request the robot's state declines is INFO; a malformed one WARNING (docs/architecture.md, log levels)."""
+    return logging.INFO if isinstance(err, CommandDeclined) else logging.WARNING
+
+
 def _log_calibration(fut: concurrent.futures.Future) -> None:
     err = fut.exception()
     if err is not None:
-        log.error("IMU gyro calibration failed: %s", err)
+        log.warning("IMU gyro calibration failed: %s; the previous bias stays", err)
     else:
         log.info("IMU gyro calibration done: bias %s rad/s", fut.result())

@@ -210,7 +210,8 @@ def motor_answered(state: ControlState, ok: bool) -> None:
     if ok:
         log.info("motor: duty write confirmed again; tracks at zero until a new command arrives")
     else:
-        log.error("motor: duty write failed; base commands dropped, tracks held at zero")
+        # handled (tracks held at zero, the controller reopened): WARNING, once per failure spell
+        log.warning("motor: duty write failed; base commands dropped, tracks held at zero")
         state.cmd = (0.0, 0.0)
 
 

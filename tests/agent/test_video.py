@@ -274,7 +274,7 @@ async def test_stuck_camera_detected_and_reopened(hubs, caplog, fault, reason):
     await wait_until(lambda: len(rec.made) > made and hub.health()[0].state == "ok", what="reopen")
     before = hub.latest("front").seq
     await wait_until(lambda: hub.latest("front").seq > before + 3, what="frames after reopen")
-    assert transitions(caplog)[:1] + transitions(caplog)[start:] == ["lost -> ok", "ok -> lost", "lost -> ok"]
+    assert transitions(caplog)[:1] + transitions(caplog)[start:] == ["starting -> ok", "ok -> lost", "lost -> ok"]
     # a frozen capture is released at once; a blocked one never under its running read,
     # only by its left-behind thread once the read returns
     assert stuck.isOpened() is (fault == "block")
@@ -290,7 +290,7 @@ async def test_failing_reads_degrade_then_lose_then_recover(hubs, caplog):
     rec.made[-1].fail()
     await wait_until(lambda: len(rec.made) > made and hub.health()[0].state == "ok", what="reopen")
     assert transitions(caplog)[:1] + transitions(caplog)[start:] == \
-        ["lost -> ok", "ok -> degraded", "degraded -> lost", "lost -> ok"]
+        ["starting -> ok", "ok -> degraded", "degraded -> lost", "lost -> ok"]
     health = hub.health()[0]
     assert "no frame" in health.last_error and health.errors >= 2
 
@@ -334,7 +334,7 @@ async def test_a_capture_bug_is_logged_and_the_camera_reopened(hubs, caplog):
     await wait_until(lambda: len(rec.made) >= 2 and hub.health()[0].state == "ok", what="reopen after the bug")
     before = hub.latest("front").seq
     await wait_until(lambda: hub.latest("front").seq > before + 3, what="frames after the reopen")
-    assert transitions(caplog) == ["lost -> ok", "ok -> lost", "lost -> ok"]
+    assert transitions(caplog) == ["starting -> ok", "ok -> lost", "lost -> ok"]
     assert "unexpected RuntimeError: capture bug" in hub.health()[0].last_error
     bug = [r for r in caplog.records if "instead of DriverError" in r.getMessage()]
     assert len(bug) == 1 and bug[0].exc_info is not None     # the traceback, once

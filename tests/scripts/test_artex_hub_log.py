@@ -1,4 +1,4 @@
-"""scripts/artex_hub.py's console log: each telemetry line leads with the e-stop and halts (a process
+"""scripts/artex_hub.py's console log: each telemetry line leads with the e-stop and halts when set (a process
 running the script, the agent on the simulated tank connected to it)."""
 
 from __future__ import annotations
@@ -38,14 +38,17 @@ async def test_the_hub_log_leads_each_telemetry_line_with_the_estop():
     try:
         assert await wait_for(lambda: any("ARTEX test hub on" in x for x in lines), 15)
         async with running_agent(sim_config(server="http://127.0.0.1", port=port)) as agent:
-            assert await wait_for(lambda: any(x.startswith("telem estop off | {") for x in lines), 15), lines[-3:]
+            assert await wait_for(lambda: any(x.startswith("telem motors at zero") and " | estop off | {" in x
+                                              for x in lines), 15), lines[-3:]
             agent.control.estop("console", "operator pressed STOP " + "x" * 400)   # far past the 300-char cut
             assert await wait_for(lambda: any(x.startswith("telem E-STOP SET: emergency stop set by console since ")
-                                              and "operator pressed STOP" in x for x in lines), 15), lines[-3:]
+                                              and "operator pressed STOP" in x and " | motors at zero" in x
+                                              for x in lines), 15), lines[-3:]
             n = len(lines)
             agent.control.release_estop("console")
-            assert await wait_for(lambda: any(x.startswith("telem estop off | ") for x in lines[n:]), 15)
-        assert max(len(x) for x in lines) < 1000  # still bounded
+            assert await wait_for(lambda: any(x.startswith("telem motors ") and " | estop off | {" in x
+                                              for x in lines[n:]), 15)
+        assert max(len(x) for x in lines) < 5000  # still bounded
     finally:
         proc.stdin.write(b"quit\n")
         with contextlib.suppress(ConnectionError):
