@@ -47,6 +47,10 @@ def sim_config(**overrides: Any) -> dict:
     cfg["robot_msg"] = {**cfg.get("robot_msg", {}), "enabled": False}
     cfg["console"] = {**cfg.get("console", {}), "enabled": False}
     cfg["recorder"] = {**cfg.get("recorder", {}), "enabled": False}   # tests that record pass a tmp dir
+    # the motor emulator answers from a thread of the test's own process: with parallel workers on
+    # two cores it may miss a real controller's 50 ms reply timeout, and the tank stops for a fault
+    # the test is not about (tests of a silent controller set their own)
+    cfg["drivers"]["motor"].setdefault("reply_timeout_s", 0.2)
     return deep_merge(cfg, overrides)
 
 
