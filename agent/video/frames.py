@@ -112,6 +112,20 @@ class FrameFormat:
             return max(1, round(width * self.height / height)), self.height
         return width, height
 
+    def resolved(self, width: int, height: int) -> FrameFormat:
+        """The canonical spelling of this format for a ``width`` x ``height`` frame: the output size
+        spelt out and, for ``rgba``, the unused quality fixed at 80. Two formats that give the same
+        bytes for that frame resolve to the same key, e.g. ``FrameFormat("jpeg", quality=80)`` and
+        ``FrameFormat("jpeg", 640, 480, 80)`` for a 640x480 frame (the encode cache's key)."""
+        w, h = self.output_size(width, height)
+        quality = self.quality if self.codec == "jpeg" else 80
+        if (w, h, quality) == (self.width, self.height, self.quality):
+            return self
+        out = object.__new__(FrameFormat)    # sizes come from the frame: no re-validation (a >4096 px camera)
+        for name, value in (("codec", self.codec), ("width", w), ("height", h), ("quality", quality)):
+            object.__setattr__(out, name, value)
+        return out
+
 
 @dataclass(frozen=True, slots=True)
 class EncodedFrame:

@@ -26,7 +26,7 @@ from agent.adapters.sim2bot_video import (
 )
 from agent.config.drivers import CameraConfig
 from agent.errors import CommandError
-from agent.video import Frame, SendBudget, VideoHub, encode
+from agent.video import Frame, FrameFormat, SendBudget, VideoHub, encode
 from agent.testing.running_agent import running_agent, wait_for
 from agent.testing.sim2bot_bridge import Bridge, agent_params, controller
 
@@ -113,6 +113,33 @@ async def test_streams_honour_fps_and_share_one_encode_per_frame(hub):
     await asyncio.sleep(1.0)
     streams.close()
     assert len(rec.frames) >= 5 and hub.encode_count - before <= len(rec.frames) + 2
+
+
+async def test_artex_and_sim2bot_asking_the_same_output_of_one_frame_share_one_encode(hub):
+    # the spellings the adapters use: ARTEX FrameFormat("jpeg", quality=q) through encoded_within
+    # (agent.adapters.artex_video), Sim2Bot the size spelt out (hub_format of a resolved request)
+    artex_fmt = FrameFormat("jpeg", quality=CAM.jpeg_quality)
+    sim2bot_fmt = hub_format(resolve(CameraRequest("model:0"), CAM))
+    assert artex_fmt != sim2bot_fmt and (sim2bot_fmt.width, sim2bot_fmt.height) == (160, 120)
+    frame = await hub.next_frame("front", 0, 5.0)
+    before = hub.encode_count
+    (artex, level), sim2bot = await asyncio.gather(hub.encoded_within(frame, artex_fmt, 1 << 20),
+                                                   hub.encoded(frame, sim2bot_fmt))
+    assert level == 0 and artex.seq == sim2bot.seq == frame.seq
+    assert hub.encode_count - before == 1 and artex.data is sim2bot.data
+    # asked again later in either spelling: from the cache; a different output is a new encode
+    assert (await hub.encoded(frame, artex_fmt)).data is artex.data
+    smaller = await hub.encoded(frame, FrameFormat("jpeg", 80, 60, CAM.jpeg_quality))
+    assert (smaller.width, smaller.height) == (80, 60) and hub.encode_count - before == 2
+
+
+def test_a_format_resolves_to_one_key_per_output():
+    assert FrameFormat("jpeg", quality=80).resolved(640, 480) == FrameFormat("jpeg", 640, 480, 80)
+    assert FrameFormat("jpeg", width=320).resolved(640, 480) == FrameFormat("jpeg", 320, 240, 80)
+    assert FrameFormat("rgba", quality=20).resolved(64, 48) == FrameFormat("rgba", 64, 48, 95).resolved(64, 48)
+    assert FrameFormat("jpeg", quality=70).resolved(640, 480) != FrameFormat("jpeg", 640, 480, 80)
+    big = FrameFormat("jpeg").resolved(4608, 2592)         # a camera bigger than a request may ask
+    assert (big.width, big.height) == (4608, 2592)
 
 
 async def test_subscription_expires_after_its_ttl_and_renewal_keeps_it(hub):
