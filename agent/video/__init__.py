@@ -17,7 +17,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 _WHERE = {
-    "agent.video.budget": ("CpuBudget", "LinkPacer", "SendBudget", "fit_ladder", "json_wire_size",
+    "agent.video.budget": ("CpuBudget", "LinkPacer", "LinkRate", "SendBudget", "fit_ladder", "json_wire_size",
                            "socketio_wire_size"),
     "agent.video.frames": ("ENCODERS", "EncodedFrame", "Frame", "FrameFormat", "content_digest", "encode"),
     "agent.video.hub": ("CACHE_MAX_BYTES", "MAX_CACHED_ENCODES", "VideoHub", "hub_from_config"),
@@ -25,7 +25,7 @@ _WHERE = {
 _MODULE_OF = {name: module for module, names in _WHERE.items() for name in names}
 
 if TYPE_CHECKING:
-    from agent.video.budget import CpuBudget, LinkPacer, SendBudget, fit_ladder, json_wire_size, socketio_wire_size
+    from agent.video.budget import CpuBudget, LinkPacer, LinkRate, SendBudget, fit_ladder, json_wire_size, socketio_wire_size
     from agent.video.frames import ENCODERS, EncodedFrame, Frame, FrameFormat, content_digest, encode
     from agent.video.hub import CACHE_MAX_BYTES, MAX_CACHED_ENCODES, VideoHub, hub_from_config
 
