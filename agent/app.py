@@ -29,6 +29,7 @@ from typing import Any
 
 from agent.config import AgentConfig
 from agent.control import ControlLoop
+from agent.estopinput import LoopEstop
 from agent.hardware import Hardware
 from agent.ratelimit import RateLimitedLog, backoff_s
 from agent.simtank import SimTank, serves
@@ -95,6 +96,7 @@ class Agent:
         self.hardware = Hardware.from_config(cfg, self.sim)
         self.video = None       # the VideoHub, built by start() (its OpenCV loads while the devices open)
         self.control = ControlLoop(cfg, self.hardware)
+        self.hardware.watch_estop(LoopEstop(self.control))   # the e-stop input, if configured
         self.adapters: dict[str, Any] = {}
         self._tasks: list[asyncio.Task] = []
         self._started = False

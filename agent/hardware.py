@@ -7,7 +7,9 @@ agent keeps running without it. The motor controller is served by its own
 thread (agent/motorworker.py: the control thread posts the newest duty and
 reads the published feedback, never waiting for the serial line); I2C devices (IMU, power monitor, servo chip) are served by one worker thread
 per bus so transactions on a bus never interleave and a hung bus never
-stalls the control loop.
+stalls the control loop. The e-stop input (a normally-closed switch on a GPIO
+line) is watched by its own thread (agent/estopinput.py), which calls the
+control loop's e-stop API through :meth:`Hardware.watch_estop`.
 
 Driver classes are found by the config ``kind`` in the drivers' registry
 (drivers/registry.py); transports by value through an opener table
@@ -24,12 +26,13 @@ from typing import Any, Callable
 
 from agent.config import AgentConfig
 from agent.errors import DriverError
+from agent.estopinput import EstopSink, EstopWatch
 from agent.health import LOST, OK
 from agent.model import DeviceHealth, ImuSample, PowerSample
 from agent.i2cworker import I2cWorker
 from agent.motorworker import DUTY_REFRESH_S, MotorWorker, duty_refresh_s
 from agent.supervisor import Reopener, Supervised
-from drivers.base import Imu, MotorController, MotorFeedback, PowerMonitor, ServoController
+from drivers.base import Imu, MotorController, MotorFeedback, PowerMonitor, ServoController, SwitchInput
 from drivers.i2c import bus_key, open_bus
 from drivers.registry import driver_class
 from drivers.transport import Openers
@@ -71,13 +74,19 @@ class Buses:
 
 
 def _transport(dcfg: Any) -> tuple[str, int | str]:
-    """``("serial", port)`` or ``("i2c", bus)`` of a device's config section."""
+    """``("serial", port)``, ``("i2c", bus)`` or ``("gpio", chip path)`` of a device's config section."""
+    if hasattr(dcfg, "chip"):
+        from drivers.gpio import chip_path
+        return ("gpio", chip_path(dcfg.chip))
     return ("serial", dcfg.port) if hasattr(dcfg, "port") else ("i2c", dcfg.bus)
 
 
 def _supervised(kind: str, dcfg: Any, openers: Openers, buses: Buses) -> Supervised:
-    """One supervised device of ``kind`` from its config section: serial (``port``) or I2C (``bus``)."""
+    """One supervised device of ``kind`` from its config section: serial (``port``), GPIO (``chip``;
+    lost at its first error: a GPIO read does not fail transiently) or I2C (``bus``)."""
     klass = driver_class(dcfg)
+    if hasattr(dcfg, "chip"):
+        return Supervised(kind, lambda: klass(dcfg, name=kind, openers=openers), lost_after=1)
     if hasattr(dcfg, "port"):
         return Supervised(kind, lambda: klass(dcfg, name=kind, openers=openers),
                           on_open=(lambda drv: drv.stop()) if kind == "motor" else None)
@@ -91,12 +100,15 @@ class Hardware:
 
     Attributes:
         motor_worker: the motor controller's thread (agent/motorworker.py), None without a motor.
+        estop_watch: the e-stop input's thread (agent/estopinput.py), None without an input.
     """
 
     def __init__(self, *, motor: Supervised[MotorController] | None = None,
                  imu: Supervised[Imu] | None = None, imu_rate_hz: float = 100.0,
                  power: Supervised[PowerMonitor] | None = None, power_rate_hz: float = 10.0,
                  servo: Supervised[ServoController] | None = None,
+                 estop: Supervised[SwitchInput] | None = None, estop_debounce_s: float = 0.3,
+                 estop_poll_hz: float = 100.0,
                  i2c_groups: list[tuple[str, list[str]]] | None = None,
                  motor_feedback_hz: float = 20.0, motor_refresh_s: float = DUTY_REFRESH_S,
                  buses: Buses | None = None) -> None:
@@ -105,7 +117,10 @@ class Hardware:
         self.motor_worker = None if motor is None else MotorWorker(
             motor, feedback_hz=motor_feedback_hz, on_feedback=self._note_status, refresh_s=motor_refresh_s)
         self.imu, self.power, self.servo = imu, power, servo
-        self._devices = [d for d in (motor, imu, power, servo) if d is not None]
+        self.estop = estop
+        self.estop_watch = None if estop is None else EstopWatch(
+            estop, debounce_s=estop_debounce_s, poll_hz=estop_poll_hz)
+        self._devices = [d for d in (motor, imu, power, servo, estop) if d is not None]
         self._health_sources: list[Callable[[], tuple[DeviceHealth, ...]]] = []
         self._last_status: tuple[str, ...] = ()
         groups = i2c_groups or [("i2c", [n for n, d in (("imu", imu), ("power", power), ("servo", servo)) if d])]
@@ -137,7 +152,8 @@ class Hardware:
         for kind, dcfg in d.devices():
             if hasattr(dcfg, "bus"):
                 groups.setdefault(bus_key(dcfg.bus), []).append(kind)
-        return cls(**devices, imu_rate_hz=d.imu.rate_hz if d.imu else 100.0,
+        estop_timing = {"estop_debounce_s": d.estop.debounce_s, "estop_poll_hz": d.estop.poll_hz} if d.estop else {}
+        return cls(**devices, **estop_timing, imu_rate_hz=d.imu.rate_hz if d.imu else 100.0,
                    power_rate_hz=d.power.rate_hz if d.power else 10.0, i2c_groups=list(groups.items()),
                    motor_feedback_hz=getattr(d.motor, "feedback_hz", 20.0),
                    motor_refresh_s=duty_refresh_s(d.motor), buses=buses)
@@ -151,11 +167,15 @@ class Hardware:
             w.start()
         if self.motor_worker is not None:
             self.motor_worker.start()
+        if self.estop_watch is not None:
+            self.estop_watch.start()
         self._reopener.start()
 
     def close(self) -> None:
         """Stop the workers, command the motors to zero, close everything. Idempotent."""
         self._reopener.close()
+        if self.estop_watch is not None:
+            self.estop_watch.close()
         for w in self._workers:
             w.close()
         if self.motor_worker is not None:
@@ -166,6 +186,12 @@ class Hardware:
             dev.close()
         if self._buses is not None:
             self._buses.close()
+
+    def watch_estop(self, sink: EstopSink) -> None:
+        """Send the e-stop input's verdicts to ``sink`` (agent.estopinput.LoopEstop on the control
+        loop). No-op without an input; call before :meth:`start`."""
+        if self.estop_watch is not None:
+            self.estop_watch.connect(sink)
 
     def add_health_source(self, source: Callable[[], tuple[DeviceHealth, ...]]) -> None:
         """Include another component's device health (e.g. the cameras of the video hub)."""

@@ -12,6 +12,8 @@ motion     (after confirmation) each track alone at ``duty`` for ``pulse_s``, re
 imu        one sample: ``|accel|`` within 1 m/s^2 of g (9.81) at rest, gyro finite
 power      bus voltage above 0 V
 servo      the chip answers (open reads its registers back); no servo is moved
+estop      the e-stop input's line is requested and reads closed (an open circuit fails: press
+           and release the button, check the wiring; docs/hardware.md "E-stop input")
 camera     each camera opens and delivers a frame of the configured kind
 =========  ===================================================================================
 
@@ -105,13 +107,21 @@ def _motor(drv: Any) -> tuple[bool, str]:
     return ok, f"battery {battery}, encoder counts L/R {counts}, status {fb.status_text or 'ok'}"
 
 
+def _estop(drv: Any) -> tuple[bool, str]:
+    closed = drv.read()
+    where = f"{drv.path} line {drv.cfg.line!r}"
+    if closed:
+        return True, f"circuit closed on {where} (e-stop released)"
+    return False, f"circuit OPEN on {where}: e-stop pressed, a wire off, or bias/closed_level wrong"
+
+
 READS: dict[str, Callable[[Any], tuple[bool, str]]] = {"motor": _motor, "imu": _imu, "power": _power,
-                                                       "servo": _servo}
+                                                       "servo": _servo, "estop": _estop}
 
 
 def _device(kind: str, dcfg: Any, openers: Openers, buses: Buses) -> Any:
     klass = driver_class(dcfg)
-    if hasattr(dcfg, "port"):
+    if hasattr(dcfg, "port") or hasattr(dcfg, "chip"):
         return klass(dcfg, name=kind, openers=openers)
     return klass(dcfg, buses.getter(dcfg.bus)(), name=kind)
 

@@ -6,7 +6,9 @@ slave path like ``/dev/ttyACM0``), the I2C chips on one
 :class:`drivers.emulators.i2c.FakeSMBus`, the camera as a test pattern. The
 motor emulator writes duty into :class:`drivers.emulators.tank.TankPhysics`;
 the IMU reads its accelerations and yaw rate, the power monitor its battery
-voltage and current, the servo chip reports its pulse widths to it.
+voltage and current, the servo chip reports its pulse widths to it. A ``sim://``
+e-stop input is a GPIO chip emulator with the switch on its line
+(drivers/emulators/gpio.py): tests open, flap or remove it (:meth:`SimTank.gpio`).
 
 What the world does to the tank is an emulator control here, for tests and benchmarks in the
 same process (the agent sees it only through its drivers): :meth:`SimTank.drain_battery`,
@@ -46,6 +48,7 @@ class SimTank:
         physics: the shared TankPhysics (ground truth for tests).
         motor_emulator: the pty motor-controller emulator once the motor driver asked for its port.
         chips: I2C address -> chip emulator on the simulated bus.
+        gpio_chip: the GPIO chip emulator of a ``sim://`` e-stop input (see :meth:`gpio`), or None.
     """
 
     def __init__(self, cfg: AgentConfig) -> None:
@@ -62,13 +65,31 @@ class SimTank:
         self.motor_emulator: Any = None
         self._bus: Any = None
         self.chips: dict[int, Any] = {}
+        self.gpio_chip: Any = None
 
     def openers(self) -> Openers:
         """A transport table serving ``sim://`` serial ports and I2C buses from this tank."""
         table = Openers()
         table.register("serial", SCHEME, self._open_serial)
         table.register("i2c", SCHEME, self._open_i2c)
+        table.register("gpio", SCHEME, self._open_gpio)
         return table
+
+    def _open_gpio(self, url: str) -> Any:
+        if url != URL:
+            raise DriverConfigError(f"GPIO chip {url!r}: {URL} takes no options")
+        return self.gpio().open_chip(url)
+
+    def gpio(self) -> Any:
+        """The GPIO chip emulator of the ``sim://`` e-stop input (created on first use; its switch
+        starts closed). Raises DriverConfigError when no e-stop input is ``sim://``."""
+        with self._lock:
+            if self.gpio_chip is None:
+                estop = self._cfg.drivers.estop
+                if estop is None or str(estop.chip) != URL:
+                    raise DriverConfigError(f"simulated tank: no e-stop input on {URL}")
+                self.gpio_chip = emulator_class(estop).from_config(estop, self.physics)
+            return self.gpio_chip
 
     def _open_serial(self, url: str) -> str:
         motor = self._cfg.drivers.motor

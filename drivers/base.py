@@ -94,3 +94,15 @@ class ServoController(Device):
     @abstractmethod
     def release(self, channel: int) -> None:
         """Turn ``channel`` fully off (servo unpowered, limp). Raises DriverError."""
+
+
+class SwitchInput(Device):
+    """A two-state contact input, e.g. a normally-closed e-stop circuit."""
+
+    @abstractmethod
+    def read(self) -> bool:
+        """True while the circuit is closed, False while it is open. Raises DriverError (line gone)."""
+
+    @abstractmethod
+    def wait(self, timeout_s: float) -> bool:
+        """Block up to ``timeout_s`` s for a change of the line; True when one arrived. Raises DriverError."""

@@ -11,6 +11,8 @@ Transports are chosen by value, pyserial-``serial_for_url`` style:
   pyserial URL (``loop://``, ``socket://``) or a URL whose scheme has a registered
   opener (``sim://``: the simulated tank's emulator, drivers/transport.py);
 - I2C ``bus``: a bus number (``1`` -> ``/dev/i2c-1``), a path, or a registered URL (``sim://``);
+- GPIO ``chip``: a chip number (``0`` -> ``/dev/gpiochip0``), a name (``gpiochip0``), a path, or
+  a registered URL (``sim://``: the simulated tank's GPIO chip);
 - camera ``source``: an index, ``/dev/videoN``, ``/dev/v4l/by-id/...``,
   ``gst:<pipeline>``, ``picam:<N>``, a file path or URL, or ``sim://pattern``.
 """
@@ -324,6 +326,77 @@ class CameraConfig(DriverSection):
         return value
 
 
+class GpioEstopConfig(DriverSection):
+    """A normally-closed e-stop switch on one GPIO line, read through the Linux GPIO character
+    device with libgpiod v2 (drivers/gpio.py; docs/hardware.md "E-stop input").
+
+    Attributes:
+        chip: GPIO chip: number, ``gpiochipN``, a path (``/dev/gpiochip0``) or ``sim://``.
+        line: line offset on the chip (``17``) or its name (``"GPIO17"`` on a Raspberry Pi).
+        bias: the line's internal bias; must not pull toward the closed level.
+        closed_level: the level the line reads while the circuit is closed (``low``: the switch
+            connects the line to GND, the pull-up lifts it when the circuit opens).
+        debounce_s: the circuit must read closed this long without a break before the input
+            releases its e-stop, s; opening sets the e-stop at once.
+        poll_hz: reads per second besides edge events (also how fast a removed chip is noticed).
+        edge_events: wake on the line's edges (kernel edge detection) instead of polling only.
+    """
+
+    driver: ClassVar[str] = "drivers.gpio:GpioSwitch"
+    emulator: ClassVar[str] = "drivers.emulators.gpio:GpioChipEmulator"
+
+    kind: Literal["gpio"]
+    chip: Union[int, str] = "/dev/gpiochip0"
+    line: Union[int, str]
+    bias: Literal["pull_up", "pull_down", "disabled", "as_is"] = "pull_up"
+    closed_level: Literal["low", "high"] = "low"
+    debounce_s: float = Field(0.3, ge=0.0, le=10.0)
+    poll_hz: RateHz = Field(100.0, le=1000)
+    edge_events: bool = True
+
+    @field_validator("chip", "line", mode="before")
+    @classmethod
+    def _not_bool(cls, value: Any, info: Any) -> Any:
+        if isinstance(value, bool):
+            raise ValueError(f"{info.field_name} must be a number or a name, got a boolean")
+        return value
+
+    @field_validator("chip")
+    @classmethod
+    def _chip(cls, value: int | str) -> int | str:
+        if isinstance(value, int):
+            if not 0 <= value <= 1023:
+                raise ValueError(f"chip number must be 0..1023, got {value}")
+            return value
+        value = value.strip()
+        if not value:
+            raise ValueError("chip is empty: give a number (0), gpiochip0, /dev/gpiochip0 or sim://")
+        return value
+
+    @field_validator("line")
+    @classmethod
+    def _line(cls, value: int | str) -> int | str:
+        if isinstance(value, int):
+            if not 0 <= value <= 1023:
+                raise ValueError(f"line offset must be 0..1023, got {value}")
+            return value
+        value = value.strip()
+        if not value or len(value) > 32:
+            raise ValueError(f"line name must be 1..32 characters (e.g. GPIO17), got {value[:40]!r}")
+        return value
+
+    @model_validator(mode="after")
+    def _fails_safe(self) -> "GpioEstopConfig":
+        pulls_to = {"pull_up": "high", "pull_down": "low"}.get(self.bias)
+        if pulls_to == self.closed_level:
+            raise ValueError(
+                f"bias {self.bias} pulls the line {pulls_to}, the level of a closed circuit: an open or "
+                f"broken wire would read closed and never set the e-stop; use "
+                f"bias {'pull_up' if self.closed_level == 'low' else 'pull_down'} (or an external resistor "
+                "with bias disabled)")
+        return self
+
+
 #: Device kind -> config models of its drivers (each names its driver and emulator).
 #: Adding a driver: its module, its emulator, its model here and one entry in this table.
 KINDS: dict[str, tuple[type[DriverSection], ...]] = {
@@ -332,4 +405,5 @@ KINDS: dict[str, tuple[type[DriverSection], ...]] = {
     "power": (Ina219Config, Ina226Config),
     "servo": (Pca9685Config,),
     "camera": (CameraConfig,),
+    "estop": (GpioEstopConfig,),
 }

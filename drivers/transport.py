@@ -12,7 +12,9 @@ Openers:
 
 - ``serial``: ``url -> str``, the path or pyserial URL to open instead (the
   simulated tank starts its emulator and returns the pty slave path);
-- ``i2c``: ``url -> bus``, an smbus2-like bus object.
+- ``i2c``: ``url -> bus``, an smbus2-like bus object;
+- ``gpio``: ``url -> chip``, an object with the ``gpiod.Chip`` methods the GPIO driver uses
+  (``request_lines``, ``close``): the simulated tank's GPIO chip emulator.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from typing import Any
 from drivers.errors import DriverConfigError
 
 #: Transports an opener can be registered for.
-TRANSPORTS = ("serial", "i2c")
+TRANSPORTS = ("serial", "i2c", "gpio")
 
 #: Serial URL schemes pyserial's ``serial_for_url`` opens itself.
 PYSERIAL_SCHEMES = ("loop", "socket", "rfc2217", "spy", "alt", "hwgrep", "cp2110")
@@ -49,7 +51,7 @@ def bus_key(value: int | str) -> str:
 
 
 class Openers:
-    """URL scheme -> opener, per transport (``serial``, ``i2c``); see the module docstring. Thread-safe."""
+    """URL scheme -> opener, per transport (``serial``, ``i2c``, ``gpio``); see the module docstring. Thread-safe."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()

@@ -55,11 +55,11 @@ def latencies(url: str, emu, trials: int, latch_s: float) -> tuple[list[float], 
             emu.wait_for(lambda: emu.motor_duty == [0.0, 0.0], 2.0)
             drain(ws, latch_s + 0.03 + random.uniform(0.0, 0.02))   # from rest; every phase of the tick
             t0 = time.monotonic()
-            ws.send(json.dumps({"type": "drive", "vx": 0.5, "omega": 0.0}))
+            ws.send(json.dumps({"type": "drive", "vx": 0.5, "omega": 0.0, "press": True}))   # a new key-down
             if emu.wait_for(lambda: emu.motor_duty[0] > 0.0, 2.0):
                 drive.append(time.monotonic() - t0)
             drain(ws, 0.03)
-            ws.send(json.dumps({"type": "drive", "vx": 0.5, "omega": 0.0}))
+            ws.send(json.dumps({"type": "drive", "vx": 0.5, "omega": 0.0}))   # the held key's repeat
             t1 = time.monotonic()
             ws.send(json.dumps({"type": "stop"}))
             if emu.wait_for(lambda: emu.motor_duty == [0.0, 0.0], 2.0):

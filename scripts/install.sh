@@ -11,7 +11,9 @@ Installs or upgrades robot-agent:
   - Debian packages: python3-venv, i2c-tools, python3-systemd (or, when the venv's Python cannot
     import it, what building systemd-python needs: gcc, libsystemd-dev, pkg-config, python3-dev),
     and python3-picamera2 where the distro has it (Raspberry Pi OS: the Pi camera modules)
-  - a system user robot-agent in the groups dialout, i2c, video (and gpio when it exists)
+  - gcc and python3-dev where PyPI has no gpiod wheel (32-bit ARM): pip builds the libgpiod v2
+    bindings of the e-stop input from source (they vendor libgpiod; Debian's python3-libgpiod is v1)
+  - a system user robot-agent in the groups dialout, i2c, video, gpio (groups created when missing)
   - this source tree copied to /opt/robot-agent/src; a venv /opt/robot-agent/venv created with
     --system-site-packages (so the distro's python3-picamera2 and python3-systemd are importable);
     /usr/local/bin/robot-agent links to its robot-agent command
@@ -67,6 +69,10 @@ packages=(python3-venv i2c-tools python3-systemd)
 if [ -n "$SYSTEMD_EXTRA" ]; then   # python3-systemd is not importable by $PY: build systemd-python
   packages+=(gcc libsystemd-dev pkg-config python3-dev)
 fi
+case "$(dpkg --print-architecture 2>/dev/null || echo unknown)" in
+  amd64|arm64) ;;                  # gpiod (libgpiod v2 bindings) has manylinux wheels here
+  *) packages+=(gcc python3-dev) ;;   # no wheel: pip builds gpiod from its sdist (vendored libgpiod)
+esac
 if apt-cache show python3-picamera2 >/dev/null 2>&1; then packages+=(python3-picamera2); fi
 sys env DEBIAN_FRONTEND=noninteractive apt-get update -qq
 sys env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${packages[@]}"
@@ -77,11 +83,11 @@ fi
 
 # ----------------------------------------------------------------------------- user
 if [ -n "$ROOT" ] || ! getent group i2c >/dev/null; then sys groupadd --system i2c; fi
+if [ -n "$ROOT" ] || ! getent group gpio >/dev/null; then sys groupadd --system gpio; fi   # e-stop input
 if [ -n "$ROOT" ] || ! id robot-agent >/dev/null 2>&1; then
   sys useradd --system --home-dir /var/lib/robot-agent --shell /usr/sbin/nologin robot-agent
 fi
-groups=dialout,i2c,video
-getent group gpio >/dev/null && groups=$groups,gpio
+groups=dialout,i2c,video,gpio
 sys usermod -aG "$groups" robot-agent
 
 # ----------------------------------------------------------------------------- code and venv

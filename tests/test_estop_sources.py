@@ -181,7 +181,11 @@ async def rig(tmp_path: Path):
     cfg = deep_merge(rm_config(), {"server": artex["server"], "port": artex["port"], "artex": artex["artex"],
                                    "sim2bot": {"enabled": True, "url": bridge.url, "reconnect_delay_s": 0.1,
                                                "reconnect_delay_max_s": 0.5},
-                                   "console": {"enabled": True, "port": port}, "drivers": {"cameras": []}})
+                                   "console": {"enabled": True, "port": port}, "drivers": {"cameras": []},
+                                   # a stream stalled by a loaded machine is not a pause (a pause re-engages)
+                                   "control": {"sources": {s: {"priority": p, "timeout_s": 2.0} for s, p in
+                                                           (("artex", 10), ("sim2bot", 20), ("robot_msg", 30),
+                                                            ("console", 40))}}})
     tasks: list[asyncio.Task] = []
     try:
         async with running_agent(cfg) as agent, controller(bridge) as robot, aiohttp.ClientSession() as http:
@@ -214,7 +218,17 @@ def start_streams(r: Rig, streams: Streams) -> None:
     streams.start("artex", hub_demo(r.hub))
     streams.start("sim2bot", every(0.1, lambda: asyncio.to_thread(r.robot.base_velocity, vx=0.3, omega=0.0)))
     streams.start("robot_msg", every(0.05, lambda: r.peer.send(r.act, u_rt(0.4))))
-    streams.start("console", every(0.1, lambda: r.ws.send_json({"type": "drive", "vx": 0.5, "omega": 0.0})))
+    streams.start("console", console_key(r))
+
+
+def console_key(r: Rig):
+    """A held key in the console tab: the first drive of the press says so, then the repeats."""
+    first = [True]
+
+    def drive():
+        press, first[0] = first[0], False
+        return r.ws.send_json({"type": "drive", "vx": 0.5, "omega": 0.0, "press": press})
+    return every(0.1, drive)
 
 
 def counts(r: Rig) -> dict[str, int]:
@@ -267,9 +281,8 @@ async def estop_hold(r: Rig, hold_s: float) -> None:
         await asyncio.sleep(1.0)
         assert duty.nonzero == [] and motor.motor_duty == [0.0, 0.0]
         assert r.agent.control.snapshot().active_source == ""
-        await streams.stop("console")                   # a new key-down: explicit zero, then drive
-        await r.ws.send_json({"type": "drive", "vx": 0.0, "omega": 0.0})
-        streams.start("console", every(0.1, lambda: r.ws.send_json({"type": "drive", "vx": 0.5, "omega": 0.0})))
+        await streams.stop("console")                   # a new key-down: the console sends a zero, then the drive
+        streams.start("console", console_key(r))
         assert await wait_for(lambda: motor.motor_duty[0] > 0.0, 5), "the fresh console command did not drive"
         assert r.agent.control.snapshot().active_source == "console"
     finally:

@@ -2,7 +2,7 @@
 
 The models live next to the drivers (drivers/config.py, re-exported here);
 this module builds the section from the drivers' registry: one optional
-device per kind (``motor``, ``imu``, ``power``, ``servo``), a discriminated
+device per kind (``motor``, ``imu``, ``power``, ``servo``, ``estop``), a discriminated
 union over the ``kind`` of its models, plus a list of cameras.
 
 A device left out is absent; a configured device that fails at start is
@@ -18,7 +18,7 @@ from pydantic import Field, model_validator
 from agent.config.base import Section
 from drivers.transport import bus_key
 from drivers.config import (  # noqa: F401 - the models, re-exported for the agent side
-    KINDS, BatteryConfig, Bno055Config, CameraConfig, GripperConfig, I2cBus, Ina219Config,
+    KINDS, BatteryConfig, Bno055Config, CameraConfig, GpioEstopConfig, GripperConfig, I2cBus, Ina219Config,
     Ina226Config, LineMotorConfig, Mpu6050Config, Pca9685Config, RoboclawConfig,
     SabertoothConfig, ServoJointConfig,
 )
@@ -27,9 +27,10 @@ MotorConfig = Union[KINDS["motor"]]  # type: ignore[valid-type]
 ImuConfig = Union[KINDS["imu"]]  # type: ignore[valid-type]
 PowerConfig = Union[KINDS["power"]]  # type: ignore[valid-type]
 ServoConfig = Union[KINDS["servo"]]  # type: ignore[valid-type]
+EstopConfig = Union[KINDS["estop"]]  # type: ignore[valid-type]
 
 #: Device kinds configured as one optional section field each (cameras are a list).
-SINGLE_KINDS = ("motor", "imu", "power", "servo")
+SINGLE_KINDS = ("motor", "imu", "power", "servo", "estop")
 
 
 def _by_kind(kind: str) -> Any:
@@ -44,6 +45,7 @@ class DriversConfig(Section):
     imu: ImuConfig | None = _by_kind("imu")
     power: PowerConfig | None = _by_kind("power")
     servo: ServoConfig | None = _by_kind("servo")
+    estop: EstopConfig | None = _by_kind("estop")
     cameras: list[CameraConfig] = Field(default_factory=list, max_length=8)
 
     @model_validator(mode="after")
@@ -66,9 +68,11 @@ class DriversConfig(Section):
         return self
 
     def devices(self) -> list[tuple[str, Any]]:
-        """``(kind, section)`` of every configured single device (motor, imu, power, servo), in that order."""
+        """``(kind, section)`` of every configured single device (motor, imu, power, servo, estop), in that order."""
         return [(k, getattr(self, k)) for k in SINGLE_KINDS if getattr(self, k) is not None]
 
     def transport_urls(self) -> list[tuple[str, str]]:
-        """``(kind, port or bus)`` of every configured single device, as text (``sim://``, ``/dev/ttyACM0``, ``1``)."""
-        return [(k, str(getattr(dev, "port", None) or getattr(dev, "bus", ""))) for k, dev in self.devices()]
+        """``(kind, port, bus or chip)`` of every configured single device, as text (``sim://``,
+        ``/dev/ttyACM0``, ``1``, ``/dev/gpiochip0``)."""
+        return [(k, str(next((getattr(dev, a) for a in ("port", "bus", "chip") if hasattr(dev, a)), "")))
+                for k, dev in self.devices()]

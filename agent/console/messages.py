@@ -5,8 +5,12 @@ The page sends JSON text objects over its WebSocket:
 =============================================== ==========================================
 message                                         result
 =============================================== ==========================================
-``{"type": "drive", "vx": m/s, "omega": rad/s}`` :class:`~agent.model.BaseVelocity` (repeated while held)
+``{"type": "drive", "vx": m/s, "omega": rad/s}`` :class:`Drive` (repeated while held); optional
+                                                ``"press": true`` on the first of a new press
 ``{"type": "stop"}``                            :class:`~agent.model.Stop`
+``{"type": "take"}``                            :class:`TakeControl`: this tab wants to drive
+``{"type": "estop"}``                           :class:`EStop`: set the emergency stop (STOP button)
+``{"type": "release_estop"}``                   :class:`ReleaseEStop`: release it (after a confirm)
 ``{"type": "frame"}``                           :class:`FrameReady`: the page showed the last frame
 =============================================== ==========================================
 
@@ -28,8 +32,11 @@ SOURCE = "console"
 
 #: Allowed keys per message type.
 KEYS: dict[str, frozenset[str]] = {
-    "drive": frozenset({"type", "vx", "omega"}),
+    "drive": frozenset({"type", "vx", "omega", "press"}),
     "stop": frozenset({"type"}),
+    "take": frozenset({"type"}),
+    "estop": frozenset({"type"}),
+    "release_estop": frozenset({"type"}),
     "frame": frozenset({"type"}),
 }
 
@@ -47,7 +54,31 @@ class FrameReady:
     """The page displayed the last frame and wants the newest one."""
 
 
-Parsed = BaseVelocity | Stop | FrameReady
+@dataclass(frozen=True, slots=True)
+class TakeControl:
+    """This tab takes control of the console (from whichever tab holds it)."""
+
+
+@dataclass(frozen=True, slots=True)
+class EStop:
+    """Set the emergency stop (ControlLoop.estop, by ``console``)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ReleaseEStop:
+    """Release the emergency stop (ControlLoop.release_estop, by ``console``)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Drive:
+    """A velocity command; ``press``: the first of a new press (key-down, touch, stick out of the
+    dead zone), which re-engages the console after a stop (agent.console.session)."""
+
+    velocity: BaseVelocity
+    press: bool = False
+
+
+Parsed = Drive | Stop | TakeControl | EStop | ReleaseEStop | FrameReady
 
 
 def decode(raw: object, max_bytes: int) -> dict:
@@ -92,8 +123,18 @@ def parse(message: dict, limits: Limits) -> Parsed:
         return Stop()
     if kind == "frame":
         return FrameReady()
+    if kind == "take":
+        return TakeControl()
+    if kind == "estop":
+        return EStop()
+    if kind == "release_estop":
+        return ReleaseEStop()
     for key in ("vx", "omega"):
         if key not in message:
             raise CommandRejected(f"drive.{key} is missing", SOURCE)
-    return BaseVelocity(vx=_bounded("drive.vx", message["vx"], limits.vx_mps, "m/s"),
-                        omega=_bounded("drive.omega", message["omega"], limits.omega_radps, "rad/s"))
+    press = message.get("press", False)
+    if not isinstance(press, bool):
+        raise CommandRejected(f"drive.press must be true or false, not {safe(repr(press), 40)}", SOURCE)
+    return Drive(BaseVelocity(vx=_bounded("drive.vx", message["vx"], limits.vx_mps, "m/s"),
+                              omega=_bounded("drive.omega", message["omega"], limits.omega_radps, "rad/s")),
+                 press)

@@ -2,14 +2,19 @@
 
 ``GET /`` is the page, ``/static/*`` its script and style (shipped in agent/console/static,
 no build step, no CDN), ``GET /ws`` the WebSocket of one tab (agent.console.session). The
-token rule and the origin check are in agent.console.auth. Closing the tab that drove the
-tank releases the ``console`` source: the tank stops at once (ControlLoop.release).
+token rule, login throttling and the origin check are in agent.console.auth.
+
+One tab drives at a time (:class:`Control`): the first tab opened while no tab holds control
+gets it; any other tab watches (it may stop, and e-stop) until it takes control explicitly,
+which releases the ``console`` source (the tank stops at once) and tells the previous holder.
+Closing the tab in control releases the source too; closing a watching tab changes nothing.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +24,8 @@ from agent.config import AgentConfig
 from agent.console.auth import TokenGate, refusal
 from agent.console.messages import SOURCE, Limits
 from agent.console.session import Session
+from agent.control.safety import describe_halt
+from agent.errors import CommandDeclined
 from agent.ports import LinkStatus
 from agent.ratelimit import RateLimitedLog
 from agent.reconnect import Reconnector
@@ -35,6 +42,55 @@ WS_HEARTBEAT_S = 2.0
 SHUTDOWN_S = 2.0
 
 
+def clock_text(unix_s: float) -> str:
+    """``HH:MM:SS`` local time of ``unix_s``."""
+    return time.strftime("%H:%M:%S", time.localtime(unix_s))
+
+
+class Control:
+    """Which tab drives, since when, and whether it must press again before it drives.
+
+    Attributes:
+        holder: the tab in control, or None.
+        since_unix_s: when ``holder`` got control, Unix s.
+        press_needed: the holder must let go (a zero drive) or press anew before it drives again
+            (after it took control, or after a stop from any tab): a held key does not drive on.
+        stopped_by: who caused ``press_needed`` ("" before any stop), for the refusal.
+    """
+
+    def __init__(self) -> None:
+        self.holder: Session | None = None
+        self.since_unix_s = 0.0
+        self.press_needed = True
+        self.stopped_by = ""
+
+    def info(self, tab: Session) -> dict[str, Any]:
+        """What ``tab``'s page shows: ``tab`` (its id), ``holder`` (id or None), ``you`` (bool),
+        ``since_unix_s``, ``since`` (HH:MM:SS) and ``holder_peer`` (address of the holder)."""
+        holder = self.holder
+        return {"tab": tab.id, "holder": None if holder is None else holder.id, "you": holder is tab,
+                "since_unix_s": round(self.since_unix_s, 3) if holder else None,
+                "since": clock_text(self.since_unix_s) if holder else None,
+                "holder_peer": holder.peer if holder else None}
+
+    def refusal(self, tab: Session, press: bool) -> str | None:
+        """Why ``tab`` may not drive now, or None (``press``: this drive is a new press)."""
+        if self.holder is None:
+            return "no tab holds control: take control to drive"
+        if self.holder is not tab:
+            return (f"this tab watches; tab {self.holder.id} ({self.holder.peer}) drives since "
+                    f"{clock_text(self.since_unix_s)}: take control to drive")
+        if self.press_needed:
+            if not press:
+                return f"{self.stopped_by or 'stopped'}: let go and press again to drive"
+        return None
+
+    def pressed(self, tab: Session) -> None:
+        """The control loop accepted a press or a let-go (zero) from ``tab``: its next drive goes on."""
+        if self.holder is tab:
+            self.press_needed, self.stopped_by = False, ""
+
+
 class Console:
     """The operator console (see the module docstring and docs/console.md).
 
@@ -46,7 +102,7 @@ class Console:
     Attributes:
         counters: ``received``, ``executed``, ``rejected`` (bad messages), ``refused`` (valid
             commands the control loop refused), ``frames_sent``, ``sessions`` (tabs opened).
-        driver: the tab that sent the last motion command, or None.
+        control_of_tabs: which tab drives (:class:`Control`).
         port: the bound TCP port once running (useful with ``console.port`` taken by the OS).
     """
 
@@ -59,10 +115,11 @@ class Console:
                              self.settings.max_omega_radps or control.description.max_omega_radps)
         self.camera = self._pick_camera(video)
         self.frame_format = FrameFormat("jpeg", width=self.settings.width, quality=self.settings.jpeg_quality)
-        self.gate = TokenGate(self.settings.token)
+        self.gate = TokenGate(self.settings.token, self.settings.port)
         self.counters = {"received": 0, "executed": 0, "rejected": 0, "refused": 0, "frames_sent": 0, "sessions": 0}
         self.warn = RateLimitedLog(log, 10.0)
-        self.driver: Session | None = None
+        self.control_of_tabs = Control()
+        self._tab_ids = 0
         self.sessions: set[Session] = set()
         self.port: int | None = None
         self.ready = asyncio.Event()
@@ -88,10 +145,12 @@ class Console:
 
     def status(self) -> LinkStatus:
         """The console's :class:`~agent.ports.LinkStatus`: ``connected`` while listening (a console
-        that cannot bind is a link down), the counters, ``open`` (tabs connected now) and
-        ``auth_refused`` (401/403 answers)."""
+        that cannot bind is a link down), the counters, ``open`` (tabs connected now),
+        ``auth_refused`` (401/403/421 answers) and ``auth_throttled`` (429 answers: a client
+        backing off after wrong tokens)."""
         return self.link.status(SOURCE, {**self.counters, "open": len(self.sessions),
-                                         "auth_refused": self.gate.refused},
+                                         "auth_refused": self.gate.refused,
+                                         "auth_throttled": self.gate.throttle.throttled},
                                 {"url": self.url()}, connected=self.ready.is_set())
 
     def url(self) -> str:
@@ -119,10 +178,13 @@ class Console:
         ws = web.WebSocketResponse(heartbeat=WS_HEARTBEAT_S, max_msg_size=WS_MAX_MSG, timeout=SHUTDOWN_S,
                                    compress=False)
         await ws.prepare(request)
-        session = Session(self, ws, str(request.remote))
+        self._tab_ids += 1
+        session = Session(self, ws, str(request.remote), self._tab_ids)
         self.sessions.add(session)
         self.counters["sessions"] += 1
-        log.info("console: tab opened from %s (%d open)", session.peer, len(self.sessions))
+        log.info("console: tab %d opened from %s (%d open)", session.id, session.peer, len(self.sessions))
+        if self.control_of_tabs.holder is None:
+            self._grant(session, "the first tab while no tab holds control", press_needed=False)
         try:
             await session.run()
         finally:
@@ -132,10 +194,60 @@ class Console:
         return ws
 
     def _closed(self, session: Session) -> None:
-        if self.driver is session:
-            self.driver = None
-            self.control.release(SOURCE, f"console tab from {session.peer} closed")
-        log.info("console: tab from %s closed (%d open)", session.peer, len(self.sessions))
+        ctl = self.control_of_tabs
+        if ctl.holder is session:
+            ctl.holder = None
+            self.control.release(SOURCE, f"console tab {session.id} from {session.peer} closed")
+            self._tell_all()
+        log.info("console: tab %d from %s closed (%d open)", session.id, session.peer, len(self.sessions))
+
+    def _grant(self, session: Session, why: str, press_needed: bool = True) -> None:
+        ctl = self.control_of_tabs
+        ctl.holder, ctl.since_unix_s = session, time.time()
+        ctl.press_needed, ctl.stopped_by = press_needed, "this tab just took control"
+        log.info("console: tab %d (%s) holds control: %s", session.id, session.peer, why)
+        self._tell_all()
+
+    def take(self, session: Session) -> None:
+        """``session`` takes control: the previous holder's motion ends at once (the source is
+        released) and every tab is told."""
+        ctl = self.control_of_tabs
+        previous = ctl.holder
+        if previous is session:
+            return
+        if previous is not None:
+            self.control.release(SOURCE, f"console tab {session.id} took control from tab {previous.id}")
+            previous.notify(f"tab {session.id} ({session.peer}) took control at {clock_text(time.time())}; "
+                            f"this tab watches now")
+        self._grant(session, f"taken from tab {previous.id}" if previous is not None else "taken")
+
+    def stopped(self, session: Session, what: str = "stop") -> None:
+        """A stop (or e-stop) from ``session``. From a watching tab, the tab in control drives again
+        only once it let go or pressed anew; the tab in control itself is the stopper and drives
+        with its next command (its page sends nothing more until a new press: docs/safety.md)."""
+        ctl = self.control_of_tabs
+        if ctl.holder is None or ctl.holder is session:
+            return
+        ctl.press_needed = True
+        ctl.stopped_by = f"{what} from tab {session.id} ({session.peer}) at {clock_text(time.time())}"
+
+    def may_drive(self, session: Session, press: bool) -> None:
+        """Raise CommandDeclined with the reason when ``session`` may not drive now."""
+        why = self.control_of_tabs.refusal(session, press)
+        if why is not None and self.control_of_tabs.holder is session:
+            # a halt outranks "press again": say what holds the tank
+            halts = [h for h in self.control.snapshot().safety.halts if not h.cleared]
+            if halts:
+                why = f"{describe_halt(halts[0])}; no motion until it is released"
+        if why is not None:
+            kind = "watching" if self.control_of_tabs.holder is not session else "press"
+            self.warn.log(logging.INFO, ("declined", session.id, kind), "console: drive from tab %d (%s) refused: %s",
+                          session.id, session.peer, why)
+            raise CommandDeclined(why, SOURCE)
+
+    def _tell_all(self) -> None:
+        for tab in list(self.sessions):
+            tab.control_changed()
 
     async def run(self) -> None:
         """Serve until cancelled, retrying the listener (port busy, address gone) forever with the

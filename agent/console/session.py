@@ -4,7 +4,12 @@ Three tasks per tab, all on the event loop:
 
 - the reader decodes and checks every message (agent.console.messages) and submits commands
   to the control loop as source ``console``; a bad message is answered with an ``error``
-  message, counted and logged (rate-limited), and changes nothing;
+  message, counted and logged (rate-limited), and changes nothing. A drive is submitted only
+  from the tab in control (agent.console.server.Control); the first drive of a new press
+  (``"press": true``) is preceded by an explicit ``BaseVelocity(0, 0)``, which is how the
+  control loop's stop model recognises a re-engaged source (docs/safety.md). After a stop from
+  any tab, or after taking control, the tab in control drives again only once it let go (its
+  zero drive) or pressed anew. A stop from any tab is submitted at once, as are the e-stop (``estop``, by ``console``) and its release;
 - the frame sender sends the newest JPEG (one binary message) only after the page said
   ``frame`` (it showed the previous one), so a slow page gets fewer frames, never a backlog;
 - the state sender sends a ``state`` message ``console.state_hz`` times per second.
@@ -19,11 +24,11 @@ from typing import TYPE_CHECKING, Any
 
 from aiohttp import WSMsgType, web
 
-from agent.console.messages import SOURCE, FrameReady, decode, parse
+from agent.console.messages import SOURCE, Drive, EStop, FrameReady, ReleaseEStop, TakeControl, decode, parse
 from agent.console.state import state_message
 from agent.errors import CommandError
 from agent.ratelimit import safe
-from agent.model import BaseVelocity
+from agent.model import BaseVelocity, Stop
 
 if TYPE_CHECKING:
     from agent.console.server import Console
@@ -35,19 +40,22 @@ FRAME_WAIT_S = 1.0
 
 
 class Session:
-    """One tab. ``run()`` serves it until the socket closes; the caller releases the source."""
+    """One tab (``id``: 1, 2, ... per console). ``run()`` serves it until the socket closes; the
+    console then releases the source if this tab held control."""
 
-    def __init__(self, console: Console, ws: web.WebSocketResponse, peer: str) -> None:
+    def __init__(self, console: Console, ws: web.WebSocketResponse, peer: str, tab_id: int = 0) -> None:
         self.console = console
         self.ws = ws
         self.peer = peer
+        self.id = tab_id
+        self._tasks: set[asyncio.Task] = set()
         self._send_lock = asyncio.Lock()
         self._want_frame = asyncio.Event()
         self._want_frame.set()            # the first frame needs no request
 
     async def run(self) -> None:
         """Send the hello, then read until the page closes; the senders stop with the reader."""
-        await self._send_json(self.console.hello())
+        await self._send_json({**self.console.hello(), "control": self.console.control_of_tabs.info(self)})
         tasks = [asyncio.create_task(self._state_loop(), name="console-state")]
         if self.console.camera is not None:
             tasks.append(asyncio.create_task(self._frame_loop(), name="console-frames"))
@@ -78,20 +86,62 @@ class Session:
         if isinstance(parsed, FrameReady):
             self._want_frame.set()
             return
+        if isinstance(parsed, TakeControl):
+            console.take(self)
+            console.counters["executed"] += 1
+            return
         try:
-            console.control.submit(SOURCE, parsed)   # the control loop logs its own refusals
+            if isinstance(parsed, Drive):
+                self._drive(parsed)
+            elif isinstance(parsed, EStop):
+                console.stopped(self, "e-stop")
+                console.control.estop(SOURCE, f"STOP button on console tab {self.id} ({self.peer})")
+            elif isinstance(parsed, ReleaseEStop):
+                console.control.release_estop(SOURCE)
+                log.warning("console: tab %d (%s) released the emergency stop", self.id, self.peer)
+            else:
+                if isinstance(parsed, Stop):
+                    console.stopped(self)
+                console.control.submit(SOURCE, parsed)   # the control loop logs its own refusals
         except CommandError as err:
             console.counters["refused"] += 1
             await self._send_json({"type": "error", "message": f"refused: {err}"})
             return
         console.counters["executed"] += 1
-        if isinstance(parsed, BaseVelocity):
-            console.driver = self
+
+    def _drive(self, drive: Drive) -> None:
+        """Submit ``drive`` if this tab may drive; a press submits a zero first (re-engage).
+        Raises CommandError (the console's or the control loop's refusal)."""
+        velocity = drive.velocity
+        still = velocity.vx == 0.0 and velocity.omega == 0.0
+        letting_go = still and self.console.control_of_tabs.holder is self
+        if not letting_go:                      # letting go never needs a press
+            self.console.may_drive(self, drive.press)
+        if drive.press and not still:
+            self.console.control.submit(SOURCE, BaseVelocity(0.0, 0.0))
+        self.console.control.submit(SOURCE, velocity)
+        if letting_go or drive.press:           # accepted: the next drive of this tab goes on
+            self.console.control_of_tabs.pressed(self)
+
+    def control_changed(self) -> None:
+        """Control moved between tabs: send this tab the new ``control`` message (not awaited)."""
+        self._spawn(self._send_json({"type": "control", **self.console.control_of_tabs.info(self)}))
+
+    def notify(self, message: str) -> None:
+        """Show ``message`` on this tab's page (an ``error`` message; not awaited)."""
+        self._spawn(self._send_json({"type": "error", "message": message}))
+
+    def _spawn(self, coro) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
 
     async def _state_loop(self) -> None:
         period = 1.0 / self.console.settings.state_hz
         while True:
-            await self._send_json(state_message(self.console.control.snapshot(), dict(self.console.status())))
+            message = state_message(self.console.control.snapshot(), dict(self.console.status()))
+            message["control"] = self.console.control_of_tabs.info(self)
+            await self._send_json(message)
             await asyncio.sleep(period)
 
     async def _frame_loop(self) -> None:

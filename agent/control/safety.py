@@ -74,6 +74,14 @@ class SafetyLatches:
         self._refused: dict[str, float] = {}    # source -> its last motion command refused by a halt, s (mono)
         self._ended = ""                        # the halt that ended last (for the re-engage refusal)
         self._state = SafetyState()
+        self._holds: dict[str, Callable[[], str | None]] = {}   # setter -> why it still holds (the input)
+
+    def hold_while(self, by: str, why: Callable[[], str | None]) -> None:
+        """Let setter ``by`` (the e-stop input) keep the e-stop while ``why()`` gives a reason (its circuit
+        open): a release by anyone else is then refused with that reason. ``why`` runs under the loop's
+        lock and must not block."""
+        self._check_setter(by, "hold")
+        self._holds[by] = why
 
     # ------------------------------------------------------------------ e-stop
     def estop(self, by: str, reason: str, now_unix_s: float) -> bool:
@@ -112,12 +120,18 @@ class SafetyLatches:
 
         Raises:
             CommandRejected: ``by`` may not release the e-stop.
-            CommandDeclined: no e-stop is set.
+            CommandDeclined: no e-stop is set (reason ``no_estop``); another setter still holds it
+                (reason ``held``: the e-stop input's circuit is open, see :meth:`hold_while`).
         """
         self._check_setter(by, "release")
         halt = self._estop
         if halt is None:
             raise CommandDeclined("release_estop: no emergency stop is set", source=by, reason="no_estop")
+        for holder, why in self._holds.items():
+            reason = why() if holder != by else None
+            if reason:
+                raise CommandDeclined(f"release_estop: the e-stop {holder} still holds it: {reason}",
+                                      source=by, reason="held")
         self._estop = None
         self._ended = describe_halt(halt)
         self._update()

@@ -200,7 +200,7 @@ def test_check_config_warns_of_a_console_the_agent_will_not_start(tmp_path, caps
     assert main(["check-config", str(path)]) == 0          # the robot runs; only its console does not
     out = capsys.readouterr().out
     assert "warning: $.console: console NOT started: host 0.0.0.0" in out and "console.token" in out
-    path.write_text(json.dumps({"console": {"enabled": True, "host": "0.0.0.0", "token": "s3cret-token"}}))
+    path.write_text(json.dumps({"console": {"enabled": True, "host": "0.0.0.0", "token": "kV3q9ZtR0bWm-Lx7Yp2Hc_Ue5Na8Jd4G"}}))
     assert main(["check-config", str(path)]) == 0
     assert "warning" not in capsys.readouterr().out
 

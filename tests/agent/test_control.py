@@ -726,7 +726,7 @@ def test_samples_since_ring(make_rig):
 def test_snapshot_carries_devices_imu_and_faults(rig):
     assert _wait(lambda: rig.hw.latest_imu() is not None)
     snap = rig.tick()
-    assert {d.name for d in snap.devices} == {"motor", "imu", "servo"}
+    assert {d.name for d in snap.devices} == {"motor", "imu", "servo", "estop"}
     assert snap.imu is not None and snap.faults == ()
 
 

@@ -29,7 +29,7 @@ def test_every_device_passes_and_the_pulse_moves_each_emulated_track():
     assert left > 0 and right > 0                                   # both tracks moved forward
     rows = {(c.device, c.what): c for c in checks}
     assert all(c.result == PASS for c in checks), checks
-    assert {d for d, _ in rows} == {"motor", "imu", "power", "servo", "camera.front"}
+    assert {d for d, _ in rows} == {"motor", "imu", "power", "servo", "estop", "camera.front"}
     for track, total in (("left", left), ("right", right)):           # counted during the pulse, then coasted
         moved = int(rows[("motor", f"pulse {track} track")].detail.rsplit("(", 1)[1].rstrip(")"))
         assert 0 < moved <= total

@@ -72,13 +72,25 @@ def drive_release_stop(driver, agent, port: int) -> None:
     assert wait_until(lambda: duty(agent) == [0.0, 0.0], bound + SLACK_S, 0.005)
     assert time.monotonic() - released < bound + SLACK_S
 
-    hold_and_drive(driver, agent, Keys.ARROW_UP)       # key still down while STOP is pressed
-    driver.find_element(By.ID, "stop").click()
+    hold_and_drive(driver, agent, Keys.ARROW_UP)       # key still down while space (stop) is pressed
+    ActionChains(driver).key_down(Keys.SPACE).key_up(Keys.SPACE).perform()
+    assert wait_until(lambda: duty(agent) == [0.0, 0.0], 2 * agent.control.period_s + SLACK_S, 0.005)
+    time.sleep(0.5)                                    # the held key does not drive on after a stop
+    assert duty(agent) == [0.0, 0.0] and agent.control.snapshot().stopped
+    ActionChains(driver).key_up(Keys.ARROW_UP).perform()
+    hold_and_drive(driver, agent, Keys.ARROW_UP)       # a new key-down drives again: stop is momentary
+
+    driver.find_element(By.ID, "stop").click()         # the STOP button: emergency stop, latched
     stopped = time.monotonic()
     assert wait_until(lambda: duty(agent) == [0.0, 0.0], 2 * agent.control.period_s + SLACK_S, 0.005)
     assert time.monotonic() - stopped < 2 * agent.control.period_s + SLACK_S
-    time.sleep(0.5)                                    # the held key does not drive on after STOP
-    assert duty(agent) == [0.0, 0.0] and agent.control.snapshot().stopped
+    assert agent.control.snapshot().safety.estop is not None
+    ActionChains(driver).key_up(Keys.ARROW_UP).perform()
+    ActionChains(driver).key_down(Keys.ARROW_UP).perform()     # a new press: refused while it holds
+    assert wait_until(lambda: "emergency stop" in text(driver, "error"), 5.0), text(driver, "error")
+    assert wait_until(lambda: "EMERGENCY STOP" in text(driver, "halt-list"), 5.0)
+    time.sleep(0.3)
+    assert duty(agent) == [0.0, 0.0]
     ActionChains(driver).key_up(Keys.ARROW_UP).perform()
 
 

@@ -15,7 +15,7 @@ import pytest
 from tests.conftest import free_port, running_agent, wait_for
 from tests.console.peers import console_agent, console_params
 
-TOKEN = "s3cret-token-42"
+TOKEN = "kV3q9ZtR0bWm-Lx7Yp2Hc_Ue5Na8Jd4G"
 
 
 def still(agent) -> bool:
@@ -59,8 +59,8 @@ async def test_non_loopback_requires_the_token() -> None:
                 assert r.status == 200 and "console.js" in await r.text()
             async with http.ws_connect(base + "/ws") as ws:
                 await hello(ws)
-                for _ in range(5):
-                    await ws.send_json({"type": "drive", "vx": 0.4, "omega": 0.0})
+                for i in range(5):
+                    await ws.send_json({"type": "drive", "vx": 0.4, "omega": 0.0, "press": i == 0})
                     await asyncio.sleep(0.05)
                 assert await wait_for(lambda: agent.sim.motor_emulator.motor_duty[0] > 0.0, 5.0)
                 await ws.send_json({"type": "stop"})
@@ -137,7 +137,7 @@ async def test_bad_messages_are_rejected_counted_and_move_nothing(caplog: pytest
                 if state["console"]["rejected"] == len(BAD) + 1:
                     break
             assert state["console"]["rejected"] == len(BAD) + 1
-            await ws.send_json({"type": "drive", "vx": 0.3, "omega": 0.0})   # the socket still works
+            await ws.send_json({"type": "drive", "vx": 0.3, "omega": 0.0, "press": True})   # the socket still works
             assert await wait_for(lambda: agent.sim.motor_emulator.motor_duty[0] > 0.0, 5.0)
     assert any("console: rejected message from 127.0.0.1" in r.getMessage() for r in caplog.records)
 
@@ -150,9 +150,11 @@ async def test_closing_the_driving_tab_releases_the_source(caplog: pytest.LogCap
     async with console_agent(port, extra) as agent, aiohttp.ClientSession() as http:
         url = f"http://127.0.0.1:{port}/ws"
         async with http.ws_connect(url) as viewer:
+            assert (await hello(viewer))["control"]["you"]          # the first tab holds control
             async with http.ws_connect(url) as ws:
-                await hello(ws)
-                await ws.send_json({"type": "drive", "vx": 0.5, "omega": 0.0})
+                assert not (await hello(ws))["control"]["you"]
+                await ws.send_json({"type": "take"})
+                await ws.send_json({"type": "drive", "vx": 0.5, "omega": 0.0, "press": True})
                 assert await wait_for(lambda: agent.sim.motor_emulator.motor_duty[0] > 0.2, 5.0)
                 await viewer.close()                  # a tab that never drove: no release
                 await asyncio.sleep(0.3)
@@ -160,7 +162,7 @@ async def test_closing_the_driving_tab_releases_the_source(caplog: pytest.LogCap
             # the duty write precedes the tick's snapshot: wait for both
             assert await wait_for(lambda: agent.sim.motor_emulator.motor_duty == [0.0, 0.0]
                                   and agent.control.snapshot().active_source == "", 2.0)
-    assert any("console released (console tab from 127.0.0.1 closed) while driving base" in r.getMessage()
+    assert any("console released (console tab 2 from 127.0.0.1 closed) while driving base" in r.getMessage()
                for r in caplog.records)
 
 
@@ -197,7 +199,7 @@ async def test_agent_shutdown_with_a_tab_driving_stops_and_closes_it() -> None:
         async with console_agent(port) as agent:
             ws = await http.ws_connect(f"http://127.0.0.1:{port}/ws")
             await hello(ws)
-            await ws.send_json({"type": "drive", "vx": 0.5, "omega": 0.0})
+            await ws.send_json({"type": "drive", "vx": 0.5, "omega": 0.0, "press": True})
             assert await wait_for(lambda: agent.sim.motor_emulator.motor_duty[0] > 0.0, 5.0)
             emu = agent.sim.motor_emulator
         assert emu.motor_duty == [0.0, 0.0]

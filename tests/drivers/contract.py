@@ -74,7 +74,8 @@ def check_transport_fault(kind: str, r: Rig) -> None:
 def check_si(kind: str, r: Rig) -> None:
     """Open the driver and check one reading of its kind is in SI units and plausible ranges."""
     r.driver.open()
-    {"motor": _motor_si, "imu": _imu_si, "power": _power_si, "servo": _servo_si, "camera": _camera_si}[kind](r)
+    {"motor": _motor_si, "imu": _imu_si, "power": _power_si, "servo": _servo_si, "camera": _camera_si,
+     "estop": _estop_si}[kind](r)
 
 
 def _motor_si(r: Rig) -> None:
@@ -127,3 +128,10 @@ def _camera_si(r: Rig) -> None:
     settings = r.driver.settings
     assert image.shape == (settings.height, settings.width, 3) and str(image.dtype) == "uint8"
     assert math.isfinite(t_mono_s) and t_mono_s <= time.monotonic()
+
+
+def _estop_si(r: Rig) -> None:
+    """A normally-closed e-stop at rest reads closed (True); a bool, not the raw line level."""
+    closed = r.driver.read()
+    assert closed is True, "the e-stop circuit reads open: is the switch released and wired to the line?"
+    assert r.driver.wait(0.0) in (True, False)

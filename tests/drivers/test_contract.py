@@ -3,7 +3,7 @@
 The checks live in tests/drivers/contract.py, shared with the hardware suite (tests/hardware/),
 which runs them on real devices. A new driver with its registry entry is picked up here with no
 change to this file. Serial drivers run on their emulator's pty, I2C drivers on a FakeSMBus on a
-hand-advanced clock, the camera on the test pattern; the physics moves only when a test steps it.
+hand-advanced clock, the camera on the test pattern, the GPIO e-stop on its emulated chip; the physics moves only when a test steps it.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from drivers.emulators.camera import PatternCapture
 from drivers.emulators.i2c import FakeSMBus, ManualClock
 from drivers.emulators.tank import TankPhysics
 from drivers.registry import driver_class, emulator_class, kind_of
+from drivers.transport import Openers
 from tests.drivers.contract import Rig, check_open_close, check_si, check_transport_fault
 
 #: Settings that only make a test wait (the Sabertooth autobaud pause); applied where a model has them.
@@ -57,6 +58,15 @@ def _i2c_rig(model: type, kind: str, device: str) -> Rig:
     return Rig(drv, physics, lambda: bus.inject(cfg.address, 121, 100), lambda pred: pred())
 
 
+def _gpio_rig(model: type, kind: str) -> Rig:
+    cfg = model.model_validate({"kind": kind, "chip": "sim://", "line": "GPIO17"})
+    emu = emulator_class(cfg).from_config(cfg)
+    openers = Openers()
+    openers.register("gpio", "sim", emu.open_chip)
+    drv = driver_class(cfg)(cfg, name="estop", openers=openers)
+    return Rig(drv, None, emu.remove, lambda pred: pred())
+
+
 def _camera_rig() -> Rig:
     cap = PatternCapture(160, 120, paced=False)
     cfg = CameraConfig(id="front", source="sim://pattern", width=160, height=120)
@@ -70,6 +80,8 @@ def rig(request) -> Iterator[tuple[str, Rig]]:
     closing: list = []
     if kind == "camera":
         made = _camera_rig()
+    elif "chip" in model.model_fields:
+        made = _gpio_rig(model, kind_of(model))
     elif "port" in model.model_fields:
         made = _serial_rig(model, kind_of(model), TankPhysics(auto_step=False), closing)
     else:

@@ -31,7 +31,8 @@ def _counts(out: str) -> dict[str, int]:
 
 
 @pytest.mark.parametrize("motor, chips", [
-    (RoboclawConfig(kind="roboclaw", port="unset"), {"IMU": "mpu6050", "POWER": "ina219", "SERVO": "pca9685"}),
+    (RoboclawConfig(kind="roboclaw", port="unset"),
+     {"IMU": "mpu6050", "POWER": "ina219", "SERVO": "pca9685", "ESTOP": "gpio"}),
     (LineMotorConfig(kind="line", port="unset", ready_timeout_s=0.5), {"IMU": "bno055", "POWER": "ina226"}),
 ])
 def test_the_hardware_suite_passes_against_emulators(motor, chips):
@@ -42,6 +43,9 @@ def test_the_hardware_suite_passes_against_emulators(motor, chips):
                "ROBOT_AGENT_HW_I2C_BUS": "sim://", "ROBOT_AGENT_HW_CAMERA": "sim://pattern",
                "ROBOT_AGENT_HW_POWER_OPTIONS": json.dumps({"address": "0x41"}),   # the PCA9685 has 0x40
                **{f"ROBOT_AGENT_HW_{k}_KIND": v for k, v in chips.items()}}
+        if "ESTOP" in chips:                                   # the GPIO chip emulator, switch released
+            env.update({"ROBOT_AGENT_HW_GPIO_CHIP": "sim://",
+                        "ROBOT_AGENT_HW_ESTOP_OPTIONS": json.dumps({"line": "GPIO17"})})
         if motor.kind == "line":
             env["ROBOT_AGENT_HW_MOTOR_OPTIONS"] = json.dumps({"ready_timeout_s": 0.5})
         res = _run(env)

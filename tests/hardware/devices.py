@@ -8,6 +8,9 @@
 ``ROBOT_AGENT_HW_IMU_KIND``         ``mpu6050`` | ``bno055`` (on that bus)
 ``ROBOT_AGENT_HW_POWER_KIND``       ``ina219`` | ``ina226``
 ``ROBOT_AGENT_HW_SERVO_KIND``       ``pca9685``
+``ROBOT_AGENT_HW_ESTOP_KIND``       ``gpio``: the e-stop input (switch released), line in the
+                                    options, e.g. ``{"line": "GPIO17"}``
+``ROBOT_AGENT_HW_GPIO_CHIP``        its GPIO chip: ``/dev/gpiochip0`` (default), ``sim://``
 ``ROBOT_AGENT_HW_CAMERA``           camera source: ``0``, ``/dev/video0``, ``picam:0``, ``gst:...``
 ``ROBOT_AGENT_HW_<KIND>_OPTIONS``   JSON object merged into that device's config section, e.g.
                                     ``{"baud": 115200, "address": "0x81"}`` or ``{"shunt_ohm": 0.01}``
@@ -32,7 +35,7 @@ from drivers.registry import driver_class
 from tests.drivers.contract import Rig
 
 PREFIX = "ROBOT_AGENT_HW"
-KINDS = ("motor", "imu", "power", "servo")
+KINDS = ("motor", "imu", "power", "servo", "estop")
 
 
 def enabled() -> bool:
@@ -46,7 +49,7 @@ def _options(kind: str) -> dict[str, Any]:
 
 
 def sections() -> dict[str, dict[str, Any]]:
-    """Config section per configured device kind (``motor``, ``imu``, ``power``, ``servo``)."""
+    """Config section per configured device kind (``motor``, ``imu``, ``power``, ``servo``, ``estop``)."""
     out: dict[str, dict[str, Any]] = {}
     bus = os.environ.get(f"{PREFIX}_I2C_BUS", "1")
     for kind in KINDS:
@@ -54,6 +57,8 @@ def sections() -> dict[str, dict[str, Any]]:
         if not name:
             continue
         where = {"port": os.environ.get(f"{PREFIX}_MOTOR", "")} if kind == "motor" else {"bus": bus}
+        if kind == "estop":
+            where = {"chip": os.environ.get(f"{PREFIX}_GPIO_CHIP", "/dev/gpiochip0")}
         out[kind] = {"kind": name, **where, **_options(kind)}
     return out
 
@@ -80,7 +85,7 @@ class Devices:
             cfg = CameraConfig(id="hw", source=int(source) if source.isdigit() else source, **_options(kind))
             return Rig(driver_class(cfg)(cfg))
         cfg = getattr(self._cfg.drivers, kind)
-        if kind == "motor":
+        if kind in ("motor", "estop"):
             return Rig(driver_class(cfg)(cfg, name=kind, openers=self._tank.openers()))
         bus = open_bus(cfg.bus, openers=self._tank.openers())
         self._buses.append(bus)

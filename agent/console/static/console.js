@@ -2,7 +2,10 @@
 // Frames arrive as binary JPEG messages; after showing one the page sends {"type":"frame"}
 // so the agent sends the newest next (never a backlog). Motion is a velocity command
 // {"type":"drive","vx","omega"} repeated every repeat_ms while a key, the pad or the gamepad
-// is held; release sends one zero command; the STOP button and space send {"type":"stop"}.
+// is held, the first of each new press (key-down, touch, stick out of the dead zone) marked
+// "press": true; release sends one zero command. Space and gamepad B send {"type":"stop"};
+// the STOP button sends {"type":"estop"} (latched until released here or on the robot).
+// One tab drives at a time: the others watch until "take control" ({"type":"take"}).
 "use strict";
 (function () {
   const $ = (id) => document.getElementById(id);
@@ -10,7 +13,8 @@
                  ArrowLeft: [0, 1], KeyA: [0, 1], ArrowRight: [0, -1], KeyD: [0, -1] };
   const DEADZONE = 0.15, PLOT_S = 60, TURN = 0.4;   // full stick/key = TURN x the omega limit
   let ws = null, limits = { vx_mps: 0.5, omega_radps: 1.0 }, repeatMs = 100, timer = null;
-  let frames = 0, frameUrl = null, moving = false, latched = false;
+  let frames = 0, frameUrl = null, moving = false, latched = false, pressPending = false, gpWas = false;
+  let control = { you: false, holder: null }, confirmTimer = null;
   const held = new Set(), pad = { x: 0, y: 0, active: false };
   const series = { battery: [], speed: [] };
 
@@ -32,12 +36,13 @@
       const msg = JSON.parse(ev.data);
       if (msg.type === "hello") hello(msg);
       else if (msg.type === "state") state(msg);
+      else if (msg.type === "control") showControl(msg);
       else if (msg.type === "error") $("error").textContent = msg.message;
     };
   }
 
   function hello(msg) {
-    limits = msg.limits; repeatMs = msg.repeat_ms;
+    limits = msg.limits; repeatMs = msg.repeat_ms; showControl(msg.control);
     $("name").textContent = msg.name; $("camera-id").textContent = msg.camera || "no camera";
     if (!timer) timer = setInterval(driveTick, repeatMs);
   }
@@ -52,6 +57,43 @@
     img.src = url;
   }
 
+  function clock(unixS) { return new Date(unixS * 1000).toLocaleTimeString([], { hour12: false }); }
+
+  function showControl(c) {
+    const was = control.you;
+    control = c;
+    const el = $("control");
+    el.dataset.you = String(c.you);
+    el.textContent = c.you ? "this tab" : c.holder === null ? "no tab (take control to drive)"
+      : `another tab (#${c.holder}, ${c.holder_peer}), since ${clock(c.since_unix_s)}`;
+    $("take").hidden = c.you;
+    if (was !== c.you) {                  // control changed hands: whatever was held is let go
+      held.clear(); pad.active = false; centerKnob(); moving = false; latched = false; pressPending = false;
+      $("cmd").textContent = c.you ? "in control: press to drive" : "watching";
+    }
+    if (!was && c.you && $("error").textContent.startsWith("this tab watches")) $("error").textContent = "";
+  }
+
+  function showSafety(safety) {
+    const box = $("halt-list"); box.textContent = "";
+    let estop = false;
+    for (const h of safety.halts) {
+      const div = document.createElement("div");
+      const what = h.kind === "estop" ? "EMERGENCY STOP" : `${h.kind.toUpperCase()} FAILSAFE`;
+      div.textContent = `${what} · set by ${h.by} at ${clock(h.since_unix_s)}` + (h.reason ? ` · ${h.reason}` : "")
+        + (h.cleared ? " · condition cleared: ends with the next drive" : "");
+      div.dataset.kind = h.kind; box.appendChild(div);
+      estop = estop || h.kind === "estop";
+    }
+    $("halts").hidden = !safety.halts.length;
+    $("release-box").hidden = !estop;
+    if (!estop) { $("confirm-box").hidden = true; $("release").hidden = false; }
+    $("cap").hidden = safety.speed_cap_mps === null;
+    if (safety.speed_cap_mps !== null) {
+      $("cap").textContent = `speed limited to ${safety.speed_cap_mps.toFixed(2)} m/s: ${safety.speed_cap_reason}`;
+    }
+  }
+
   function state(s) {
     const b = s.battery;
     setText("battery-v", b && b.voltage_v, 2); setText("battery-pct", b && b.percent, 0);
@@ -61,6 +103,8 @@
     setText("odom-distance", s.odom.distance_m, 3);
     $("source").textContent = s.source || "none"; $("watchdog").textContent = s.watchdog;
     $("stopped").hidden = !s.stopped;
+    if (s.control) showControl(s.control);
+    if (s.safety) showSafety(s.safety);
     const c = s.console;
     $("counters").textContent = `${c.executed} ok · ${c.rejected} rejected · ${c.refused} refused`;
     list("devices", s.devices.map((d) => [d.state, `${d.name}: ${d.state}` + (d.errors ? ` (${d.errors} errors)` : "")]));
@@ -100,8 +144,10 @@
     const gp = pads[0];
     $("gamepad").textContent = gp.id.slice(0, 40);
     if (gp.buttons[1] && gp.buttons[1].pressed) { stop(); return null; }
-    const x = gp.axes[0] || 0, y = gp.axes[1] || 0;
-    return Math.hypot(x, y) > DEADZONE ? [-y, -x] : null;
+    const x = gp.axes[0] || 0, y = gp.axes[1] || 0, out = Math.hypot(x, y) > DEADZONE;
+    if (out && !gpWas && !latched) pressPending = true;    // the stick left the dead zone: a new press
+    gpWas = out;
+    return out ? [-y, -x] : null;
   }
 
   function wanted() {                      // [forward -1..1, left -1..1] or null when nothing is held
@@ -116,28 +162,54 @@
 
   function driveTick() {
     const w = wanted(), scale = $("scale").value / 100;
-    if (latched) { if (!w) latched = false; return; }   // after STOP: release everything first
+    if (latched) { if (!w) latched = false; return; }   // after stop: let go (or press anew) first
+    if (w && !control.you) {                             // watching: nothing is sent
+      $("error").textContent = "this tab watches: take control to drive"; return;
+    }
     if (w) {
       const vx = +(w[0] * limits.vx_mps * scale).toFixed(3), omega = +(w[1] * limits.omega_radps * TURN * scale).toFixed(3);
-      send({ type: "drive", vx: vx, omega: omega }); moving = true;
+      const msg = { type: "drive", vx: vx, omega: omega };
+      if (pressPending && (vx || omega)) { msg.press = true; pressPending = false; }
+      send(msg); moving = true;
       $("cmd").textContent = `vx ${vx} m/s · omega ${omega} rad/s`;
     } else if (moving) {
       send({ type: "drive", vx: 0, omega: 0 }); moving = false; $("cmd").textContent = "released";
     }
   }
 
-  function stop() {
-    send({ type: "stop" }); moving = false; latched = true;
-    held.clear(); pad.active = false; centerKnob(); $("cmd").textContent = "STOP";
+  function newPress() { pressPending = true; latched = false; }
+
+  function stop() {                                     // momentary: a new press drives again
+    send({ type: "stop" }); moving = false; latched = true; pressPending = false;
+    held.clear(); pad.active = false; centerKnob(); $("cmd").textContent = "stop";
+  }
+
+  function estop() {                                    // latched on the robot until released
+    send({ type: "estop" }); moving = false; latched = true; pressPending = false;
+    held.clear(); pad.active = false; centerKnob(); $("cmd").textContent = "EMERGENCY STOP";
+  }
+
+  function askRelease(on) {
+    clearTimeout(confirmTimer);
+    $("confirm-box").hidden = !on; $("release").hidden = on;
+    if (on) confirmTimer = setTimeout(() => askRelease(false), 8000);
   }
 
   document.addEventListener("keydown", (ev) => {
-    if (ev.code === "Space") { ev.preventDefault(); stop(); return; }
-    if (KEYS[ev.code]) { ev.preventDefault(); if (!held.has(ev.code)) { held.add(ev.code); driveTick(); } }
+    if (ev.code === "Space") { ev.preventDefault(); if (!ev.repeat) stop(); return; }
+    if (KEYS[ev.code]) {
+      ev.preventDefault();
+      if (ev.repeat) return;                             // a held key's auto-repeat is not a press
+      if (!held.has(ev.code)) { held.add(ev.code); newPress(); driveTick(); }
+    }
   });
   document.addEventListener("keyup", (ev) => { if (KEYS[ev.code]) { held.delete(ev.code); driveTick(); } });
   window.addEventListener("blur", () => { held.clear(); pad.active = false; centerKnob(); driveTick(); });
-  $("stop").addEventListener("click", stop);
+  $("stop").addEventListener("click", estop);
+  $("take").addEventListener("click", () => send({ type: "take" }));
+  $("release").addEventListener("click", () => askRelease(true));
+  $("release-cancel").addEventListener("click", () => askRelease(false));
+  $("release-confirm").addEventListener("click", () => { send({ type: "release_estop" }); askRelease(false); });
   $("scale").addEventListener("input", () => { $("scale-pct").textContent = $("scale").value; });
 
   const joy = $("joystick"), knob = $("knob");
@@ -149,7 +221,9 @@
     pad.x = Math.abs(x) < DEADZONE ? 0 : x; pad.y = Math.abs(y) < DEADZONE ? 0 : y;
     knob.style.left = (60 + x * 60) + "px"; knob.style.top = (60 + y * 60) + "px";
   }
-  joy.addEventListener("pointerdown", (ev) => { joy.setPointerCapture(ev.pointerId); pad.active = true; padMove(ev); });
+  joy.addEventListener("pointerdown", (ev) => {
+    joy.setPointerCapture(ev.pointerId); pad.active = true; newPress(); padMove(ev);
+  });
   joy.addEventListener("pointermove", (ev) => { if (pad.active) padMove(ev); });
   for (const end of ["pointerup", "pointercancel", "lostpointercapture"]) {
     joy.addEventListener(end, () => { pad.active = false; centerKnob(); driveTick(); });
