@@ -111,7 +111,10 @@ async def one_rate(bridge: Bridge, rate_bps: float, seconds: float) -> dict:
             reader = Reader(stream)
             await wait_for(lambda: reader.frames, 20)
             connects0, vconn0 = room.link.connects, room.video_link.connects
-            commands = lambda: (lambda c: c["received"] - c["camera"] - c["status"])(adapter.status().counters)  # noqa: E731
+            def commands() -> int:
+                c = adapter.status().counters
+                return c["received"] - c["camera"] - c["status"]
+
             received0 = commands()
             sent = 0
             t0 = time.time()
@@ -142,7 +145,8 @@ async def one_rate(bridge: Bridge, rate_bps: float, seconds: float) -> dict:
                     "lost": sent - received, "frames": len(slow),
                     "fps": len(slow) / max(1e-9, t_slow_end - t0), "p50": pct(ages, 50), "p99": pct(ages, 99),
                     "max": max(ages) if ages else float("nan"), "recovered": recovered, "load": load_slow,
-                    "stats": adapter.status().detail.get("video", {}), "telemetry_skipped": room.telemetry_skipped,
+                    "stats": adapter.status().detail.get("video", {}),
+                    "telemetry_skipped": getattr(room, "telemetry_skipped", None),
                     "telemetry_sent": room.sent}
     finally:
         proxy.close()
@@ -155,7 +159,8 @@ async def main(args: argparse.Namespace) -> None:
             r = await one_rate(bridge, rate, args.seconds)
             rec = "not within 15 s" if r["recovered"] is None else f"{r['recovered']:.1f} s"
             print(f"Sim2Bot, path {r['rate'] * 8 / 1000:.0f} kbit/s shared by control + video, {args.seconds:.0f} s: "
-                  f"control drops {r['drops']} (video socket {r['video_reconnects']}), commands lost {r['lost']} of {r['sent']}, frames {r['frames']} "
+                  f"control drops {r['drops']} (video socket {r['video_reconnects']}), "
+                  f"commands lost {r['lost']} of {r['sent']}, frames {r['frames']} "
                   f"({r['fps']:.1f}/s), frame age p50 {r['p50']:.2f} s p99 {r['p99']:.2f} s max {r['max']:.2f} s; "
                   f"full rate again {rec} after the path recovered   load {r['load']:.2f}", flush=True)
             if args.verbose:

@@ -148,7 +148,8 @@ class RoomLink:
 
     def status(self) -> LinkStatus:
         """This room's link state (counters empty) and detail: ``room``, ``connected``,
-        ``video_connected``, ``controllers``, ``connects``, ``sent``, ``telemetry_skipped`` (packets not sent: the path was full)."""
+        ``video_connected``, ``controllers``, ``connects``, ``sent``, ``telemetry_skipped`` (packets
+        not sent: the path was full)."""
         detail = {"room": self.room, "connected": self.connected, "video_connected": self.video_connected,
                   "controllers": self.controllers, "connects": self.connects, "sent": self.sent,
                   "telemetry_skipped": self.telemetry_skipped}

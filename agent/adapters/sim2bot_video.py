@@ -346,8 +346,8 @@ class VideoStreams:
         """Per stream (``camera codec WxH@fps``): frame age p50/p95/p99/max (capture -> handed to the
         socket, s), throughput (kB/s), ``sent``, ``dropped`` (over the link's budget) and ``too_old``;
         plus the link's ``too_old`` (frames not sent: older than the limit), ``dropped``, ``too_big``
-        (not even the smallest re-encode fits the link's rate: the smallest went, spaced out), ``link_Bps`` (the rate learned, bytes/s;
-        None: unlimited), ``rate_cuts``,
+        (not even the smallest re-encode fits the link's rate: the smallest went, spaced out),
+        ``link_Bps`` (the rate learned, bytes/s; None: unlimited), ``rate_cuts``,
         ``budget_bytes_per_s`` and ``budget_cpu_share`` (what the link spent over the last second,
         CPU as a share of one core). Only streams are dicts."""
         usage = self.budget.usage()

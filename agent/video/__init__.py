@@ -25,7 +25,8 @@ _WHERE = {
 _MODULE_OF = {name: module for module, names in _WHERE.items() for name in names}
 
 if TYPE_CHECKING:
-    from agent.video.budget import CpuBudget, LinkPacer, LinkRate, SendBudget, fit_ladder, json_wire_size, socketio_wire_size
+    from agent.video.budget import (CpuBudget, LinkPacer, LinkRate, SendBudget, fit_ladder, json_wire_size,
+                                    socketio_wire_size)
     from agent.video.frames import ENCODERS, EncodedFrame, Frame, FrameFormat, content_digest, encode
     from agent.video.hub import CACHE_MAX_BYTES, MAX_CACHED_ENCODES, VideoHub, hub_from_config
 

@@ -291,8 +291,9 @@ class LinkRate:
     frame drained at (at most one cut per ``slow_s``; the drain includes bytes queued ahead of it,
     so the cut errs low). Without a slow drain it grows: by a quarter each second within
     ``settle_s`` of the last cut (near the path's rate), doubling every half second after that
-    (the path got better); above ``max_bps`` the link counts as unlimited again (None). The sender paces frames to the rate (a frame of ``n`` bytes
-    takes ``n / rate`` s of the link) and sizes them to at most ``frame_s`` s of it.
+    (the path got better); above ``max_bps`` the link counts as unlimited again (None). The sender
+    paces frames to the rate (a frame of ``n`` bytes takes ``n / rate`` s of the link) and sizes
+    them to at most ``frame_s`` s of it.
 
     Args:
         slow_s: a drain longer than this is a full path, s. backoff: share of the drained rate kept.
