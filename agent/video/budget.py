@@ -307,7 +307,7 @@ class LinkRate:
     """
 
     def __init__(self, slow_s: float = 0.1, backoff: float = 0.7, frame_s: float = 0.25,
-                 max_bps: float = 8e6, min_bps: float = 4000.0, settle_s: float = 3.0,
+                 max_bps: float = 8e6, min_bps: float = 4000.0, settle_s: float = 2.0,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.slow_s, self.backoff, self.frame_s, self.settle_s = slow_s, backoff, frame_s, settle_s
         self.max_bps, self.min_bps = max_bps, min_bps
