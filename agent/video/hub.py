@@ -26,6 +26,7 @@ import logging
 import random
 import threading
 import time
+import weakref
 from collections.abc import Callable, Sequence
 
 import cv2
@@ -97,6 +98,7 @@ class VideoHub(CaptureThreads):
         self._executor: concurrent.futures.ThreadPoolExecutor | None = None
         self._supervisor: threading.Thread | None = None
         self._stats_lock = threading.Lock()
+        self._wrapped: weakref.WeakKeyDictionary[concurrent.futures.Future, dict] = weakref.WeakKeyDictionary()
         self._encode_count = 0
         self._encode_s = 0.0
         self._started = False
@@ -212,7 +214,20 @@ class VideoHub(CaptureThreads):
         future = self._encoding(feed, frame, fmt)
         if future is None:
             return None
-        return await asyncio.shield(asyncio.wrap_future(future))
+        return await asyncio.shield(self._on_loop(future))
+
+    def _on_loop(self, future: concurrent.futures.Future) -> asyncio.Future:
+        """The running loop's view of an encode: one per (encode, loop), so the encoder thread wakes
+        each loop once when it is done, not once per consumer (ARTEX, Sim2Bot, console)."""
+        loop = asyncio.get_running_loop()
+        with self._stats_lock:
+            per_loop = self._wrapped.get(future)
+            if per_loop is None:
+                per_loop = self._wrapped[future] = {}
+            wrapped = per_loop.get(loop)
+            if wrapped is None:
+                wrapped = per_loop[loop] = asyncio.wrap_future(future, loop=loop)
+        return wrapped
 
     async def encoded_within(self, frame: Frame, fmt: FrameFormat, max_bytes: int,
                              level: int = 0) -> tuple[EncodedFrame | None, int]:

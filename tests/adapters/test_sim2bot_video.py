@@ -210,17 +210,22 @@ async def test_streams_per_camera_are_bounded_and_renewals_still_accepted(hub):
 async def test_a_slow_socket_skips_frames_instead_of_queueing(hub):
     streams = VideoStreams(hub, {"model:0": ("front", CAM)}, ttl_s=3.0)
     rec = Recorder(delay_s=0.25)                # a socket draining 4 frames/s
-    streams.attach(rec)
+    newest_then: list[int] = []
+    send = rec.__call__
+
+    async def noting(data: bytes) -> None:      # the hub's newest frame when each one reaches the socket
+        newest_then.append(hub.latest("front").seq)
+        await send(data)
+
+    streams.attach(noting)
     streams.subscribe(CameraRequest("model:0", fps=30))
     await asyncio.sleep(1.5)
     streams.close()
     seqs = [_parse_frame(d).sequence for _, d in rec.frames]
     assert 2 <= len(seqs) <= 8
     assert max(b - a for a, b in itertools.pairwise(seqs)) >= 3   # frames in between were skipped
-    latest = hub.latest("front").seq
-    # the last one sent was recent, not a backlog: each frame is the newest when taken, and the link's
-    # learned rate (LinkRate) spaces them out (send 0.25 s + 0.36 s of spacing: <= 0.7 s at 30 fps)
-    assert latest - seqs[-1] <= 25
+    # each one sent was the newest when taken, not a backlog (a few frames of encode time under load)
+    assert all(newest - seq <= 8 for newest, seq in zip(newest_then, seqs))
 
 
 async def test_without_a_video_socket_frames_are_dropped(hub):
