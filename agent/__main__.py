@@ -167,9 +167,9 @@ def setup_logging(cfg: AgentConfig | None, override: str | None):
     tail = LogTail(max_bytes=(cfg.artex.log_tail_kib if cfg else 64) * 1024)
     tail.setFormatter(fmt)
     handlers: list[logging.Handler] = [console_handler(), tail]
-    if cfg is not None and cfg.logger_type == "file" and cfg.log_dir:
-        Path(cfg.log_dir).mkdir(parents=True, exist_ok=True)
-        fh = logging.handlers.RotatingFileHandler(Path(cfg.log_dir) / "robot-agent.log",
+    if cfg is not None and cfg.file_log_dir is not None:
+        Path(cfg.file_log_dir).mkdir(parents=True, exist_ok=True)
+        fh = logging.handlers.RotatingFileHandler(Path(cfg.file_log_dir).resolve() / "robot-agent.log",
                                                   maxBytes=5 << 20, backupCount=3)
         fh.setFormatter(fmt)
         handlers.append(fh)
@@ -193,6 +193,8 @@ def _config_and_logging(args: argparse.Namespace, level: str | None) -> tuple[Ag
     tail = setup_logging(cfg, level)
     if cfg.ignored_keys:
         log.warning("%s: %s", args.config, cfg.ignored_warning())
+    for warning in cfg.compat_warnings:
+        log.warning("%s: %s", args.config, warning)
     return cfg, tail
 
 
@@ -228,6 +230,8 @@ def cmd_check_config(args: argparse.Namespace) -> int:
         return EXIT_CONFIG
     if cfg.ignored_keys:
         print(f"{args.path}: warning: {cfg.ignored_warning()}")
+    for warning in cfg.compat_warnings:
+        print(f"{args.path}: warning: {warning}")
     if cfg.console.enabled:
         from agent.console.auth import refusal
         why = refusal(cfg.console)

@@ -127,6 +127,8 @@ class Agent:
             console = build_console(cfg, robot, video)  # None (logged) without a needed token
             if console is not None:
                 built["console"] = console
+                links = [a for a in built.values() if hasattr(a, "warnings")]
+                console.link_warnings = lambda: [w for a in links for w in a.warnings()]
         self.adapters.update(built)
 
     async def start(self) -> None:

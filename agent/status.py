@@ -68,6 +68,9 @@ def _link(name: str, status: dict[str, Any]) -> dict[str, Any]:
     link = {"connected": bool(status.get("connected"))}
     if name == "robot_msg":
         link["peers"] = sum((status.get("peers") or {}).values())
+    warnings = status.get("warnings")
+    if warnings:   # e.g. another simulator in the Sim2Bot room takes the commands
+        link["warnings"] = list(warnings)
     return link
 
 
@@ -76,7 +79,7 @@ def gather(agent: Any, now: float | None = None) -> dict[str, Any]:
 
     Keys: ``version``, ``pid``, ``name``, ``t_unix`` (s), ``state`` (``ok`` / ``degraded``),
     ``summary`` (the STATUS= line), ``devices`` (name, state, last_error, errors), ``links``
-    (adapter -> connected, robot_msg peers), ``active_source``, ``watchdog``, ``stopped``,
+    (adapter -> connected, robot_msg peers, ``warnings`` when the link has trouble: degraded), ``active_source``, ``watchdog``, ``stopped``,
     ``faults``, ``loop`` (keeps_rate, rate_hz, achieved_hz, ticks, late_ticks, max_tick_ms),
     ``safety`` (the halts and speed cap: ``agent.model.SafetyState.as_dict``; docs/safety.md).
     """
@@ -99,6 +102,7 @@ def gather(agent: Any, now: float | None = None) -> dict[str, Any]:
                  "late_ticks": stats.late_ticks, "max_tick_ms": round(stats.max_tick_s * 1e3, 2)},
     }
     bad = (any(d["state"] != "ok" for d in devices) or not all(l["connected"] for l in links.values())
+           or any(l.get("warnings") for l in links.values())
            or not keeps or bool(snap.faults))
     health["state"] = "degraded" if bad else "ok"
     health["summary"] = summary(health)
@@ -109,7 +113,8 @@ def summary(health: dict[str, Any]) -> str:
     """One line for systemd's STATUS=: the halts and speed cap first (``HALTED: emergency stop set by
     console since ...``), then state, devices, links, active source, watchdog, loop."""
     devices = " ".join(f"{d['name']}={d['state']}" for d in health["devices"]) or "none"
-    links = " ".join(f"{n}={'up' if l['connected'] else 'down'}" for n, l in health["links"].items()) or "none"
+    links = " ".join(f"{n}={'up' if l['connected'] else 'down'}" + ("(WARNING)" if l.get("warnings") else "")
+                     for n, l in health["links"].items()) or "none"
     loop = "ok" if health["loop"]["keeps_rate"] else "slow"
     safety = health.get("safety") or {}
     halt = f"HALTED: {safety['halt']}; " if safety.get("halt") else ""
@@ -258,6 +263,7 @@ def format_table(health: dict[str, Any]) -> str:
     for name, link in health.get("links", {}).items():
         extra = f"{link['peers']} peer(s)" if "peers" in link else ""
         rows.append((f"link {name}", "up" if link["connected"] else "down", extra))
+        rows += [(f"link {name}", "WARNING", w) for w in link.get("warnings", [])]
     loop = health.get("loop", {})
     rows.append(("control loop", "ok" if loop.get("keeps_rate") else "slow",
                  f"{loop.get('achieved_hz')} / {loop.get('rate_hz')} Hz, {loop.get('late_ticks')} late ticks"))

@@ -7,7 +7,7 @@ thread. Three cases, ``--trials`` each:
 
 - watchdog: stream BaseVelocity at 20 Hz, stop sending; time from the last
   ``submit`` to the first zero duty the emulated controller applies. The
-  requirement (design.md, safety path 1) is ``timeout + one control tick``.
+  requirement (docs/safety.md, the velocity watchdog) is ``timeout + one control tick``.
 - stop: while driving (a source with a 5 s timeout), ``submit(Stop())``.
 - release: while driving, ``release(source)`` (the adapter saw a disconnect).
 - silent controller (once, at the end): the emulator stops answering; the

@@ -48,7 +48,7 @@ from agent.adapters.artex_commands import (
     is_stop,
     parse_command,
 )
-from agent.adapters.artex_settings import persist_settings, validate_settings
+from agent.adapters.artex_settings import persist_settings, persistent, validate_settings
 from agent.adapters.artex_streams import ArtexStreams
 from agent.config import AgentConfig
 from agent.errors import CommandError, ConfigError
@@ -137,9 +137,10 @@ class ArtexAdapter:
     def status(self) -> LinkStatus:
         """Health view: counters (received, accepted, rejected, ignored, sent_*, connects,
         disconnects, connect_failures...) and detail ``url``, ``sid``, ``ready``, ``telem_run``,
-        ``video_run``."""
+        ``video_run``, ``video`` (delivery figures, :meth:`ArtexStreams.video_stats`)."""
         client = self._client
-        return self._link.status(SOURCE, dict(self.counters), {"url": self.url, **self.d_meta()},
+        return self._link.status(SOURCE, dict(self.counters),
+                                 {"url": self.url, **self.d_meta(), "video": self._streams.video_stats()},
                                  connected=bool(client is not None and client.connected))
 
     async def run(self) -> None:
@@ -147,6 +148,7 @@ class ArtexAdapter:
         raises on link errors (an unexpected exception propagates to the agent, which logs it)."""
         self._settings_lock = asyncio.Lock()
         self._apply_speed_limit()
+        self._warn_streams_off()
         try:
             await self._link.run(self._session, errors=LINK_ERRORS)
         finally:
@@ -179,6 +181,18 @@ class ArtexAdapter:
         finally:
             await client.close(CLOSE_S)
         self._kicks.ended(self._end_reason == socketio.AsyncClient.reason.SERVER_DISCONNECT)  # may raise HubRefused
+
+    def _warn_streams_off(self) -> None:
+        """A stream params.json keeps off is said at start, with how to turn it on: a robot whose hub
+        UI shows no telemetry or video must not look dead without a word in its log."""
+        where = self._config_path or "the configuration"
+        off = [("telem_can", "telemetry")] if not self._cfg.telem_can else []
+        if not self._cfg.video_can and self._streams.has_video:
+            off.append(("video_can", "video"))
+        for key, what in off:
+            log.warning("ARTEX: %s is off: %s sets %s false (the passport says so and no %s is sent); to turn "
+                        "it on set \"%s\": true there and restart, or send web_settings {\"%s\": true} "
+                        "(lasts until restart)", what, where, key, what, key, key)
 
     def _apply_speed_limit(self) -> None:
         limit = self._cfg.artex.max_speed_mps
@@ -262,6 +276,7 @@ class ArtexAdapter:
         self._sid = client.get_sid(NAMESPACE) if client is not None else None
         self._ready = READY_INIT
         self._told_not_ready = False
+        self._streams.new_link()
         self.counters["connects"] += 1
         log.info("ARTEX: connected to %s as %r (sid %s); waiting for Ready", self.url, self._cfg.name, self._sid)
 
@@ -322,6 +337,11 @@ class ArtexAdapter:
             self._reject("command", err)
             return
         action = cmd.action
+        if cmd.ignored:  # the SDK obeys the first key too; a hub UI that adds keys should know they do nothing
+            self.counters["ignored_keys"] += 1
+            self._throttle.log(logging.WARNING, (SOURCE, "command", "ignored keys"),
+                               "ARTEX: command %s from %r obeyed; payload keys %s ignored (not command types)",
+                               cmd.kind, safe(cmd.author, 64), ", ".join(repr(k) for k in cmd.ignored))
         if isinstance(action, FileRequest):
             await self._on_file(action.kind)
         elif isinstance(action, WebSettings):
@@ -368,14 +388,18 @@ class ArtexAdapter:
             except CommandError as err:
                 self._reject("web_settings", err)
                 return
+            stored = persistent(changes)
+            until_restart = sorted(set(changes) - set(stored))
             where = "not persisted: no config file"
-            if self._config_path:
+            if self._config_path and stored:
                 try:
-                    await asyncio.to_thread(persist_settings, self._config_path, changes)
+                    await asyncio.to_thread(persist_settings, self._config_path, stored)
                 except (ConfigError, OSError) as err:
                     self._reject("web_settings", f"nothing applied: cannot write {self._config_path}: {err}")
                     return
-                where = f"persisted to {self._config_path}"
+                where = f"{', '.join(stored)} persisted to {self._config_path}"
+            if until_restart:
+                where += f"; {', '.join(until_restart)} until the agent restarts (stream switches are never stored)"
             self._cfg = self._streams.cfg = new_cfg
             if "max_speed_mps" in changes:
                 self._apply_speed_limit()

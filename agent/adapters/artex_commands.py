@@ -50,6 +50,8 @@ __all__ = [
 MAX_TEXT_CHARS = 256
 #: Most keys one ``web_settings`` command may carry.
 MAX_SETTINGS_KEYS = 16
+#: Most keys a ``command`` payload may carry (one command type plus keys that are ignored).
+MAX_PAYLOAD_KEYS = 16
 #: ``file`` requests: ``log`` and ``error`` answer with a ``file`` event, ``clear`` answers nothing.
 FILE_TYPES = ("log", "error", "clear")
 
@@ -76,11 +78,14 @@ class ArtexCommand:
         author: the hub's ``author`` field ("" when absent).
         kind: the payload TYPE (``com``, ``drive``, ``tracks``, ``file``, ``web_settings``).
         action: an agent command for the control loop, a FileRequest, or WebSettings.
+        ignored: payload keys next to the command TYPE that are not command types (the SDK ignores
+            them too; the adapter obeys the command and logs a warning naming them).
     """
 
     author: str
     kind: str
     action: Command | FileRequest | WebSettings
+    ignored: tuple[str, ...] = ()
 
 
 def describe(value: object, limit: int = 40) -> str:
@@ -208,7 +213,9 @@ def parse_command(data: object, commands: Mapping[str, MotionConfig]) -> ArtexCo
 
     Args:
         data: the event's data as received (untrusted): ``{"author": str, "payload": {TYPE: COMMAND}}``.
-            Other top-level keys are ignored; the payload must hold exactly one TYPE. A malformed
+            Other top-level keys are ignored; the payload must hold exactly one TYPE; its other keys
+            (at most 16 in all) are ignored and listed in :attr:`ArtexCommand.ignored`, as the SDK
+            obeys ``{"com": "forward", "extra": 1}``; two TYPEs are refused (ambiguous). A malformed
             ``author`` rejects the command, except a ``stop`` (stop always wins; author ""): any
             event :func:`is_stop` accepts is a stop, whatever else it carries.
         commands: ``cfg.artex.commands``, the ``com`` name -> twist table (``stop`` is built in).
@@ -230,12 +237,22 @@ def parse_command(data: object, commands: Mapping[str, MotionConfig]) -> ArtexCo
     payload = data["payload"]
     if not isinstance(payload, dict):
         raise CommandRejected(f"payload must be an object, got {describe(payload)}", "artex")
-    if len(payload) != 1:
-        raise CommandRejected(f"payload must hold exactly one command type, got {len(payload)} keys", "artex")
-    kind, value = next(iter(payload.items()))
-    kind = _text("payload type", kind, 64)
-    if kind not in COMMAND_TYPES:
+    if not payload:
+        raise CommandRejected("payload is empty; it must hold exactly one command type "
+                              f"({', '.join(COMMAND_TYPES)})", "artex")
+    if len(payload) > MAX_PAYLOAD_KEYS:
+        raise CommandRejected(f"payload has {len(payload)} keys, at most {MAX_PAYLOAD_KEYS} allowed", "artex")
+    kinds = [k for k in payload if k in COMMAND_TYPES]
+    if len(kinds) > 1:
+        # the SDK takes the first key in JSON order; which one a hub UI meant is a guess, so refuse
+        raise CommandRejected(f"payload holds {len(kinds)} command types ({', '.join(kinds)}); it must hold "
+                              "exactly one (ambiguous: which one was meant is unknown, nothing was done)", "artex")
+    if not kinds:
+        kind = _text("payload type", next(iter(payload)), 64)
         raise CommandRejected(f"payload: unknown command type {kind!r}; known: {', '.join(COMMAND_TYPES)}", "artex")
+    kind = kinds[0]
+    value = payload[kind]
+    ignored = tuple(safe(str(k), 64) for k in payload if k != kind)
     action = _com(value, commands) if kind == "com" else _PARSERS[kind](value)
     author = data.get("author")
     try:
@@ -244,7 +261,7 @@ def parse_command(data: object, commands: Mapping[str, MotionConfig]) -> ArtexCo
         if not isinstance(action, Stop):
             raise
         author = ""  # stop always wins: a malformed author does not block it
-    return ArtexCommand(author, kind, action)
+    return ArtexCommand(author, kind, action, ignored)
 
 
 #: Wire bytes of a ``file`` answer besides its content (event, namespace, keys, type).

@@ -3,15 +3,21 @@
 The ``artex-robot`` SDK only logs "nothing happens" for ``web_settings``; the
 agent applies a documented whitelist (docs/artex.md):
 
-================= ============================ ==========================================
-key               params.json location         meaning
-================= ============================ ==========================================
-``max_speed_mps`` ``artex.max_speed_mps``      speed limit, m/s, <= ``base.max_speed_mps`` (robot.set_limits)
-``max_send_freq`` ``max_send_freq``            seconds between telem/video sends (a period)
-``jpeg_quality``  ``artex.jpeg_quality``       video JPEG quality, 1..100
-``telem_can``     ``telem_can``                telemetry stream on/off
-``video_can``     ``video_can``                video stream on/off
-================= ============================ ==========================================
+================= ============================ ========== ===============================================
+key               params.json location         kept       meaning
+================= ============================ ========== ===============================================
+``max_speed_mps`` ``artex.max_speed_mps``      persisted  speed limit, m/s, <= ``base.max_speed_mps`` (robot.set_limits)
+``max_send_freq`` ``max_send_freq``            persisted  seconds between telem/video sends (a period)
+``jpeg_quality``  ``artex.jpeg_quality``       persisted  video JPEG quality, 1..100
+``telem_can``     ``telem_can``                until      telemetry stream on/off
+                                               restart
+``video_can``     ``video_can``                until      video stream on/off
+                                               restart
+================= ============================ ========== ===============================================
+
+The stream switches last until the agent restarts and are never written (:func:`persistent`):
+a hub UI written for the SDK, where ``web_settings`` only logs, must not switch a robot's
+streams off for good; at start the adapter warns when params.json itself keeps a stream off.
 
 ``base.max_speed_mps`` itself is never written: it is the track speed at full
 duty (the duty scale), not a limit.
@@ -44,7 +50,7 @@ from agent.adapters.artex_commands import WebSettings, describe
 from agent.config import AgentConfig, problems_of
 from agent.errors import CommandError, CommandRejected, ConfigError
 
-__all__ = ["WEB_SETTINGS", "SettingSpec", "persist_settings", "remove_stale_temp_files", "temp_file_pattern",
+__all__ = ["WEB_SETTINGS", "SettingSpec", "persist_settings", "persistent", "remove_stale_temp_files", "temp_file_pattern",
            "validate_settings"]
 
 log = logging.getLogger(__name__)
@@ -62,11 +68,13 @@ class SettingSpec:
         section: params.json section holding the key (``artex``), None = top level.
         field: the key inside that section.
         kind: ``bool``, ``int`` or ``float`` (an int is accepted for a float).
+        persist: written into params.json when accepted (False: applies until restart).
     """
 
     section: str | None
     field: str
     kind: type
+    persist: bool = True
 
 
 #: The ``web_settings`` whitelist: hub key -> params.json location.
@@ -74,9 +82,14 @@ WEB_SETTINGS: dict[str, SettingSpec] = {
     "max_speed_mps": SettingSpec("artex", "max_speed_mps", float),
     "max_send_freq": SettingSpec(None, "max_send_freq", float),
     "jpeg_quality": SettingSpec("artex", "jpeg_quality", int),
-    "telem_can": SettingSpec(None, "telem_can", bool),
-    "video_can": SettingSpec(None, "video_can", bool),
+    "telem_can": SettingSpec(None, "telem_can", bool, persist=False),
+    "video_can": SettingSpec(None, "video_can", bool, persist=False),
 }
+
+
+def persistent(changes: Mapping[str, Any]) -> dict[str, Any]:
+    """The accepted changes that are written into params.json (the stream switches are not)."""
+    return {k: v for k, v in changes.items() if WEB_SETTINGS[k].persist}
 
 
 def _typed(key: str, value: object, kind: type) -> object:

@@ -13,7 +13,7 @@ Both send at most every ``max_send_freq`` s, and never faster than every
   settled (:class:`agent.adapters.artex_telem.TelemGate`), and at least every
   ``artex.telem_keepalive_s`` (1 s) even at rest, so a hub that reads telemetry as
   "last seen" never marks an idle robot stale.
-- ``video``: ``{camera_id: JPEG bytes}`` for the cameras with a frame newer than the
+- ``video``: ``{camera_id: JPEG bytes}`` with every camera's latest frame once one camera has a frame newer than the
   last one sent, no two sends closer than ``max_send_freq`` s (ARTEX protocol page,
   "video"). Keys containing ``led`` or ``rgb_strip`` are sent as they are, not
   JPEG-encoded (SDK ``Vault_Video_mixin.set_video``): the raw frame bytes
@@ -27,8 +27,8 @@ bigger frame is re-encoded at a lower quality, then smaller, else skipped, count
 and logged once); at most one ``video`` message is in flight (the next waits until
 Engine.IO, the transport and the kernel wrote the last one); a frame older than
 ``max_frame_age_s`` is never sent; slow drains move the camera down the
-re-encode ladder and quick ones back up. ``telem`` carries ``video``: per camera
-frame age p50/p95 (capture -> handed to the socket), ladder level, throughput.
+re-encode ladder and quick ones back up. The adapter's ``status()`` carries ``video``:
+per camera frame age p50/p95 (capture -> handed to the socket), ladder level, throughput.
 """
 
 from __future__ import annotations
@@ -120,6 +120,12 @@ class ArtexStreams:
             self._frames = loop.create_task(self._video_loop(), name="artex-video")
             self._frames.add_done_callback(_report)
 
+    def new_link(self) -> None:
+        """A new connection: video pacing (ack or not, ladder levels, throughput) is learnt again."""
+        self._delivery.new_link()
+        if self._video is not None:
+            self._video.new_link()
+
     def stop(self, telem: bool = True, video: bool = True) -> None:
         """Cancel the chosen streams (both by default)."""
         for wanted, task in ((telem, self._telem), (video, self._frames)):
@@ -141,16 +147,18 @@ class ArtexStreams:
             data = telemetry(self._robot.snapshot())
             keepalive = self._clock() - last >= self.cfg.artex.telem_keepalive_s - 1e-6
             due = keepalive or gate.due(data)
-            if due and await self._emit("telem", {"payload": {**data, **self._video_telem()}}):
+            if due and await self._emit("telem", {"payload": data}):
                 gate.mark_sent(data)
                 last = self._clock()
 
-    def _video_telem(self) -> dict[str, Any]:
-        """``{"video": stats}`` for a telem that goes out anyway (a change or the keepalive), or ``{}``
-        without video: the frame ages change on every poll, so they ride along, never cause a send."""
-        if self._video is None or not self.video_run:
+    def video_stats(self) -> dict[str, Any]:
+        """Video delivery figures for ``status()`` (not sent in ``telem``: a hub UI built for the SDK
+        shows every telem key as a sensor): per camera ``{age_p50_s, age_p95_s, level, kBps}`` and
+        ``reencoded``, ``oversize_skipped``, ``too_old``, ``acks`` (this connection's hub acknowledges
+        ``video``: True / False / None not yet known); ``{}`` without video."""
+        if self._video is None:
             return {}
-        return {"video": self._video.telem()}
+        return {**self._video.telem(), "acks": self._delivery.acks}
 
     async def _video_loop(self) -> None:
         assert self._video is not None

@@ -9,8 +9,10 @@ Budgets (``video`` config section, docs/artex.md "Video budget"):
   is not sent (``video_too_old``);
 - one in flight: the next message waits until the last one was delivered: the hub's
   Socket.IO acknowledgement (python-socketio servers acknowledge every handled event
-  when asked), or, for a hub that never acknowledges, until Engine.IO, the transport
-  and the kernel wrote it (:func:`link_backlog`);
+  when asked), or, for a hub that does not acknowledge, until Engine.IO, the transport
+  and the kernel wrote it (:func:`link_backlog`). Whether the hub acknowledges is learnt
+  per connection: the first message waits for the local drain, then at most
+  :data:`ACK_GRACE_S` for the ack, so a non-acking hub never costs a 5 s ack timeout;
 - adaptation: a delivery slower than the period moves the camera one step down the
   re-encode ladder, ten quick ones in a row one step back up.
 """
@@ -40,8 +42,14 @@ NAMESPACE = "/robot"
 PAYLOAD_OVERHEAD = 512
 #: Longest wait for one delivery (ack or local drain) before it is counted as late, s.
 DELIVERY_WAIT_S = 5.0
+#: After the local send queue drained, how long an ack may still take before this connection's hub
+#: is taken for one that never acknowledges (a Node socket.io handler without a callback), s.
+ACK_GRACE_S = 0.5
 
 RAW_MARKERS = ("led", "rgb_strip")
+#: A camera's last frame is repeated in messages without a new one of it while younger than this, s
+#: (a camera that stopped delivering drops out of the messages instead of showing a frozen image).
+REPEAT_MAX_AGE_S = 5.0
 
 
 def is_raw_key(camera_id: str) -> bool:
@@ -86,6 +94,8 @@ class ArtexVideo:
         self._counters = counters
         self._clock = clock
         self._after: dict[str, int] = {}
+        #: camera -> (bytes, capture t_mono_s) of the last frame sent, repeated in messages without a new one
+        self._last: dict[str, tuple[bytes, float]] = {}
         self.pacers = {cam: LinkPacer(budget.max_frame_age_s, 0.05, clock) for cam in hub.camera_ids}
         self._oversize_logged: set[str] = set()
 
@@ -102,12 +112,9 @@ class ArtexVideo:
                         "(video.max_message_bytes); skipped (counted in video_oversize_skipped, logged once)",
                         camera_id, what, limit)
 
-    async def _next(self, camera_id: str, quality: int, wait_s: float, limit: int) -> tuple[str, Any]:
+    async def _encode(self, camera_id: str, frame: Any, quality: int, limit: int) -> tuple[str, Any]:
+        """``(camera_id, (bytes, t_mono_s))`` of one new frame within ``limit`` bytes, or ``(camera_id, None)``."""
         pacer = self.pacers[camera_id]
-        frame = await self._hub.next_frame(camera_id, self._after.get(camera_id, 0), wait_s)
-        if frame is None:
-            return camera_id, None
-        self._after[camera_id] = frame.seq
         if is_raw_key(camera_id):
             if frame.image.nbytes > limit:     # checked before the copy: no 6 MB tobytes() just to skip it
                 self._oversize(camera_id, f"a raw frame of {frame.image.nbytes} bytes", limit)
@@ -123,18 +130,45 @@ class ArtexVideo:
         pacer.level = level
         return camera_id, (out.data, out.t_mono_s)
 
-    async def next_payload(self, quality: int, wait_s: float) -> dict[str, bytes]:
-        """Frames newer than the last ones returned, waiting up to ``wait_s`` s per camera.
+    async def _new_frames(self, cams: tuple[str, ...], wait_s: float) -> dict[str, Any]:
+        """The cameras' frames newer than the last ones taken: waits up to ``wait_s`` s for the first
+        camera with one, then takes what the others have at that moment (no wait for a slow camera)."""
+        waits = {cam: asyncio.ensure_future(self._hub.next_frame(cam, self._after.get(cam, 0), wait_s))
+                 for cam in cams}
+        pending: set[asyncio.Future] = set(waits.values())
+        while pending:
+            done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+            if any(t.result() is not None for t in done):
+                break
+        for task in pending:
+            task.cancel()
+        await asyncio.gather(*pending, return_exceptions=True)
+        out: dict[str, Any] = {}
+        for cam, task in waits.items():
+            frame = None if task in pending else task.result()
+            if task in pending:
+                frame = await self._hub.next_frame(cam, self._after.get(cam, 0), 0.0)
+            if frame is not None:
+                self._after[cam] = frame.seq
+                out[cam] = frame
+        return out
 
-        Each frame fits its share of ``max_message_bytes`` (re-encoded smaller or skipped);
-        a frame older than ``max_frame_age_s`` by now is left out (``video_too_old``).
+    async def next_payload(self, quality: int, wait_s: float) -> dict[str, bytes]:
+        """Every camera's latest frame, once at least one camera has a new one (waiting up to ``wait_s`` s).
+
+        As the SDK's vault sends its whole ``{camera: frame}`` dict each time, a message carries every
+        camera: the new frames, and for the others the last frame sent (the same bytes again, counted
+        in ``video_repeated``) while it is younger than :data:`REPEAT_MAX_AGE_S`. Each frame fits its
+        share of ``max_message_bytes`` (re-encoded smaller or skipped); a new frame older than
+        ``max_frame_age_s`` by now is left out (``video_too_old``).
 
         Returns:
-            camera id -> JPEG (or raw) bytes, only the cameras that produced a new, fresh frame.
+            camera id -> JPEG (or raw) bytes in config order; empty when no camera had a new, fresh frame.
         """
         cams = self.camera_ids
         limit = (self._budget.max_message_bytes - PAYLOAD_OVERHEAD) // max(1, len(cams)) - 64
-        got = await asyncio.gather(*(self._next(cam, quality, wait_s, limit) for cam in cams))
+        frames = await self._new_frames(cams, wait_s)
+        got = await asyncio.gather(*(self._encode(cam, frame, quality, limit) for cam, frame in frames.items()))
         payload: dict[str, bytes] = {}
         for cam, item in got:
             if item is None:
@@ -143,8 +177,22 @@ class ArtexVideo:
                 self._counters["video_too_old"] += 1
                 continue
             payload[cam] = item[0]
+            self._last[cam] = item
             self.pacers[cam].handed(item[1])
-        return payload
+        if not payload:
+            return {}
+        now = self._clock()
+        for cam in cams:
+            last = self._last.get(cam)
+            if cam not in payload and last is not None and len(last[0]) <= limit and now - last[1] <= REPEAT_MAX_AGE_S:
+                payload[cam] = last[0]
+                self._counters["video_repeated"] += 1
+        return {cam: payload[cam] for cam in cams if cam in payload}
+
+    def new_link(self) -> None:
+        """A new connection: what was learnt about the last link (ladder levels, throughput) is forgotten."""
+        self.pacers = {cam: LinkPacer(self._budget.max_frame_age_s, 0.05, self._clock) for cam in self.camera_ids}
+        self._last.clear()
 
     def drained(self, payload: dict[str, bytes], seconds: float, period_s: float) -> None:
         """The link took ``seconds`` to write ``payload``: adapt every camera in it."""
@@ -160,7 +208,7 @@ class ArtexVideo:
             ages = pacer.age_stats()
             out[cam] = {"age_p50_s": _round(ages["p50_s"]), "age_p95_s": _round(ages["p95_s"]),
                         "level": pacer.level, "kBps": round(pacer.throughput_bps / 1000, -1)}
-        for key in ("video_reencoded", "video_oversize_skipped", "video_too_old"):
+        for key in ("video_reencoded", "video_oversize_skipped", "video_too_old", "video_repeated"):
             out[key.removeprefix("video_")] = self._counters[key]
         return out
 
@@ -181,8 +229,12 @@ class VideoDelivery:
     def __init__(self, counters: Counter[str], clock: Callable[[], float] = time.monotonic) -> None:
         self._counters = counters
         self._clock = clock
-        #: None until known; False when the hub never acknowledged (then the local drain paces).
+        #: None until known; False when this connection's hub does not acknowledge (the local drain paces).
         self.acks: bool | None = None
+
+    def new_link(self) -> None:
+        """A new connection: whether its hub acknowledges ``video`` is learnt again."""
+        self.acks = None
 
     async def send(self, client: Any, payload: dict[str, bytes]) -> float | None:
         """Emit ``payload`` on ``client`` and wait for its delivery.
@@ -203,21 +255,29 @@ class VideoDelivery:
             return None
         self._counters["sent_video"] += 1
         shrink_send_buffer(link_transport(client))
-        if callback is not None and await self._acked(acked):
-            return self._clock() - start
-        if not await wait_drained(lambda: link_backlog(client), DELIVERY_WAIT_S, clock=self._clock):
+        if self.acks is True:
+            if await self._acked(acked, DELIVERY_WAIT_S):
+                return self._clock() - start
             self._counters["video_late"] += 1
-        return self._clock() - start
+            return self._clock() - start
+        # no ack known (yet) on this connection: the local drain times the delivery, never an ack timeout
+        drained = await wait_drained(lambda: link_backlog(client) if not acked.done() else 0, DELIVERY_WAIT_S,
+                                     clock=self._clock)
+        took = self._clock() - start
+        if self.acks is None:
+            if await self._acked(acked, ACK_GRACE_S):
+                self.acks = True
+                return self._clock() - start
+            self.acks = False
+            log.info("ARTEX: the hub does not acknowledge video on this connection; pacing by the local send queue")
+        if not drained:
+            self._counters["video_late"] += 1
+        return took
 
-    async def _acked(self, acked: asyncio.Future) -> bool:
+    @staticmethod
+    async def _acked(acked: asyncio.Future, wait_s: float) -> bool:
         try:
-            await asyncio.wait_for(acked, DELIVERY_WAIT_S)
+            await asyncio.wait_for(asyncio.shield(acked), wait_s)
         except TimeoutError:
-            if self.acks is None:
-                self.acks = False
-                log.info("ARTEX: the hub does not acknowledge video; pacing by the local send queue")
-            else:
-                self._counters["video_late"] += 1
             return False
-        self.acks = True
         return True

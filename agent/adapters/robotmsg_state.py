@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import math
 import os
 import re
 import uuid
@@ -22,8 +23,11 @@ from robot_msg import RobotState
 from robot_msg.types import MessageMetadata, NamedArray, Timestamp, Vec3, Wrench
 
 from agent.model import RobotDescription, Snapshot
+from agent.ratelimit import RateLimitedLog
 
 log = logging.getLogger(__name__)
+#: one WARNING per dropped aux name per minute
+_dropped_log = RateLimitedLog(log, 60.0)
 
 BOOT_ID_PATH = "/proc/sys/kernel/random/boot_id"
 _BOOT_ID = re.compile(r"^[0-9a-fA-F-]{8,64}$")
@@ -83,7 +87,8 @@ def state_aux(snap: Snapshot, frames: StateFrames) -> list[NamedArray]:
     Returns:
         Odometry, track, joint-target, gripper and status arrays always; IMU arrays only
         when ``snap.imu`` is set (orientation and temperature only when known); battery
-        arrays only when ``snap.power`` is set.
+        arrays only when ``snap.power`` is set. An array holding NaN or inf is left out
+        (:func:`finite_aux`).
     """
     odom, tracks = snap.odom, snap.tracks
     out = [
@@ -125,7 +130,23 @@ def state_aux(snap: Snapshot, frames: StateFrames) -> list[NamedArray]:
     for dev in snap.devices:  # 0 ok, 1 degraded, 2 lost (text in ARTEX / Sim2Bot telemetry)
         out.append(_aux(f"health.{dev.name}", HEALTH_CODES.get(dev.state, 2.0), "1"))
     out.extend(safety_aux(snap))
-    return out
+    return finite_aux(out)
+
+
+def finite_aux(arrays: list[NamedArray]) -> list[NamedArray]:
+    """``arrays`` without those holding NaN or inf (robot_msg's codecs refuse a non-finite number, and
+    one bad sensor value must not cost the whole RobotState). Each dropped name is logged at WARNING
+    (rate-limited per name); when any was dropped, ``nonfinite_dropped`` (count, unit "1") is appended so
+    a subscriber sees that a value is missing on purpose."""
+    dropped = [a for a in arrays if not all(math.isfinite(v) for v in a.data)]
+    if not dropped:
+        return arrays
+    kept = [a for a in arrays if all(math.isfinite(v) for v in a.data)]
+    for a in dropped:
+        _dropped_log.log(logging.WARNING, ("nonfinite", a.name), "robot_msg: aux %s is %s (not finite); "
+                         "left out of RobotState, the rest is sent", a.name, a.data)
+    kept.append(_aux("nonfinite_dropped", float(len(arrays) - len(kept)), "1"))
+    return kept
 
 
 #: who set a halt -> aux value (``halt.<kind>.by``)

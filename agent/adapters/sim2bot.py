@@ -29,7 +29,7 @@ Translation only: :mod:`agent.adapters.sim2bot_commands` maps messages onto
 agent.model commands submitted as source ``sim2bot``;
 :mod:`agent.adapters.sim2bot_telemetry` maps snapshots onto packets.
 
-Source: ``sim2bot-bridge-protocol-v1.md``; peers ``sim2bot.bridge_server``
+Source: Sim2Bot bridge protocol v1 (``protocol.md``, sim2bot-python, sim2bot 0.1.0; docs/sim2bot.md); peers ``sim2bot.bridge_server``
 (the relay) and ``sim2bot.Robot`` (the controller client). See docs/sim2bot.md.
 """
 
@@ -148,8 +148,8 @@ class Sim2botAdapter:
         summed over rooms. State: ``up`` when every room's control socket is up.
         Detail: ``video_connected`` (every room's), ``url`` (without token), ``room`` (the first
         room), ``rooms`` (per room: state, ``connected``, ``video_connected``, ``controllers``,
-        ``connects``, ``sent``, ``last_error``), ``controllers`` (summed last ``bridge_status``
-        counts), ``video`` (frame ages per stream, VideoStreams.stats; with several rooms each
+        ``connects``, ``sent``, ``last_error``, ``simulators``, ``warning``), ``controllers`` (summed last
+        ``bridge_status`` counts), ``warnings`` (:meth:`warnings`), ``video`` (frame ages per stream, VideoStreams.stats; with several rooms each
         stream is prefixed with its room). ``last_error``: the newest control-socket failure.
         """
         parts = [link.status() for link in self.rooms]
@@ -161,12 +161,17 @@ class Sim2botAdapter:
         known = [link.controllers for link in self.rooms if link.controllers is not None]
         detail = {"video_connected": bool(streams) and all(link.video_connected for link in self.rooms),
                   "url": self._s.url, "room": self.rooms[0].room, "controllers": sum(known) if known else None,
+                  "warnings": self.warnings(),
                   "rooms": {p.detail["room"]: {"state": p.state.value, "last_error": p.last_error, **p.detail}
                             for p in parts},
                   "video": merged_video(self.rooms)}
         state, connected, since, last_error = merged_state(parts)
         return LinkStatus(name=SOURCE, state=state, connected=connected, since=since, last_error=last_error,
                           counters=counters, detail=detail)
+
+    def warnings(self) -> list[str]:
+        """Each room's trouble in one sentence (another simulator takes the commands); [] when none."""
+        return [f"sim2bot: {link.warning}" for link in self.rooms if link.warning]
 
     # ------------------------------------------------------------------ run
     async def run(self) -> None:

@@ -7,7 +7,7 @@ finiteness are checked here and a bad message raises
 :class:`agent.errors.CommandError` naming the message type and the field.
 The control loop checks what depends on the robot's state (joint limits).
 
-Source: ``sim2bot-bridge-protocol-v1.md`` ("Every message, in full") and the
+Source: Sim2Bot bridge protocol v1 (``protocol.md``, sim2bot-python, sim2bot 0.1.0; docs/sim2bot.md) ("Every message, in full") and the
 fixtures in ``fixtures/sim2bot/v1/``; the real peer is ``sim2bot.Robot``.
 """
 
@@ -192,11 +192,19 @@ def _optional(message: dict[str, Any], key: str, default: float = 0.0) -> float:
     return default if value is None else _number(key, value)
 
 
+#: Types the browser simulator applies to the scene's primary base whatever ``robot`` index they carry
+#: (``sim2bot.Robot.base_velocity`` documents it); the tank is that base, so any index >= 0 addresses it.
+PRIMARY_BASE_TYPES = frozenset({"base_velocity", "stop"})
+
+
 def _check_address(message: dict[str, Any], ctx: ParseContext) -> None:
     if message.get("robot") is not None:
         index = _integer("robot", message["robot"])
-        if index != ctx.robot_index:
-            raise CommandRejected(f"unknown robot index {index}; this agent is robot {ctx.robot_index}")
+        primary = message.get("type") in PRIMARY_BASE_TYPES and index >= 0
+        if index != ctx.robot_index and not primary:
+            raise CommandRejected(f"unknown robot index {index}; this agent is robot {ctx.robot_index} "
+                                  f"(any index >= 0 is accepted only for {', '.join(sorted(PRIMARY_BASE_TYPES))}, "
+                                  "which drive the primary base)")
     room = message.get("room")
     if room is not None and room != "":  # the bridge treats "" as absent too
         if not isinstance(room, str) or not _ROOM_RE.match(room):
@@ -233,12 +241,19 @@ def _trajectory(message: dict[str, Any], dof: int) -> Submit:
 
 
 def _quality(value: object) -> int:
+    """JPEG quality 1..100 from the two documented forms: a fraction 0 < q <= 1 (``sim2bot.Robot.camera``
+    documents 0.1..1.0) or a whole percent 1..100 (the fixtures' ``80``); a whole number above 100 is
+    clamped to 100 as width and height are clamped. A fraction above 1 (``1.5``) is neither form and is
+    refused rather than guessed (it was read as 2 %)."""
     q = _number("quality", value)
     if q <= 0:
         raise CommandRejected(f"quality must be > 0, got {q}")
-    # sim2bot.Robot documents 0.1..1.0; the fixtures and GUI use 1..100.
-    percent = q * 100.0 if q <= 1.0 else q
-    return round(min(100.0, max(1.0, percent)))
+    if q <= 1.0:
+        return max(1, round(q * 100.0))
+    if q != int(q):
+        raise CommandRejected(f"quality {q} is neither a fraction 0..1 (sim2bot.Robot) nor a whole percent "
+                              "1..100 (the protocol fixtures)")
+    return int(min(100.0, q))
 
 
 def _codec(value: object) -> int:

@@ -13,7 +13,7 @@ and dispatches) and keeps the room's ``/video`` socket attached to the room's
 :class:`agent.adapters.sim2bot_video.VideoStreams`. Each socket has its own Reconnector and
 liveness ping, so one room's failing link leaves the other rooms alone.
 
-Source: ``sim2bot-bridge-protocol-v1.md`` ("Rooms", "Session"); peer ``sim2bot.bridge_server``.
+Source: Sim2Bot bridge protocol v1 (``protocol.md``, sim2bot-python, sim2bot 0.1.0; docs/sim2bot.md) ("Rooms", "Session"); peer ``sim2bot.bridge_server``.
 """
 
 from __future__ import annotations
@@ -136,6 +136,11 @@ class RoomLink:
         self.where = s.url if name is None else f"{s.url} (room {self.room})"
         self.connected = self.video_connected = False
         self.controllers: int | None = None
+        #: simulators in the room by the last ``bridge_status`` (this agent included), None before one
+        self.simulators: int | None = None
+        #: the room's trouble in one sentence ("" when none): another simulator takes the commands
+        self.warning = ""
+        self._reannounce = False
         self.connects = self.sent = 0
         self.telemetry_skipped = 0
         self._clock, self._sleep = clock, sleep
@@ -151,8 +156,8 @@ class RoomLink:
         ``video_connected``, ``controllers``, ``connects``, ``sent``, ``telemetry_skipped`` (packets
         not sent: the path was full)."""
         detail = {"room": self.room, "connected": self.connected, "video_connected": self.video_connected,
-                  "controllers": self.controllers, "connects": self.connects, "sent": self.sent,
-                  "telemetry_skipped": self.telemetry_skipped}
+                  "controllers": self.controllers, "simulators": self.simulators, "warning": self.warning,
+                  "connects": self.connects, "sent": self.sent, "telemetry_skipped": self.telemetry_skipped}
         return self.link.status(SOURCE, {}, detail, connected=self.connected)
 
     # ------------------------------------------------------------------ run
@@ -174,7 +179,7 @@ class RoomLink:
 
     async def _session(self, ws: ClientConnection) -> None:
         await ws.send(self._hello)
-        self.connected, self.controllers = True, None
+        self.connected, self.controllers, self.simulators, self.warning = True, None, None, ""
         self.connects += 1
         log.info("sim2bot: connected to %s as simulator (room %s), announced %r: dof %d, %d camera(s)",
                  self._s.url, self.room, self._desc.name, self._desc.dof, len(self.ctx.cameras))
@@ -215,8 +220,13 @@ class RoomLink:
             self._owner.apply(self, kind, outcome)
 
     def bridge_status(self, message: dict) -> None:
-        """The bridge's count of this room's controllers; when the last one left, the owner may
-        release the source at once (no wait for the watchdog)."""
+        """The bridge's count of this room's controllers and simulators. When the last controller
+        left, the owner may release the source at once (no wait for the watchdog). More than one
+        simulator (a browser tab of the Sim2Bot app joined the room): the bridge sends every command
+        to the newest simulator and answers ``describe`` with its scene, so this tank gets no
+        commands: WARNING, :attr:`warning` set (status, console, telemetry). When the others left,
+        the tank announces itself again, so ``describe`` answers with the tank."""
+        self._simulators(message.get("simulators"))
         count = message.get("controllers")
         if isinstance(count, bool) or not isinstance(count, int):
             return
@@ -225,6 +235,22 @@ class RoomLink:
             log.info("sim2bot: %d controller(s) on the bridge in room %s", count, self.room)
         if count == 0 and before:
             self._owner.release(self, "the last controller left the bridge")
+
+    def _simulators(self, count: object) -> None:
+        if isinstance(count, bool) or not isinstance(count, int):
+            return
+        before, self.simulators = self.simulators, count
+        if count > 1 and count != before:
+            self.warning = (f"{count} simulators in bridge room {self.room}: the bridge sends every command to "
+                            "the simulator that joined last and answers describe with its robot, so this tank "
+                            "gets no commands while another simulator (a Sim2Bot browser tab) is there; close "
+                            "it, or give the agent a room of its own (sim2bot.room)")
+            log.warning("sim2bot: %s", self.warning)
+        elif count <= 1 and before is not None and before > 1:
+            self.warning = ""
+            self._reannounce = True
+            log.warning("sim2bot: the other simulator(s) left bridge room %s; announcing the tank again, "
+                        "commands reach it", self.room)
 
     # ------------------------------------------------------------------ telemetry
     async def _telemetry(self, ws: ClientConnection) -> None:
@@ -249,7 +275,10 @@ class RoomLink:
             batch = robot.samples_since(last_seq, limit)
             newest = robot.snapshot() if len(batch) >= limit or not batch else batch[-1]
             last_seq = max(last_seq, newest.seq)
-            packet = json.dumps(builder.build(newest, batch))
+            if self._reannounce:
+                self._reannounce = False
+                await ws.send(self._hello)   # the bridge's scene is the tank's again (describe)
+            packet = json.dumps(builder.build(newest, batch, self.warning))
             await ws.send(packet)
             self.sent += 1
             rate = self.streams.rate.bps if self.streams is not None else None

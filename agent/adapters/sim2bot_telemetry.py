@@ -234,8 +234,10 @@ class TelemetryBuilder:
         self._room = room
         self._motion = BaseMotion()
 
-    def build(self, newest: Snapshot, batch: Sequence[Snapshot]) -> dict[str, Any]:
-        """Packet for ``newest``; ``batch`` = ticks since the previous packet, oldest first."""
+    def build(self, newest: Snapshot, batch: Sequence[Snapshot], warning: str = "") -> dict[str, Any]:
+        """Packet for ``newest``; ``batch`` = ticks since the previous packet, oldest first; ``warning``:
+        the room's trouble (another simulator in it), carried as ``bridge_warning`` of the ``control``
+        sensor, "" when none."""
         for snap in batch:
             self._motion.update(snap)
         self._motion.update(newest)
@@ -258,5 +260,7 @@ class TelemetryBuilder:
         packet.update(self._motion.fields(newest))
         packet["gripper"] = _num(newest.gripper)
         packet["sensors"] = sensors(newest)
+        packet["sensors"][-1]["bridge_warning"] = warning
         packet["samples"] = [sample_entry(s) for s in batch]
+        packet["roomDevices"] = []   # robot 0 carries the scene's doors and windows; the tank has none
         return packet

@@ -20,7 +20,7 @@ There is one :class:`VideoStreams` per bridge room the adapter serves
 (:mod:`agent.adapters.sim2bot_room`): a room's streams go only to that room's
 ``/video`` socket, and the bridge relays them only to that room's controllers.
 
-Source: ``sim2bot-bridge-protocol-v1.md`` ("Cameras", "Camera frames");
+Source: Sim2Bot bridge protocol v1 (``protocol.md``, sim2bot-python, sim2bot 0.1.0; docs/sim2bot.md) ("Cameras", "Camera frames");
 reference reader ``sim2bot.client._parse_frame``.
 """
 

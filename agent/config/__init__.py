@@ -25,9 +25,12 @@ inside the agent's sections are errors with a "did you mean" hint; unknown
 top-level keys (the user's own, which the SDK ignores) are ignored with a
 warning, unless they look like a misspelt known key. Every float must be finite
 and every number lies within bounds (shared constrained types in
-drivers/config.py); addresses may be written ``"0x68"``. ``logger_type:
-"file"`` needs ``log_dir``. :func:`load` raises :class:`ConfigError` listing
-every problem with its JSON path.
+drivers/config.py); addresses may be written ``"0x68"``. Where the SDK is
+sloppy the agent takes what the SDK takes, with a warning
+(:attr:`AgentConfig.compat_warnings`): ``max_send_freq`` as a numeric string
+(``"0.1"``, the SDK's ``float()``), ``logger_type: "file"`` without ``log_dir``
+(the working directory, where the SDK writes its ``all.log``). :func:`load`
+raises :class:`ConfigError` listing every problem with its JSON path.
 """
 
 from __future__ import annotations
@@ -142,13 +145,20 @@ class AgentConfig(Section):
 
     _ignored_keys: tuple[str, ...] = PrivateAttr(default=())
 
-    @field_validator("log_dir")
-    @classmethod
-    def _file_logging_needs_a_dir(cls, value: str | None, info: ValidationInfo) -> str | None:
-        if info.data.get("logger_type") == "file" and not value:
-            raise ValueError("logger_type is 'file' but log_dir is not set: set log_dir (a directory for "
-                             "robot-agent.log) or use logger_type 'console'")
-        return value
+    _compat_warnings: tuple[str, ...] = PrivateAttr(default=())
+
+    @property
+    def file_log_dir(self) -> str | None:
+        """Directory of robot-agent.log: ``log_dir``; with ``logger_type: "file"`` and no ``log_dir``
+        the working directory ``"."`` (the SDK writes its ``all.log`` there); None when logging to the console."""
+        if self.logger_type != "file":
+            return None
+        return self.log_dir or "."
+
+    @property
+    def compat_warnings(self) -> tuple[str, ...]:
+        """SDK-compatible but sloppy values taken at load, one sentence each (logged at start)."""
+        return self._compat_warnings
 
     @property
     def ignored_keys(self) -> tuple[str, ...]:
@@ -300,10 +310,12 @@ def loads(text: str, origin: str = "<string>") -> AgentConfig:
     """Parse and validate params.json text. Raises ConfigError with every problem.
 
     Foreign top-level keys (:func:`foreign_keys`) are dropped; the config's ``ignored_keys``
-    lists them and :meth:`AgentConfig.ignored_warning` words the warning the CLI shows.
+    lists them and :meth:`AgentConfig.ignored_warning` words the warning the CLI shows. SDK
+    leniencies taken are in :attr:`AgentConfig.compat_warnings`.
     """
     data = _parse(text, origin)
     ignored = foreign_keys(data)
+    warnings = _sdk_leniency(data)
     try:
         cfg = AgentConfig.model_validate({k: v for k, v in data.items() if k not in ignored})
     except ValidationError as err:
@@ -313,7 +325,29 @@ def loads(text: str, origin: str = "<string>") -> AgentConfig:
     except RecursionError as err:
         raise ConfigError(f"{origin}: nested too deeply", [("$", "nested too deeply to validate")]) from err
     cfg._ignored_keys = tuple(ignored)
+    cfg._compat_warnings = tuple(warnings)
     return cfg
+
+
+def _sdk_leniency(data: dict[str, Any]) -> list[str]:
+    """Take what the SDK's ``load_defaults`` takes where it is sloppy (``data`` is updated in place);
+    returns one warning per value taken. A value the SDK would not take either is left for the model
+    to refuse with its JSON path."""
+    warnings: list[str] = []
+    freq = data.get("max_send_freq")
+    if isinstance(freq, str):
+        try:
+            value = float(freq)  # the SDK: float(params.get("max_send_freq", 1/20))
+        except ValueError:
+            value = None
+        if value is not None and value == value and abs(value) != float("inf"):
+            data["max_send_freq"] = value
+            warnings.append(f"max_send_freq is the string {freq[:40]!r}; taken as the number {value} (as the "
+                            "SDK's float() does); write it as a JSON number")
+    if data.get("logger_type") == "file" and not data.get("log_dir"):
+        warnings.append("logger_type is 'file' without log_dir: robot-agent.log goes into the working "
+                        "directory (the SDK writes its all.log there); set log_dir to choose the directory")
+    return warnings
 
 
 def load(path: str | os.PathLike[str]) -> AgentConfig:

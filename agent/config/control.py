@@ -14,7 +14,7 @@ CONSOLE_PRIORITY = 40
 
 
 class WatchdogConfig(Section):
-    """Velocity watchdog (design.md, "The safety path").
+    """Velocity watchdog (docs/safety.md; README "keeps one safety path").
 
     Attributes:
         velocity_timeout_s: a velocity command older than this stops the tracks and holds the joints, s.

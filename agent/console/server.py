@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -118,6 +119,8 @@ class Console:
         self.gate = TokenGate(self.settings.token, self.settings.port)
         self.counters = {"received": 0, "executed": 0, "rejected": 0, "refused": 0, "frames_sent": 0, "sessions": 0}
         self.warn = RateLimitedLog(log, 10.0)
+        #: the other links' trouble, one sentence each, shown on the page (set by the app)
+        self.link_warnings: Callable[[], list[str]] = list
         self.control_of_tabs = Control()
         self._tab_ids = 0
         self.sessions: set[Session] = set()

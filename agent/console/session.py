@@ -139,7 +139,8 @@ class Session:
     async def _state_loop(self) -> None:
         period = 1.0 / self.console.settings.state_hz
         while True:
-            message = state_message(self.console.control.snapshot(), dict(self.console.status()))
+            message = state_message(self.console.control.snapshot(), dict(self.console.status()),
+                                    self.console.link_warnings())
             message["control"] = self.console.control_of_tabs.info(self)
             await self._send_json(message)
             await asyncio.sleep(period)

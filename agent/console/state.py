@@ -19,7 +19,7 @@ def _num(value: float | None, digits: int = 4) -> float | None:
     return round(float(value), digits)
 
 
-def state_message(snap: Snapshot, counters: dict[str, int]) -> dict[str, Any]:
+def state_message(snap: Snapshot, counters: dict[str, int], warnings: list[str] | tuple[str, ...] = ()) -> dict[str, Any]:
     """The ``state`` message for one snapshot.
 
     Keys: ``seq``, ``t`` (Unix s), ``battery`` ({``voltage_v``, ``current_a``, ``percent``} or None),
@@ -28,7 +28,8 @@ def state_message(snap: Snapshot, counters: dict[str, int]) -> dict[str, Any]:
     ``watchdog``, ``stopped``, ``faults`` [str], ``devices`` [{``name``, ``state``, ``errors``,
     ``last_error``}], ``console`` (this console's counters), ``safety`` (the halts and the speed cap,
     docs/safety.md: {``estop`` bool, ``halted`` bool, ``halt`` one line or "", ``halts`` [{``kind``,
-    ``reason``, ``by``, ``since_unix_s``, ``since``, ``cleared``}], ``speed_cap_mps``, ``speed_cap_reason``}).
+    ``reason``, ``by``, ``since_unix_s``, ``since``, ``cleared``}], ``speed_cap_mps``, ``speed_cap_reason``}),
+    ``warnings`` [str]: the links' trouble in one sentence each (a second simulator in the Sim2Bot room).
     """
     odom, power = snap.odom, snap.power
     battery = None if power is None else {"voltage_v": _num(power.voltage_v, 3),
@@ -51,4 +52,5 @@ def state_message(snap: Snapshot, counters: dict[str, int]) -> dict[str, Any]:
                     for d in snap.devices],
         "console": dict(counters),
         "safety": snap.safety.as_dict(),
+        "warnings": [w[:400] for w in warnings],
     }

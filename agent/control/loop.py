@@ -12,7 +12,7 @@ port") and puts together the four parts of agent.control:
 - agent.control.scheduler: the control thread (fixed-rate slots, wake at a
   command deadline and on stop or release, late ticks skipped, tick figures).
 
-The safety path (design.md): a velocity command older than its source's timeout
+The safety path (docs/safety.md): a velocity command older than its source's timeout
 stops the tracks at its deadline, never later than one tick after it; ``Stop`` from any
 source wins; a released source that was driving stops at once; a failed duty
 write drops every base command so the tracks stay at zero until a command

@@ -39,6 +39,20 @@ def compact(obj: Any, limit: int = 300) -> str:
     return clip(json.dumps(obj, separators=(",", ":"), default=lambda b: f"<{len(b)} bytes>"), limit)
 
 
+class _HubServer(socketio.AsyncServer):
+    """python-socketio's server, except that ``video`` goes unacknowledged when the hub says so
+    (the normal Node socket.io hub: a handler that ignores the ack callback)."""
+
+    def __init__(self, hub: ArtexHub, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._hub = hub
+
+    async def _handle_event_internal(self, server, sid, eio_sid, data, namespace, id):
+        if not self._hub.ack_video and data and data[0] == "video":
+            id = None
+        return await super()._handle_event_internal(server, sid, eio_sid, data, namespace, id)
+
+
 class ArtexHub:
     """An ARTEX hub on ``host:port`` recording what robots send.
 
@@ -51,6 +65,8 @@ class ArtexHub:
             a bigger message closes the link).
         refuse: when set, every robot's namespace connect is rejected with this message (auth refused).
         kick_after_s: when set, every robot is disconnected by the hub this long after it connected (kicked).
+        ack_video: acknowledge ``video`` events that ask for it (python-socketio does for every handled
+            event); False behaves as a Node socket.io hub whose ``video`` handler takes no callback.
 
     Attributes:
         passports: sid -> auth passport of every robot connected so far.
@@ -64,8 +80,9 @@ class ArtexHub:
     def __init__(self, *, host: str = "127.0.0.1", port: int = 0, auto_ready: bool = True,
                  ready_delay_s: float = 0.1, on_event: Callable[[str, str, Any], None] | None = None,
                  history: int = 10_000, max_http_buffer_size: int = 16 << 20, refuse: str | None = None,
-                 kick_after_s: float | None = None) -> None:
+                 kick_after_s: float | None = None, ack_video: bool = True) -> None:
         self.host, self.port = host, port
+        self.ack_video = ack_video
         self.max_http_buffer_size = max_http_buffer_size
         self.auto_ready = auto_ready
         self.refuse = refuse
@@ -87,7 +104,7 @@ class ArtexHub:
 
     # ------------------------------------------------------------------ lifecycle
     def _build(self) -> web.Application:
-        sio = socketio.AsyncServer(async_mode="aiohttp", max_http_buffer_size=self.max_http_buffer_size)
+        sio = _HubServer(self, async_mode="aiohttp", max_http_buffer_size=self.max_http_buffer_size)
         app = web.Application()
         sio.attach(app)
         sio.on("connect", self._connect, namespace=NAMESPACE)

@@ -18,6 +18,7 @@ import cv2
 import numpy as np
 import pytest
 
+from agent.config import load
 from agent.logtail import LogTail
 from agent.model import BaseVelocity
 from agent.testing import artex_hub
@@ -345,7 +346,35 @@ async def test_web_settings_applied_persisted_and_rejected(hub, tmp_path, caplog
 
         await hub.command({"web_settings": {"telem_can": False}})
         assert await wait_for(lambda: not adapter.status()["telem_run"], 5)
-        assert json.loads(path.read_text())["telem_can"] is False
+        assert json.loads(path.read_text())["telem_can"] is True   # a stream switch lasts until restart
+
+
+async def test_stream_switches_from_web_settings_end_with_a_restart(hub, tmp_path, caplog):
+    """An SDK-style hub UI switches both streams off; after a restart the robot streams again
+    (issue 20 item 1), and a params.json that keeps a stream off says so at start."""
+    caplog.set_level(logging.INFO, logger=ADAPTER_LOG)
+    params = artex_params(hub)
+    path = tmp_path / "params.json"
+    path.write_text(json.dumps(params, indent=2))
+    async with running_agent(params, config_path=str(path)) as agent:
+        adapter = agent.adapters["artex"]
+        assert await wait_for(lambda: adapter.status()["telem_run"] and adapter.status()["video_run"], 10)
+        await hub.command({"web_settings": {"telem_can": False, "video_can": False, "max_send_freq": 0.2}})
+        assert await wait_for(lambda: not adapter.status()["telem_run"] and not adapter.status()["video_run"], 5)
+    saved = json.loads(path.read_text())
+    assert saved["telem_can"] is True and saved["video_can"] is True and saved["max_send_freq"] == 0.2
+    assert "telem_can, video_can until the agent restarts" in caplog.text
+    hub.telem.clear()
+    hub.video.clear()
+    async with running_agent(load(path), config_path=str(path)):
+        assert await wait_for(lambda: hub.telem and hub.video, 10), "no telemetry or video after the restart"
+        assert hub.passports[hub.connected[-1]]["telem_can"] is True
+    # a stream params.json itself keeps off is said at start, with how to turn it on
+    path.write_text(json.dumps({**saved, "video_can": False}, indent=2))
+    caplog.clear()
+    async with running_agent(load(path), config_path=str(path)):
+        assert await wait_for(lambda: "ARTEX: video is off" in caplog.text, 5)
+    assert f'{path} sets video_can false' in caplog.text and 'web_settings {"video_can": true}' in caplog.text
 
 
 # ---------------------------------------------------------------------- the test hub script

@@ -38,11 +38,12 @@ async def test_web_settings_through_a_symlinked_params_json_update_the_target(hu
     async with running_agent(params, config_path=str(link)) as agent:
         adapter = agent.adapters["artex"]
         assert await wait_for(lambda: hub.heartbeats, 10)
-        await hub.command({"web_settings": {"max_send_freq": 0.25, "telem_can": False}})
+        await hub.command({"web_settings": {"max_send_freq": 0.25, "jpeg_quality": 55, "telem_can": False}})
         assert await wait_for(lambda: adapter.status().get("accepted", 0) == 1, 5)
     assert link.is_symlink() and listing(etc) == etc_before
     saved = json.loads(target.read_text())
-    assert saved["max_send_freq"] == 0.25 and saved["telem_can"] is False
+    assert saved["max_send_freq"] == 0.25 and saved["artex"]["jpeg_quality"] == 55
+    assert saved["telem_can"] is True      # a stream switch lasts until restart (docs/artex.md)
     assert load(link).max_send_freq == 0.25               # the next start reads the new settings
     store_after = listing(store)
     store_after.pop("robot.json"), store_before.pop("robot.json")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import math
 import socket
@@ -633,3 +634,29 @@ async def test_a_u_rt_sent_before_a_stop_but_received_after_it_is_refused():
         assert not moving(agent) and agent.control.snapshot().stopped
         await peer.send(act, stamped(u_rt(0.5), t_stop + 0.01))                         # sent after: drives
         assert await wait_for(lambda: moving(agent), 2.0)
+
+
+async def test_a_non_finite_aux_value_drops_only_that_value(monkeypatch, caplog):
+    """A NaN IMU temperature and an inf battery voltage (a sensor's bad reading) reach a real subscriber
+    as a RobotState without those two arrays; everything else is there (issue 20 item 4)."""
+    async with controlled(rm_config()) as (agent, peer):
+        real = agent.control.snapshot
+
+        def bad_sensors():
+            snap = real()
+            imu = snap.imu and dataclasses.replace(snap.imu, temperature_c=math.nan)
+            power = snap.power and dataclasses.replace(snap.power, voltage_v=math.inf)
+            return dataclasses.replace(snap, imu=imu, power=power)
+
+        assert await wait_for(lambda: real().imu is not None and real().power is not None, 10)
+        monkeypatch.setattr(agent.control, "snapshot", bad_sensors)
+        sub = await peer.subscriber()
+        errors = peer.status()["state_errors"]
+        for _ in range(3):
+            state = rm.decode(await asyncio.wait_for(sub.recv(), 5))
+        aux = {a.name: a for a in state.metadata.aux}
+        assert "imu_temperature" not in aux and "battery_voltage" not in aux
+        assert aux["nonfinite_dropped"].data == [2.0]
+        assert "imu_accel" in aux and "battery_current" in aux and "odom_position" in aux
+        assert len(state.q) == DOF and peer.status()["state_errors"] == errors
+        assert "aux imu_temperature is [nan]" in caplog.text

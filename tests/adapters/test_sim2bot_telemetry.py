@@ -70,7 +70,8 @@ def test_telemetry_has_the_fixture_field_set_and_parses_with_robot_state():
     builder = TelemetryBuilder(DESC, "tank-7", "bench-a")
     packet = json.loads(json.dumps(builder.build(snap(3, 1.0), [snap(2, 0.98), snap(3, 1.0)])))
     fixture = json.loads(FIXTURE.read_text())
-    assert set(packet) == set(fixture) | {"sensors", "samples"}
+    assert set(packet) == set(fixture) | {"sensors", "samples", "roomDevices"}   # roomDevices: robot 0 (sim2bot.RobotState)
+    assert packet["roomDevices"] == []
     state = RobotState.from_json(packet)
     assert (state.robot, state.id, state.name, state.dof, state.t) == (0, "tank-7", CFG.name, 2, 1.0)
     assert state.q == [0.1, -0.2] and state.target == [0.2, -0.2] and state.qd == [0.5, 0.0]

@@ -154,10 +154,10 @@ def test_logger_settings_are_checked_at_load_not_only_at_run(doc, path, words):
     assert loads(json.dumps({"logger_level": "skip_TODO", "logger_type": "file", "log_dir": "/tmp"})).logger_level == "skip_TODO"
 
 
-def test_file_logging_without_log_dir_is_a_config_error():
-    with pytest.raises(ConfigError, match="log_dir is not set") as info:
-        loads(json.dumps({"logger_type": "file"}))
-    assert [p for p, _ in info.value.problems] == ["$.log_dir"]
+def test_file_logging_without_log_dir_takes_the_sdks_working_directory_with_a_warning():
+    cfg = loads(json.dumps({"logger_type": "file"}))
+    assert cfg.file_log_dir == "." and any("without log_dir" in w for w in cfg.compat_warnings)
+    assert loads(json.dumps({"logger_type": "console"})).file_log_dir is None
 
 
 def test_foreign_top_level_keys_are_ignored_with_a_warning_but_typos_stay_errors(tmp_path):

@@ -108,7 +108,7 @@
     const c = s.console;
     $("counters").textContent = `${c.executed} ok · ${c.rejected} rejected · ${c.refused} refused`;
     list("devices", s.devices.map((d) => [d.state, `${d.name}: ${d.state}` + (d.errors ? ` (${d.errors} errors)` : "")]));
-    list("faults", s.faults.map((f) => ["fault", f]));
+    list("faults", (s.warnings || []).map((w) => ["fault", w]).concat(s.faults.map((f) => ["fault", f])));
     plot("battery", s.t, b ? b.voltage_v : null, "V", "#6c6");
     plot("speed", s.t, s.speed.vx_mps, "m/s", "#5ab");
   }
