@@ -9,6 +9,7 @@ or, with ARTEX off, after start() returned.
 from __future__ import annotations
 
 import json
+import secrets
 import subprocess
 import sys
 import textwrap
@@ -50,7 +51,7 @@ def test_without_cameras_opencv_and_numpy_are_never_loaded():
     cfg = sim_config(robot_msg={"enabled": True, "state": {"address": f"tcp://127.0.0.1:{free_port()}"},
                                 "command": {"address": f"tcp://127.0.0.1:{free_port()}"},
                                 "action": {"address": f"tcp://127.0.0.1:{free_port()}"}},
-                     console={"enabled": True, "port": free_port(), "token": "t" * 32})
+                     console={"enabled": True, "port": free_port(), "token": secrets.token_urlsafe(32)})
     cfg["drivers"]["cameras"] = []
     got = loaded(cfg, artex=True)
     assert got["connected"] and {"artex", "robot_msg"} <= set(got["adapters"])
