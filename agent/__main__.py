@@ -10,6 +10,8 @@
 - ``robot-agent estop [--release] [--reason TEXT]``: set or release the running agent's emergency
   stop through its control socket (agent.estopctl); exit 0 done, 1 refused (release without an
   e-stop), 2 no agent running, 3 permission denied.
+- ``robot-agent incidents`` / ``robot-agent export INCIDENT [-o FILE]``: the flight recorder's
+  incidents and one incident's window as an MCAP file (agent.recorder.cli; docs/recorder.md).
 - ``robot-agent selftest [--config PATH] [--yes]``: open, read and check every configured device,
   pulse each track after a confirmation (agent.selftest); exit 0 all passed, 1 any failed.
 
@@ -219,6 +221,40 @@ def cmd_estop(args: argparse.Namespace) -> int:
     return command(path, args.release, args.reason, print)
 
 
+def _recordings(args: argparse.Namespace) -> Path | None:
+    from agent.recorder.cli import recordings_dir
+    try:
+        return recordings_dir(args.dir, args.config)
+    except ConfigError as err:
+        print(str(err), file=sys.stderr)
+        return None
+
+
+def cmd_incidents(args: argparse.Namespace) -> int:
+    from agent.recorder.cli import list_incidents
+    directory = _recordings(args)
+    return EXIT_CONFIG if directory is None else list_incidents(directory, print, args.json, args.last)
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    from agent.recorder.cli import export_incident
+    directory = _recordings(args)
+    if directory is None:
+        return EXIT_CONFIG
+    before, after = args.before_s, args.after_s
+    if before is None or after is None:
+        from agent.config.recorder import RecorderConfig
+        rc = RecorderConfig()
+        if args.config:
+            try:
+                rc = load(args.config).recorder
+            except ConfigError:
+                pass
+        before = rc.incident_before_s if before is None else before
+        after = rc.incident_after_s if after is None else after
+    return export_incident(directory, args.incident, args.output, before, after, print)
+
+
 def cmd_check_config(args: argparse.Namespace) -> int:
     try:
         cfg = load(args.path)
@@ -280,9 +316,22 @@ def _bounded(low: float, high: float):
     return parse
 
 
+def version() -> str:
+    """The installed robot-agent's version (package metadata), else the source tree's pyproject.toml."""
+    from importlib import metadata
+    try:
+        return metadata.version("robot-agent")
+    except metadata.PackageNotFoundError:
+        import re
+        text = (Path(__file__).resolve().parent.parent / "pyproject.toml").read_text(encoding="utf-8")
+        found = re.search(r'^version = "([^"]+)"', text, re.M)
+        return found.group(1) if found else "unknown"
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="robot-agent", description=__doc__.split("\n")[0])
     p.add_argument("--log-level", default=None, help="debug, info, warning, error (overrides logger_level)")
+    p.add_argument("--version", action="version", version=f"robot-agent {version()}")
     sub = p.add_subparsers(dest="command", required=True)
     r = sub.add_parser("run", help="run the agent")
     r.add_argument("--config", default=DEFAULT_CONFIG, help=f"params.json (default {DEFAULT_CONFIG})")
@@ -318,6 +367,24 @@ def build_parser() -> argparse.ArgumentParser:
     es.add_argument("--socket", default=None, help="the control socket itself (default $ROBOT_AGENT_CONTROL_SOCKET, "
                                                   "else control.sock beside the status file)")
     es.set_defaults(func=cmd_estop)
+    rec_help = ("recordings directory (default: recorder.dir of --config, $ROBOT_AGENT_RECORDINGS, "
+                "$STATE_DIRECTORY/recordings, /var/lib/robot-agent/recordings)")
+    inc = sub.add_parser("incidents", help="list the recorded incidents (e-stops, failsafes, stops, watchdog, "
+                                           "lost devices and links); exit 1 none, 2 no recordings")
+    inc.add_argument("--dir", default=None, help=rec_help)
+    inc.add_argument("--config", default=None, help="params.json whose recorder.dir to read")
+    inc.add_argument("--json", action="store_true", help="machine-readable output")
+    inc.add_argument("--last", type=int, default=50, help="how many (default 50)")
+    inc.set_defaults(func=cmd_incidents)
+    ex = sub.add_parser("export", help="write one incident's window (recorder.incident_before_s / _after_s) "
+                                       "as an MCAP file for Foxglove; exit 1 no such incident")
+    ex.add_argument("incident", help="incident id (or a unique prefix), from `robot-agent incidents`")
+    ex.add_argument("-o", "--output", default=None, help="output file (default incident-<id>.mcap)")
+    ex.add_argument("--dir", default=None, help=rec_help)
+    ex.add_argument("--config", default=None, help="params.json whose recorder section to read")
+    ex.add_argument("--before-s", type=_bounded(0, 3600), default=None, help="seconds before (default 30)")
+    ex.add_argument("--after-s", type=_bounded(0, 3600), default=None, help="seconds after (default 10)")
+    ex.set_defaults(func=cmd_export)
     return p
 
 

@@ -97,8 +97,11 @@ class Agent:
         self.video = None       # the VideoHub, built by start() (its OpenCV loads while the devices open)
         self.control = ControlLoop(cfg, self.hardware)
         self.hardware.watch_estop(LoopEstop(self.control))   # the e-stop input, if configured
+        from agent.recorder.recorder import Recorder
+        self.recorder = Recorder(cfg, self.control)     # the flight recorder (docs/recorder.md)
         self.adapters: dict[str, Any] = {}
         self._tasks: list[asyncio.Task] = []
+        self._recorder_tasks: list[asyncio.Task] = []
         self._started = False
         self._bugs = RateLimitedLog(log, BUG_LOG_S)
         self.restarts: dict[str, int] = {}
@@ -126,6 +129,8 @@ class Agent:
             from agent.console import build_console
             console = build_console(cfg, robot, video)  # None (logged) without a needed token
             if console is not None:
+                from agent.recorder.web import RecorderRoutes
+                console.routes.extend(RecorderRoutes(self).routes())     # /metrics, /incidents
                 built["console"] = console
                 links = [a for a in built.values() if hasattr(a, "warnings")]
                 console.link_warnings = lambda: [w for a in links for w in a.warnings()]
@@ -152,6 +157,12 @@ class Agent:
         self._build_adapters()
         for name, adapter in self.adapters.items():
             self._tasks.append(asyncio.create_task(self._supervise(name, adapter), name=f"adapter-{name}"))
+        self.recorder.start()
+        self._recorder_tasks = [asyncio.create_task(self.recorder.watch_links(self.adapters), name="recorder-links")]
+        if self.video is not None and self.recorder.directory is not None:
+            self._recorder_tasks += [asyncio.create_task(self.recorder.watch_camera(self.video, cam),
+                                                         name=f"recorder-camera-{cam}")
+                                     for cam in self.video.camera_ids]
         self._gc_freeze = asyncio.get_running_loop().call_later(GC_FREEZE_AFTER_S, _freeze_startup_objects)
         log.info("agent %r up: devices %s; adapters %s", self.cfg.name,
                  ", ".join(f"{h.name}={h.state}" for h in self.hardware.health()) or "none",
@@ -185,6 +196,10 @@ class Agent:
             self._gc_freeze.cancel()
         if self._started:
             await asyncio.to_thread(self.control.close, ZERO_CONFIRM_S)
+        for task in self._recorder_tasks:   # before the links close: a shutdown is no lost link
+            task.cancel()
+        await asyncio.gather(*self._recorder_tasks, return_exceptions=True)
+        self._recorder_tasks = []
         for task in self._tasks:
             task.cancel()
         if self._tasks:
@@ -197,6 +212,7 @@ class Agent:
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     task.result()
         self._tasks.clear()
+        await asyncio.to_thread(self.recorder.close)
         if self.video is not None:
             await asyncio.to_thread(self.video.close)
         await asyncio.to_thread(self.hardware.close)

@@ -22,7 +22,10 @@ after a pause of its timeout, a zero velocity command, its own stop, a reset:
 :meth:`Arbiter.re_engage`). While it is latched out its claims are *held at
 zero* (a claim without a command, renewed by each refused command,
 :meth:`Arbiter.hold`): the tracks stay at zero and lower-priority sources stay
-off the channel, so priorities hold after a stop.
+off the channel, so priorities hold after a stop. A source whose velocity command
+an e-stop or a failsafe latch refuses is latched out the same way
+(:meth:`Arbiter.latch_out`): when the halt ends it re-engages before it drives, and
+its claim held at zero keeps lower-priority sources off meanwhile.
 
 Not thread-safe: :class:`agent.control.ControlLoop` calls it under its lock.
 Times are seconds on the control loop's monotonic clock.
@@ -97,16 +100,30 @@ class Selection:
 
 @dataclass(frozen=True, slots=True)
 class LatchedOut:
-    """A source latched out by another source's stop (see the module docstring).
+    """A source latched out by a stop or a halt (see the module docstring).
 
     Attributes:
-        stopper: the source whose stop latched it out.
+        stopper: the source whose stop latched it out, or the setter of the halt (``console``,
+            ``cli``, ``input``, ``robot``).
         last_s: the stop, or its last refused command since, s; it re-engages by a pause
             of its timeout after this.
+        halt: for a halt, what it was in words (``the emergency stop set by console``); "" for a stop.
     """
 
     stopper: str
     last_s: float
+    halt: str = ""
+
+    @property
+    def cause(self) -> str:
+        """What latched it out, as a refusal says it: ``artex sent stop``, ``the emergency stop set
+        by console was in force``."""
+        return f"{self.halt} was in force" if self.halt else f"{self.stopper} sent stop"
+
+    @property
+    def after(self) -> str:
+        """The same for the re-engage log line: ``the stop from artex``, ``the tilt failsafe``."""
+        return self.halt or f"the stop from {self.stopper}"
 
 
 def is_zero(command: Command) -> bool:
@@ -250,6 +267,21 @@ class Arbiter:
                 self._claims[(c.channel, c.source)] = Claim(c.source, c.channel, None, c.receipt_s, c.deadline_s)
         return dropped
 
+    def latch_out(self, source: str, channel: str, by: str, halt: str, now: float) -> None:
+        """A velocity command of ``source`` on ``channel`` was refused at ``now`` by a halt (``halt``
+        in words, set by ``by``):
+        ``source`` is latched out as by a stop, so it re-engages before it drives once the halt
+        ends, and its claim is held at zero (kept through the halt, :meth:`halt`), so lower-priority
+        sources stay off when it ends."""
+        self._latched[source] = LatchedOut(by, now, halt)
+        self._claims[(channel, source)] = Claim(source, channel, None, now, now + self.timeout_s(source))
+
+    def halt(self) -> None:
+        """A halt holds this tick: drop every claim except the zero-held claims of latched-out
+        sources (:meth:`latch_out`), which keep priorities when the halt ends."""
+        for key in [k for k, c in self._claims.items() if c.command is not None or k[1] not in self._latched]:
+            del self._claims[key]
+
     def latched_out(self, source: str) -> LatchedOut | None:
         """Why ``source`` is latched out by a stop, or None when it is not."""
         return self._latched.get(source)
@@ -258,7 +290,7 @@ class Arbiter:
         """A command of latched-out ``source`` on ``channel`` was refused at ``now``: its claim on
         the channel is held at zero for its timeout, and its pause starts again."""
         latched = self._latched[source]
-        self._latched[source] = LatchedOut(latched.stopper, now)
+        self._latched[source] = LatchedOut(latched.stopper, now, latched.halt)
         self._claims[(channel, source)] = Claim(source, channel, None, now, now + self.timeout_s(source))
 
     def re_engage(self, source: str) -> LatchedOut | None:
@@ -315,7 +347,7 @@ class SenderLatch:
             log.info("%s re-engaged after the stop from %s", sender, latched.stopper)
             return None
         self._latched[sender] = LatchedOut(latched.stopper, now)
-        return (f"{sender} was streaming when {latched.stopper} sent stop; its velocity commands are refused "
+        return (f"{sender} was streaming when {latched.cause}; its velocity commands are refused "
                 f"until it re-engages: send a zero velocity command, a stop, a reset, or nothing for "
                 f"{self._timeout:.2f} s")
 

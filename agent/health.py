@@ -2,12 +2,14 @@
 
 One mechanism for every device (agent/supervisor.py) and camera (agent/video.py):
 :class:`HealthTracker` holds a :class:`Health` state and logs each transition
-once, on the owner's logger: ERROR going to ``lost``, WARNING going to
-``degraded`` (both with the reason), INFO on recovery. A device that never
-came up (lost from the start) gets one WARNING with the reason of its first
-failure (no such port, no I2C bus, wrong chip, camera missing). Repeating a
-state logs nothing more, so a device that stays lost while it is retried fills
-no log. Every line carries ``extra={"device": name, "fault": reason}`` (journal
+once, on the owner's logger: WARNING going to ``lost`` or ``degraded`` (with the
+reason: the agent holds the tracks at zero and reopens the device, a handled
+state in the log-level policy of docs/architecture.md), INFO on recovery. A
+device not yet opened (or a camera before its first frame) reports ``starting``,
+not ``lost``, until its first open fails; a device that never came up gets one
+WARNING with the reason of its first failure (no such port, no I2C bus, wrong
+chip, camera missing). Repeating a state logs nothing more, so a device that
+stays lost while it is retried fills no log. Every line carries ``extra={"device": name, "fault": reason}`` (journal
 fields ``DEVICE=`` / ``FAULT=``).
 Message form: ``<name>: <old> -> <new>[: <reason>]``.
 """
@@ -20,7 +22,11 @@ import threading
 
 from agent.model import DeviceHealth
 
-__all__ = ["DEGRADED", "LOST", "OK", "Health", "HealthTracker"]
+__all__ = ["DEGRADED", "LOST", "OK", "STARTING", "Health", "HealthTracker"]
+
+#: The reported state of a device not opened yet (a camera before its first frame) that has not
+#: failed: internally ``lost`` (the reopener opens it), shown as ``starting`` (not a fault).
+STARTING = "starting"
 
 
 class Health(enum.StrEnum):
@@ -33,7 +39,7 @@ class Health(enum.StrEnum):
 
 OK, DEGRADED, LOST = Health.OK, Health.DEGRADED, Health.LOST
 
-_LEVEL = {OK: logging.INFO, DEGRADED: logging.WARNING, LOST: logging.ERROR}
+_LEVEL = {OK: logging.INFO, DEGRADED: logging.WARNING, LOST: logging.WARNING}
 
 
 class HealthTracker:
@@ -56,6 +62,7 @@ class HealthTracker:
         self._last_error = last_error
         self._errors = 0
         self._error_when_ok = error_when_ok
+        self._starting = state == LOST     # not up yet and no failure: reported as ``starting``
         self._last_report: DeviceHealth | None = None
 
     @property
@@ -84,17 +91,19 @@ class HealthTracker:
     def retire(self, reason: str) -> None:
         """Move to ``lost`` without counting or logging an error (a deliberate close)."""
         with self._lock:
-            self._state, self._last_error = LOST, reason
+            self._state, self._last_error, self._starting = LOST, reason, False
 
     def _set(self, state: Health, error: str, *, count: bool) -> None:
         with self._lock:  # logged before the new state is visible: whoever sees it finds the line
             old = self._state
             fields = {"device": self.name, "fault": error or "-"}
+            shown = STARTING if self._starting else old.value
             if old != state:
-                self._log.log(_LEVEL[state], "%s: %s -> %s%s", self.name, old.value, state.value,
+                self._log.log(_LEVEL[state], "%s: %s -> %s%s", self.name, shown, state.value,
                               f": {error}" if error else "", extra=fields)
             elif count and self._errors == 0:  # never came up: say why once (no port, no bus, wrong chip)
                 self._log.warning("%s: unavailable: %s", self.name, error, extra=fields)
+            self._starting = False
             if error:
                 self._last_error = error
             if count:
@@ -102,14 +111,16 @@ class HealthTracker:
             self._state = state
 
     def report(self) -> DeviceHealth:
-        """This device's :class:`~agent.model.DeviceHealth` (plain-string state).
+        """This device's :class:`~agent.model.DeviceHealth` (plain-string state: ``starting``, ``ok``,
+        ``degraded``, ``lost``).
 
         The same object while nothing changed: the control loop asks every tick and keeps each
         tick's answer in its snapshot ring, so a new one per tick would be garbage-collection work."""
         with self._lock:
-            state, error, errors = self._state, self._last_error, self._errors
+            state, error, errors, starting = self._state, self._last_error, self._errors, self._starting
         shown = error if state != OK or self._error_when_ok else ""
+        value = STARTING if starting else state.value
         last = self._last_report
-        if last is None or last.state != state.value or last.last_error != shown or last.errors != errors:
-            last = self._last_report = DeviceHealth(self.name, state.value, shown, errors)
+        if last is None or last.state != value or last.last_error != shown or last.errors != errors:
+            last = self._last_report = DeviceHealth(self.name, value, shown, errors)
         return last

@@ -262,7 +262,8 @@ class DeviceHealth:
 
     Attributes:
         name: config name (``motor``, ``imu``, ``power``, ``servo``, ``camera.front``).
-        state: ``ok`` | ``degraded`` (recent errors, still answering) | ``lost`` (not answering, being reopened).
+        state: ``ok`` | ``degraded`` (recent errors, still answering) | ``lost`` (not answering, being reopened)
+            | ``starting`` (not opened yet, or a camera before its first frame; no failure so far).
         last_error: text of the last error, or "".
         errors: error count since start.
     """

@@ -16,6 +16,9 @@ the rest at DEBUG, and the recovery once at INFO. An exception outside
 ``errors`` is a bug: logged with its traceback (at most every 10 s) and retried,
 unless ``retry_bugs=False`` (then it propagates to the caller's supervisor).
 
+An optional ``hint(err)`` adds advice to that one line (ARTEX: a hub name that does not
+resolve, with what to set).
+
 A peer that refuses the robot on purpose (auth rejected, kicked) is told apart
 from a network fault by the optional ``refused(err)`` predicate: such a failure
 waits ``refused_s`` instead and says so at WARNING once.
@@ -55,6 +58,7 @@ class Reconnector:
         retry_bugs: retry after an exception outside ``errors`` too (else it propagates).
         refused: predicate telling a deliberate refusal by the peer from a fault (None: never).
         refused_s: pause after a refusal, s.
+        hint: ``err -> str`` advice appended to the first failure's line ("" for none).
         clock: monotonic clock, s. sleep: the pause coroutine. rng: jitter source.
 
     Attributes:
@@ -68,6 +72,7 @@ class Reconnector:
     def __init__(self, what: str, logger: logging.Logger, *, first_s: float, max_s: float,
                  level: int = logging.WARNING, retry_bugs: bool = True,
                  refused: Callable[[BaseException], bool] | None = None, refused_s: float = REFUSED_S,
+                 hint: Callable[[BaseException], str] | None = None,
                  clock: Callable[[], float] = time.monotonic,
                  sleep: Callable[[float], Awaitable[object]] = asyncio.sleep,
                  rng: random.Random | None = None) -> None:
@@ -78,6 +83,7 @@ class Reconnector:
         self._retry_bugs = retry_bugs
         self._refused = refused
         self._refused_s = refused_s
+        self._hint = hint
         self._clock, self._sleep, self._rng = clock, sleep, rng
         self._bugs = RateLimitedLog(logger, BUG_LOG_S, clock=clock)
         self._was_up = False
@@ -155,8 +161,10 @@ class Reconnector:
         first = self.failures == 0
         self._note_failure()
         if not logged:
+            advice = self._hint(err) if self._hint is not None and first else ""
             self._log.log(self._level if first else logging.DEBUG, "%s failed: %s; retrying forever "
-                          "(backoff %.1f..%.1f s)", self.what, err or type(err).__name__, self._first_s, self._max_s)
+                          "(backoff %.1f..%.1f s)%s", self.what, err or type(err).__name__, self._first_s, self._max_s,
+                          f"; {advice}" if advice else "")
         return backoff_s(self.failures - 1, self._first_s, self._max_s, self._rng)
 
     def _note_failure(self) -> None:

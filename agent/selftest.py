@@ -7,7 +7,8 @@ Each configured device is opened, read and checked:
 motor      opens, answers a feedback read; battery voltage (when reported) above 0
 motion     (after confirmation) each track alone at ``duty`` for ``pulse_s``, re-sent every 0.1 s
            (the controller's own serial timeout stops it otherwise); its encoder counts must
-           change; then zero, confirmed by the encoder speeds falling to about 0 (a controller
+           change the way of the duty (rising for forward duty: counts running backwards FAIL,
+           naming the fix: swap the encoder A/B or the motor leads, ``invert_left/right``); then zero, confirmed by the encoder speeds falling to about 0 (a controller
            without encoders: the zero command acknowledged)
 imu        one sample: ``|accel|`` within 1 m/s^2 of g (9.81) at rest, gyro finite
 power      bus voltage above 0 V
@@ -173,11 +174,32 @@ def motion_checks(drv: Any, duty: float, pulse_s: float) -> list[Check]:
             rows.append(Check("motor", f"pulse {track} track", PASS, f"{duty:.2f} duty for {pulse_s:g} s "
                               "acknowledged (no encoders: watch the track move)"))
             continue
-        delta = after[side] - before[side]
-        rows.append(Check("motor", f"pulse {track} track", PASS if delta else FAIL,
-                          f"{track} encoder counts {before[side]} -> {after[side]} ({delta:+d})"
-                          + ("" if delta else ": track did not move (wiring, E-stop, motor power?)")))
+        rows.append(_direction(track, duty, before[side], after[side]))
     return rows + [_confirm_zero(drv)]
+
+
+#: Encoder counts a pulse must move a track by to count as moved (noise, backlash).
+MIN_COUNTS = 5
+
+
+def _direction(track: str, duty: float, before: int, after: int) -> Check:
+    """The pulse row: the track moved, and its encoder counts ran the way of its duty.
+
+    Forward duty must give rising counts. Counts that run against the duty mean the motor and
+    its encoder disagree: the motor leads are reversed or the encoder's A/B channels are swapped
+    (the most common bring-up mistake); the detail names the fix for each case.
+    """
+    delta = after - before
+    what = f"pulse {track} track"
+    moved = f"{track} encoder counts {before} -> {after} ({delta:+d}) for duty {duty:+.2f}"
+    if abs(delta) < MIN_COUNTS:
+        return Check("motor", what, FAIL, moved + ": track did not move (wiring, E-stop, motor power?)")
+    if (delta > 0) != (duty > 0):
+        return Check("motor", what, FAIL, moved + ": counts ran against the duty (motor and encoder disagree). "
+                     f"If the {track} track moved forward, swap its encoder's A and B wires; if it moved backward, "
+                     f"swap its motor leads (or set drivers.motor.invert_{track}: true AND swap the encoder A/B)")
+    return Check("motor", what, PASS, moved + f"; the track must have moved forward (backward: set "
+                 f"drivers.motor.invert_{track}: true)")
 
 
 def _confirm_zero(drv: Any) -> Check:

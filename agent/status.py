@@ -13,12 +13,14 @@ task on the event loop, then
   loop, and removes it when the agent stops.
 
 ``robot-agent status`` (:func:`report`) reads that file and prints a table. Its
-exit status: 0 healthy, 1 degraded, 2 no status file (no agent running, or it
+exit status: 0 healthy (or starting), 1 degraded, 2 no status file (no agent running, or it
 writes elsewhere), 3 the file is stale (its agent died or has not written it for
 :data:`STALE_S`).
 
-A state is ``degraded`` when a device is not ``ok``, a protocol link is down,
-the control loop misses its rate, or a fault is active. The one-line summary
+A state is ``degraded`` when a device is not ``ok`` (nor ``starting``: not opened
+yet, no failure), a protocol link is down, the control loop misses its rate, or a
+fault is active; ``starting`` (exit 0) while nothing is wrong but a device is
+still starting or the loop is in its first second. The one-line summary
 holds only discrete states (no rates or counters), so it changes only when the
 health does.
 """
@@ -74,14 +76,25 @@ def _link(name: str, status: dict[str, Any]) -> dict[str, Any]:
     return link
 
 
+def _tracks(t: Any) -> dict[str, Any]:
+    """Duty sent (-1..1), commanded and measured speed (m/s) per track, and whether both duties are 0."""
+    r = lambda v, d: round(float(v), d) + 0.0   # noqa: E731 - "+ 0.0" turns -0.0 into 0.0
+    return {"at_zero": t.duty_left == 0.0 and t.duty_right == 0.0,
+            "duty_left": r(t.duty_left, 3), "duty_right": r(t.duty_right, 3),
+            "cmd_left_mps": r(t.cmd_left_mps, 3), "cmd_right_mps": r(t.cmd_right_mps, 3),
+            "left_mps": r(t.left_mps, 3), "right_mps": r(t.right_mps, 3)}
+
+
 def gather(agent: Any, now: float | None = None) -> dict[str, Any]:
     """The agent's health as a JSON-ready dict (see the module docstring for ``state``).
 
     Keys: ``version``, ``pid``, ``name``, ``t_unix`` (s), ``state`` (``ok`` / ``degraded``),
     ``summary`` (the STATUS= line), ``devices`` (name, state, last_error, errors), ``links``
     (adapter -> connected, robot_msg peers, ``warnings`` when the link has trouble: degraded), ``active_source``, ``watchdog``, ``stopped``,
-    ``faults``, ``loop`` (keeps_rate, rate_hz, achieved_hz, ticks, late_ticks, max_tick_ms),
-    ``safety`` (the halts and speed cap: ``agent.model.SafetyState.as_dict``; docs/safety.md).
+    ``faults``, ``tracks`` (``at_zero``, ``duty_left/right`` -1..1, ``cmd_left/right_mps`` and measured
+    ``left/right_mps``, m/s), ``loop`` (keeps_rate, rate_hz, achieved_hz, ticks, late_ticks, max_tick_ms),
+    ``safety`` (the halts and speed cap: ``agent.model.SafetyState.as_dict``; docs/safety.md),
+    ``recorder`` (the flight recorder: ``agent.recorder.recorder.Recorder.status``; docs/recorder.md).
     """
     control = agent.control
     snap = control.snapshot()
@@ -96,17 +109,30 @@ def gather(agent: Any, now: float | None = None) -> dict[str, Any]:
         "devices": devices, "links": links,
         "active_source": snap.active_source, "watchdog": snap.watchdog, "stopped": snap.stopped,
         "faults": list(snap.faults),
+        "tracks": _tracks(snap.tracks),
         "safety": snap.safety.as_dict(),
+        "recorder": _recorder(agent),
         "loop": {"keeps_rate": keeps, "rate_hz": agent.cfg.control.rate_hz,
                  "achieved_hz": round(stats.achieved_hz, 1), "ticks": stats.ticks,
                  "late_ticks": stats.late_ticks, "max_tick_ms": round(stats.max_tick_s * 1e3, 2)},
     }
-    bad = (any(d["state"] != "ok" for d in devices) or not all(l["connected"] for l in links.values())
+    # the first second (the loop's rate window) and devices not opened yet are starting, not faults
+    # (a loop that never ticks stays "starting" here; systemd's WatchdogSec restarts it within 2 s)
+    warming = not keeps and stats.ticks < agent.cfg.control.rate_hz
+    health["loop"]["starting"] = warming
+    bad = (any(d["state"] not in ("ok", "starting") for d in devices) or not all(l["connected"] for l in links.values())
            or any(l.get("warnings") for l in links.values())
-           or not keeps or bool(snap.faults))
-    health["state"] = "degraded" if bad else "ok"
+           or not (keeps or warming) or bool(snap.faults))
+    starting = warming or any(d["state"] == "starting" for d in devices)
+    health["state"] = "degraded" if bad else "starting" if starting else "ok"
     health["summary"] = summary(health)
     return health
+
+
+def _recorder(agent: Any) -> dict[str, Any] | None:
+    """The flight recorder's status (agent.recorder: recording, dir, degraded...), or None."""
+    rec = getattr(agent, "recorder", None)
+    return rec.status() if rec is not None else None
 
 
 def summary(health: dict[str, Any]) -> str:
@@ -115,13 +141,15 @@ def summary(health: dict[str, Any]) -> str:
     devices = " ".join(f"{d['name']}={d['state']}" for d in health["devices"]) or "none"
     links = " ".join(f"{n}={'up' if l['connected'] else 'down'}" + ("(WARNING)" if l.get("warnings") else "")
                      for n, l in health["links"].items()) or "none"
-    loop = "ok" if health["loop"]["keeps_rate"] else "slow"
+    loop = "ok" if health["loop"]["keeps_rate"] else "starting" if health["loop"].get("starting") else "slow"
     safety = health.get("safety") or {}
     halt = f"HALTED: {safety['halt']}; " if safety.get("halt") else ""
     if safety.get("speed_cap_mps") is not None:
         halt += f"speed capped at {safety['speed_cap_mps']:g} m/s: {safety.get('speed_cap_reason', '')}; "
+    # the motors are not in this line: it changes only with the health (STATUS=, one INFO line per change)
+    motors = ""
     return (f"{halt}{health['state']}; devices {devices}; links {links}; source {health['active_source'] or '-'}; "
-            f"watchdog {health['watchdog']}{' (stopped)' if health['stopped'] else ''}; loop {loop}")
+            f"watchdog {health['watchdog']}{' (stopped)' if health['stopped'] else ''}{motors}; loop {loop}")
 
 
 # ----------------------------------------------------------------------------- write
@@ -253,7 +281,7 @@ def read(path: Path, now: float | None = None) -> tuple[int, dict[str, Any] | No
         return EXIT_STALE, health, f"stale: the agent (pid {pid}) is not running"
     if age > STALE_S:
         return EXIT_STALE, health, f"stale: written {age:.0f} s ago; the agent (pid {pid}) is not answering"
-    return (EXIT_OK if health.get("state") == "ok" else EXIT_DEGRADED), health, ""
+    return (EXIT_OK if health.get("state") in ("ok", "starting") else EXIT_DEGRADED), health, ""
 
 
 def format_table(health: dict[str, Any]) -> str:
@@ -265,9 +293,14 @@ def format_table(health: dict[str, Any]) -> str:
         rows.append((f"link {name}", "up" if link["connected"] else "down", extra))
         rows += [(f"link {name}", "WARNING", w) for w in link.get("warnings", [])]
     loop = health.get("loop", {})
-    rows.append(("control loop", "ok" if loop.get("keeps_rate") else "slow",
+    rows.append(("control loop", "ok" if loop.get("keeps_rate") else "starting" if loop.get("starting") else "slow",
                  f"{loop.get('achieved_hz')} / {loop.get('rate_hz')} Hz, {loop.get('late_ticks')} late ticks"))
     rows.append(("active source", health.get("active_source") or "-", ""))
+    t = health.get("tracks")
+    if t is not None:
+        rows.append(("motors", "at zero" if t["at_zero"] else "DRIVING",
+                     f"duty L {t['duty_left']:+.2f} R {t['duty_right']:+.2f}; speed L {t['left_mps']:+.2f} "
+                     f"R {t['right_mps']:+.2f} m/s (commanded {t['cmd_left_mps']:+.2f}/{t['cmd_right_mps']:+.2f})"))
     rows.append(("watchdog", health.get("watchdog", ""), "stop latched" if health.get("stopped") else ""))
     rows += [("fault", f, "") for f in health.get("faults", [])]
     safety = health.get("safety") or {}
@@ -277,6 +310,10 @@ def format_table(health: dict[str, Any]) -> str:
                      f"by {halt.get('by')} since {halt.get('since')}: {halt.get('reason')}"))
     if safety.get("speed_cap_mps") is not None:
         rows.append(("speed cap", f"{safety['speed_cap_mps']:g} m/s", safety.get("speed_cap_reason", "")))
+    rec = health.get("recorder")
+    if rec:
+        state = "degraded" if rec.get("degraded") else "recording" if rec.get("recording") else "off"
+        rows.append(("recorder", state, rec.get("degraded") or rec.get("dir") or ""))
     w0 = max(len(r[0]) for r in rows)
     w1 = max(len(str(r[1])) for r in rows)
     return "\n".join(f"{a:<{w0}}  {b!s:<{w1}}  {c}".rstrip() for a, b, c in rows)

@@ -1,6 +1,6 @@
 """Bosch BNO055 9-axis IMU with on-chip fusion (NDOF), over I2C (smbus2).
 
-Facts from hardware-reference §4 (BST-BNO055-DS000-14 rev 1.4): CHIP_ID
+Facts from the Bosch BNO055 datasheet (BST-BNO055-DS000-14 rev 1.4): CHIP_ID
 (0x00) = 0xA0; registers are paged (PAGE_ID 0x07, data on page 0); most
 configuration registers are writable only in CONFIGMODE; switching
 CONFIGMODE -> any mode takes 7 ms, any mode -> CONFIGMODE 19 ms (Table 3-6);
@@ -20,7 +20,9 @@ y left, z up) with AXIS_MAP_CONFIG / AXIS_MAP_SIGN at their power-on values;
 mount it that way. The fused heading is absolute (magnetometer), so yaw is
 relative to magnetic north, not to the heading at start. Gyro bias is
 compensated on the chip; :meth:`calibrate_gyro` is not offered. On a Pi,
-mind the BNO055's clock stretching (reference §4: lower the bus speed).
+mind the BNO055's clock stretching (datasheet section 4.6 "I2C Protocol"; the
+Raspberry Pi 1-4 I2C controller mishandles it): slow the bus or use the
+``i2c-gpio`` overlay, docs/hardware.md "BNO055 instead of the MPU-6050".
 """
 
 from __future__ import annotations

@@ -57,6 +57,12 @@ AngleRad = Annotated[float, Field(ge=-2 * math.pi, le=2 * math.pi)]
 _NOT_A_NUMBER = object()
 
 
+def _boolean(field: Any) -> bool:
+    """A bool field (Optional included)."""
+    args = getattr(field.annotation, "__args__", None) or (field.annotation,)
+    return bool in args and all(a in (bool, type(None)) for a in args)
+
+
 def _numeric(field: Any) -> bool:
     """A plain int/float field (Optional included) without a parser of its own (``Address``)."""
     if any(isinstance(m, BeforeValidator) for m in field.metadata):
@@ -67,20 +73,25 @@ def _numeric(field: Any) -> bool:
 
 class DriverSection(BaseModel):
     """A config section: unknown keys are errors, values are immutable after load, floats finite,
-    and a number field takes a JSON number only (not ``true`` or ``"8080"``, which pydantic's lax
-    mode would turn into 1 and 8080)."""
+    a number field takes a JSON number only (not ``true`` or ``"8080"``, which pydantic's lax
+    mode would turn into 1 and 8080) and a bool field ``true`` or ``false`` only (not ``"yes"``
+    or ``1``)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True, allow_inf_nan=False)
 
     @model_validator(mode="before")
     @classmethod
     def _numbers_are_numbers(cls, data: Any) -> Any:
-        """A bool or string given to a number field becomes a value no number type accepts, so
-        pydantic reports it at that field's path ("Input should be a valid number")."""
+        """A bool or string given to a number field, or anything but a bool to a bool field, becomes
+        a value no number or bool type accepts, so pydantic reports it at that field's path
+        ("Input should be a valid number" / "... a valid boolean")."""
         if not isinstance(data, dict):
             return data
         bad = [key for key, field in cls.model_fields.items()
-               if isinstance(data.get(field.alias or key), (bool, str)) and _numeric(field)]
+               if (isinstance(data.get(field.alias or key), (bool, str)) and _numeric(field))
+               or (_boolean(field) and (field.alias or key) in data
+                   and not isinstance(data[field.alias or key], bool)
+                   and not (data[field.alias or key] is None and type(None) in getattr(field.annotation, "__args__", ())))]
         return {**data, **{field: _NOT_A_NUMBER for field in bad}} if bad else data
 
 

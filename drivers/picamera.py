@@ -56,16 +56,37 @@ MISSING = ("Picamera2 is not importable here ({error}): install it from the dist
            "venv created with --system-site-packages (scripts/install.sh does both)")
 
 
+#: picamera2 is there but a module of its stack (simplejpeg, libcamera bindings: compiled against
+#: the distro's numpy 1.x) refuses the numpy in front of it (numpy 2 from PyPI in the venv):
+#: raspberrypi/picamera2 issues 1088 and 1211.
+NUMPY_ABI = ("Picamera2 cannot load beside numpy {numpy} ({error}): the distro's python3-picamera2 and "
+             "simplejpeg are built for the distro's numpy 1.x, and a numpy 2 in the venv hides it; fix: re-run "
+             "scripts/install.sh (on Bookworm it keeps the distro's numpy, scripts/constraints-numpy1.txt), or "
+             "`/opt/robot-agent/venv/bin/pip install -c /opt/robot-agent/src/scripts/constraints-numpy1.txt "
+             "'numpy<2' 'opencv-python-headless<4.12'` and restart")
+#: words of the errors a numpy ABI mismatch raises at import
+NUMPY_ABI_WORDS = ("numpy.dtype size changed", "_ARRAY_API", "multiarray failed to import",
+                   "compiled using NumPy 1.x", "numpy.core", "binary incompatibility")
+
+
 def picamera2_class() -> Any:
     """The ``Picamera2`` class, imported now.
 
     Raises:
-        ImportError: with :data:`MISSING`'s advice (apt package, venv with system site packages).
+        ImportError: one line naming the cause and the fix: Picamera2 missing (:data:`MISSING`: apt
+            package, venv with system site packages) or its stack refusing the venv's numpy
+            (:data:`NUMPY_ABI`: the distro's numpy 1.x, scripts/constraints-numpy1.txt).
     """
     try:
         return importlib.import_module("picamera2").Picamera2
-    except ImportError as err:
-        raise ImportError(MISSING.format(error=err)) from err
+    except (ImportError, ValueError, AttributeError, RuntimeError) as err:
+        text = " ".join(str(err).split())[:200] or type(err).__name__
+        if any(w in text for w in NUMPY_ABI_WORDS):
+            raise ImportError(NUMPY_ABI.format(numpy=np.__version__, error=text)) from err
+        if not isinstance(err, ImportError):
+            raise ImportError(f"Picamera2 failed to import ({type(err).__name__}: {text}); check "
+                              "`python3 -c 'import picamera2'` with the venv's python") from err
+        raise ImportError(MISSING.format(error=text)) from err
 
 
 def camera_models() -> list[str]:

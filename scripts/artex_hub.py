@@ -43,10 +43,31 @@ from agent.testing.artex_hub import NAMESPACE, ArtexHub, compact, is_motion, par
 __all__ = ["ArtexHub", "is_motion", "main", "parse_line", "printer"]
 
 
+#: longest telemetry line printed, characters (the whole dict of a robot with joints and a few
+#: devices fits; the motors summary comes first in any case)
+TELEM_LIMIT = 4000
+
+
+def motors(data: Any) -> str:
+    """``motors at zero · duty L +0.00 R +0.00 · speed L +0.00 R +0.00 m/s`` from a telemetry dict
+    (its ``tracks``), or "" when it has none: are the motors at zero, at a glance."""
+    t = data.get("tracks") if isinstance(data, dict) else None
+    if not isinstance(t, dict):
+        return ""
+    try:
+        dl, dr = float(t.get("duty_left", 0.0)), float(t.get("duty_right", 0.0))
+        vl, vr = float(t.get("left_mps", 0.0)), float(t.get("right_mps", 0.0))
+    except (TypeError, ValueError):
+        return ""
+    state = "at zero" if dl == 0.0 and dr == 0.0 else "DRIVING"
+    return f"motors {state} · duty L {dl:+.2f} R {dr:+.2f} · speed L {vl:+.2f} R {vr:+.2f} m/s"
+
+
 def printer(kind: str, sid: str, data: Any) -> None:
-    """The CLI's event printer (bounded output)."""
+    """The CLI's event printer (bounded output; telemetry leads with the motors' duty and speed)."""
     if kind == "telem":
-        print(f"telem {compact(data)}", flush=True)
+        head = motors(data)
+        print(f"telem {head + ' | ' if head else ''}{compact(data, TELEM_LIMIT)}", flush=True)
     elif kind == "video":
         print(f"video {data} bytes", flush=True)
     elif kind == "file":

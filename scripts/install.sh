@@ -8,9 +8,12 @@ usage() {
 Usage: sudo scripts/install.sh [options]
 
 Installs or upgrades robot-agent:
-  - Debian packages: python3-venv, i2c-tools, python3-systemd (or, when the venv's Python cannot
-    import it, what building systemd-python needs: gcc, libsystemd-dev, pkg-config, python3-dev),
-    and python3-picamera2 where the distro has it (Raspberry Pi OS: the Pi camera modules)
+  - Debian packages: python3-venv, i2c-tools, python3-systemd (or, for a Python that does not see
+    the distro's packages, what building systemd-python needs: gcc, libsystemd-dev, pkg-config,
+    python3-dev), and python3-picamera2 where the distro has it (Raspberry Pi OS: the Pi camera)
+  - where the distro's numpy is 1.x (Bookworm), python3-numpy, and pip keeps it in the venv:
+    scripts/constraints-numpy1.txt (numpy<2, an OpenCV wheel built for numpy 1.x), so the distro's
+    picamera2 imports beside the agent's OpenCV
   - gcc and python3-dev where PyPI has no gpiod wheel (32-bit ARM): pip builds the libgpiod v2
     bindings of the e-stop input from source (they vendor libgpiod; Debian's python3-libgpiod is v1)
   - a system user robot-agent in the groups dialout, i2c, video, gpio (groups created when missing)
@@ -30,6 +33,7 @@ Options:
   --root DIR        install under DIR (tests, inspecting the layout): actions that need root
                     (apt-get, useradd/usermod, chown, udevadm, systemctl) are printed, not run
   --dry-run         print every action and change nothing
+  --version         print the version of robot-agent this tree installs
   -h, --help        this text
 EOF
 }
@@ -45,6 +49,7 @@ while [ $# -gt 0 ]; do
     --force-config) FORCE_CONFIG=1; shift ;;
     --python) PY=${2:?--python needs a path}; shift 2 ;;
     --no-start) START=0; shift ;;
+    --version) sed -n 's/^version = "\(.*\)"/robot-agent \1/p' "$SRC/pyproject.toml"; exit 0 ;;
     *) common_option "$@"; shift "$SHIFT" ;;
   esac
 done
@@ -61,12 +66,18 @@ UNIT=$ROOT/etc/systemd/system/robot-agent.service RULES=$ROOT/etc/udev/rules.d/9
   say "(Jetson: JetPack 5/6 ship Python 3.8/3.10; see README.md Deployment for a newer Python)"
   exit 1
 }
-SYSTEMD_EXTRA=""
-"$PY" -c 'import systemd.daemon, systemd.journal' 2>/dev/null || SYSTEMD_EXTRA="[systemd]"
+# python3-systemd (journald, sd_notify) from apt serves a Python that sees the distro's
+# dist-packages; any other Python (a second one on JetPack) builds systemd-python in the venv.
+# Decided before apt runs, so --dry-run prints what the real run does.
+SYSTEMD_EXTRA="" DISTRO_PY=0
+if "$PY" -c 'import sys; sys.exit("/usr/lib/python3/dist-packages" not in sys.path)' 2>/dev/null; then DISTRO_PY=1; fi
+if [ "$DISTRO_PY" = 0 ] && ! "$PY" -c 'import systemd.daemon, systemd.journal' 2>/dev/null; then
+  SYSTEMD_EXTRA="[systemd]"
+fi
 
 # ----------------------------------------------------------------------------- packages
 packages=(python3-venv i2c-tools python3-systemd)
-if [ -n "$SYSTEMD_EXTRA" ]; then   # python3-systemd is not importable by $PY: build systemd-python
+if [ -n "$SYSTEMD_EXTRA" ]; then   # this Python cannot see the distro's python3-systemd: build systemd-python
   packages+=(gcc libsystemd-dev pkg-config python3-dev)
 fi
 case "$(dpkg --print-architecture 2>/dev/null || echo unknown)" in
@@ -74,11 +85,28 @@ case "$(dpkg --print-architecture 2>/dev/null || echo unknown)" in
   *) packages+=(gcc python3-dev) ;;   # no wheel: pip builds gpiod from its sdist (vendored libgpiod)
 esac
 if apt-cache show python3-picamera2 >/dev/null 2>&1; then packages+=(python3-picamera2); fi
+# The distro's numpy ABI: on Bookworm (numpy 1.24) its picamera2/simplejpeg need numpy 1.x, so a
+# venv on the distro's Python keeps the distro's numpy and takes an OpenCV wheel built for it
+# (scripts/constraints-numpy1.txt). A second Python (JetPack) sees neither, so nothing to keep.
+CONSTRAINTS=()
+distro_numpy=$(apt-cache policy python3-numpy 2>/dev/null | sed -n 's/^ *Candidate: *\([0-9]*:\)\{0,1\}\([0-9]*\)\..*/\2/p')
+if [ "$DISTRO_PY" = 1 ] && [ "$distro_numpy" = 1 ]; then
+  say "the distro's numpy is 1.x (Bookworm): keeping it in the venv, with an OpenCV built for it"
+  say "(scripts/constraints-numpy1.txt: numpy<2, opencv-python-headless<4.12; python3-picamera2 needs numpy 1.x)"
+  CONSTRAINTS=(-c "$OPT/src/scripts/constraints-numpy1.txt")
+  packages+=(python3-numpy)
+fi
+if [ -e /etc/nv_tegra_release ]; then
+  say "Jetson: the OpenCV this installs (PyPI, no GStreamer) cannot open a gst:nvarguscamerasrc camera;"
+  say "docs/hardware.md 'CSI cameras on a Jetson' says how to put a GStreamer-enabled OpenCV in the venv"
+fi
 sys env DEBIAN_FRONTEND=noninteractive apt-get update -qq
 sys env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${packages[@]}"
-if [ -z "$ROOT" ] && [ "$DRY" = 0 ] && [ -n "$SYSTEMD_EXTRA" ] \
-   && "$PY" -c 'import systemd.daemon, systemd.journal' 2>/dev/null; then
-  SYSTEMD_EXTRA=""                 # the distro's python3-systemd serves this Python after all
+if [ -z "$ROOT" ] && [ "$DRY" = 0 ] && [ -z "$SYSTEMD_EXTRA" ] \
+   && ! "$PY" -c 'import systemd.daemon, systemd.journal' 2>/dev/null; then
+  say "python3-systemd is installed but $PY cannot import it: building systemd-python in the venv"
+  SYSTEMD_EXTRA="[systemd]"
+  sys env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends gcc libsystemd-dev pkg-config python3-dev
 fi
 
 # ----------------------------------------------------------------------------- user
@@ -93,7 +121,8 @@ sys usermod -aG "$groups" robot-agent
 # ----------------------------------------------------------------------------- code and venv
 copy_tree() {   # copy the source tree to $OPT/src, replacing an older copy (upgrade)
   rm -rf "$OPT/src.new" && mkdir -p "$OPT/src.new"
-  tar -C "$SRC" --exclude=./.git --exclude=./.venv --exclude=./logs --exclude='__pycache__' -cf - . \
+  tar -C "$SRC" --exclude=./.git --exclude=./.venv --exclude=./logs --exclude=./.hypothesis \
+    --exclude=./.pytest_cache --exclude='__pycache__' -cf - . \
     | tar -C "$OPT/src.new" -xf -
   rm -rf "$OPT/src" && mv "$OPT/src.new" "$OPT/src"
 }
@@ -104,7 +133,7 @@ if [ ! -x "$VENV/bin/python" ]; then
   say "and python3-systemd are importable from it; packages installed in the venv take precedence"
   run "$PY" -m venv --system-site-packages "$VENV"
 fi
-run "$VENV/bin/python" -m pip install -q --disable-pip-version-check --upgrade "$OPT/src$SYSTEMD_EXTRA"
+run "$VENV/bin/python" -m pip install -q --disable-pip-version-check ${CONSTRAINTS[@]+"${CONSTRAINTS[@]}"} --upgrade "$OPT/src$SYSTEMD_EXTRA"
 run install -d -m 0755 "$ROOT/usr/local/bin"
 run ln -sfn /opt/robot-agent/venv/bin/robot-agent "$ROOT/usr/local/bin/robot-agent"   # robot-agent on PATH
 

@@ -1,7 +1,15 @@
 #!/usr/bin/env bash
-# Run the whole test suite on a fresh machine: sets up .venv (scripts/bootstrap.sh), then pytest.
+# Run the whole test suite on a fresh machine: sets up .venv (scripts/bootstrap.sh), then pytest
+# on parallel workers (pytest-xdist; most tests wait on sockets and timers, not on the CPU) and
+# the slowest 15 tests listed at the end.
 # Extra arguments go to pytest, e.g. scripts/test.sh tests/drivers -q
+# ROBOT_AGENT_TEST_WORKERS sets the worker count (default 4; 0 runs in this process);
+# an -n/--numprocesses (or -p no:xdist) among the arguments wins.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=$(scripts/bootstrap.sh)
-exec "$PY" -m pytest "$@"
+workers=(-n "${ROBOT_AGENT_TEST_WORKERS:-4}")
+for arg in "$@"; do
+  case "$arg" in -n|-n[0-9]*|--numprocesses*|*no:xdist) workers=() ;; esac
+done
+exec "$PY" -m pytest "${workers[@]}" --durations=15 "$@"

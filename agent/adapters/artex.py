@@ -51,7 +51,7 @@ from agent.adapters.artex_commands import (
 from agent.adapters.artex_settings import persist_settings, persistent, validate_settings
 from agent.adapters.artex_streams import ArtexStreams
 from agent.config import AgentConfig
-from agent.errors import CommandError, ConfigError
+from agent.errors import CommandDeclined, CommandError, ConfigError
 from agent.logtail import LogTail
 from agent.model import Stop
 from agent.ports import LinkStatus, RobotPort, VideoPort
@@ -65,6 +65,9 @@ __all__ = ["NAMESPACE", "SOURCE", "ArtexAdapter"]
 NAMESPACE = "/robot"
 SOURCE = "artex"
 READY_INIT, READY_OK = "init", "ok"
+#: resolver errors (glibc gai_strerror texts, as aiohttp's ClientConnectorError repeats them)
+UNRESOLVED = ("Name or service not known", "Temporary failure in name resolution", "No address associated",
+              "nodename nor servname", "getaddrinfo failed")
 #: Most requests one heartbeat may carry.
 MAX_HEARTBEAT_REQUESTS = 16
 #: Identical warnings within this many seconds are logged once (with a repeat count later).
@@ -111,7 +114,16 @@ class ArtexAdapter:
                                      clock=clock, sleep=sleep)
         self._link = Reconnector(f"ARTEX: connection to {self.url}", log, first_s=cfg.artex.reconnect_delay_s,
                                  max_s=cfg.artex.reconnect_delay_max_s, refused=lambda e: isinstance(e, HubRefused),
-                                 refused_s=cfg.artex.refused_delay_s, clock=clock, sleep=sleep)
+                                 refused_s=cfg.artex.refused_delay_s, hint=self._hint, clock=clock, sleep=sleep)
+
+    def _hint(self, err: BaseException) -> str:
+        """Advice for the first failed connection: a hub name that does not resolve (the examples'
+        placeholder ``http://artex.arcon`` included) says what to set."""
+        if any(w in str(err) for w in UNRESOLVED):
+            return (f"the hub's host name in `server` ({self._cfg.server}) does not resolve: set `server` in "
+                    "params.json to your ARTEX hub (http://artex.arcon is the SDK's default, a placeholder off its "
+                    "network) or to null to turn ARTEX off; said once, retried quietly")
+        return ""
 
     # ------------------------------------------------------------------ public
     @property
@@ -260,14 +272,16 @@ class ArtexAdapter:
         """Count and log a rejection, rate-limited by (source, reason): varied junk costs one line per reason."""
         self.counters["rejected"] += 1
         reason = problem.reason if isinstance(problem, CommandError) else "invalid"
-        self._throttle.log(logging.ERROR, (SOURCE, what, reason), "ARTEX: rejected %s: %s", what, problem)
+        # declined by the robot's state (a stop latch, an e-stop): INFO; a malformed message: WARNING
+        level = logging.INFO if isinstance(problem, CommandDeclined) else logging.WARNING
+        self._throttle.log(level, (SOURCE, what, reason), "ARTEX: rejected %s: %s", what, problem)
 
     def _on_fault(self, kind: str, detail: str) -> None:
         """A hub message the client discarded (artex_client.HubClient): counted, logged once per kind."""
         self.counters["received"] += 1
         self.counters["rejected"] += 1
         self.counters[f"fault_{kind}"] += 1
-        self._throttle.log(logging.ERROR, (SOURCE, "fault", kind), "ARTEX: discarded a message from the hub "
+        self._throttle.log(logging.WARNING, (SOURCE, "fault", kind), "ARTEX: discarded a message from the hub "
                            "(%s): %s", kind, detail)
 
     # ------------------------------------------------------------------ handlers

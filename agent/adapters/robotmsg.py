@@ -125,7 +125,7 @@ class RobotMsgAdapter:
         self._connected = False
         self._driving = False
         self._link = Reconnector("robot_msg: sockets", log, first_s=self._cfg.reconnect_delay_s,
-                                 max_s=self._cfg.reconnect_delay_max_s, level=logging.ERROR)
+                                 max_s=self._cfg.reconnect_delay_max_s, level=logging.WARNING)
         self._sequence = 0
         self._received = 0
         self._applied = 0

@@ -20,7 +20,7 @@ external       {}                    SDK externals (kept, unused)
 ============== ===================== =========================================
 
 The agent's own sections: ``drivers``, ``base``, ``watchdog``, ``control``,
-``artex``, ``sim2bot``, ``robot_msg``, ``console``, ``video``, ``failsafe``, ``log_dir``. Unknown keys
+``artex``, ``sim2bot``, ``robot_msg``, ``console``, ``video``, ``failsafe``, ``recorder``, ``log_dir``. Unknown keys
 inside the agent's sections are errors with a "did you mean" hint; unknown
 top-level keys (the user's own, which the SDK ignores) are ignored with a
 warning, unless they look like a misspelt known key. Every float must be finite
@@ -47,12 +47,14 @@ from typing import Any, Literal
 
 from pydantic import Field, PrivateAttr, ValidationError, ValidationInfo, field_validator
 
+from agent.config import crossfield
 from agent.config.artex import ArtexConfig
 from agent.config.base import Section
 from agent.config.console import ConsoleConfig
 from agent.config.control import BaseConfig, ControlConfig, WatchdogConfig
 from agent.config.drivers import DriversConfig
 from agent.config.failsafe import CHEMISTRY_CELL_V, FailsafeConfig
+from agent.config.recorder import RecorderConfig
 from agent.config.robotmsg import RobotMsgConfig
 from agent.config.sim2bot import Sim2botConfig
 from agent.config.video import VideoConfig
@@ -107,6 +109,7 @@ class AgentConfig(Section):
     console: ConsoleConfig = Field(default_factory=ConsoleConfig)
     video: VideoConfig = Field(default_factory=VideoConfig)
     failsafe: FailsafeConfig = Field(default_factory=FailsafeConfig)
+    recorder: RecorderConfig = Field(default_factory=RecorderConfig)
     log_dir: str | None = Field(None, description="directory of robot-agent.log when logger_type is 'file'; "
                                 "ARTEX `file` requests are served from memory (agent.logtail) either way")
 
@@ -239,6 +242,10 @@ def _walk(loc: tuple[Any, ...]) -> tuple[tuple[Any, ...], type[Section] | None]:
     return tuple(clean), owner
 
 
+#: pydantic's bound errors, shown in hex for addresses: error type -> (ctx key, words)
+HEX_BOUNDS = {"less_than_equal": ("le", "at most"), "greater_than_equal": ("ge", "at least")}
+
+
 def problems_of(err: ValidationError) -> list[tuple[str, str]]:
     """Turn a pydantic error into ``(json_path, message)`` pairs, with 'did you mean' for unknown keys."""
     out: list[tuple[str, str]] = []
@@ -252,6 +259,11 @@ def problems_of(err: ValidationError) -> list[tuple[str, str]]:
                 close = difflib.get_close_matches(key, list(model.model_fields), n=1, cutoff=0.6)
                 if close:
                     msg += f"; did you mean {close[0]!r}?"
+        elif e["type"] in HEX_BOUNDS and loc and loc[-1] == "address" and isinstance(e.get("input"), int):
+            bound = e.get("ctx", {}).get(HEX_BOUNDS[e["type"]][0])
+            msg = f"address 0x{e['input']:02x} is out of range: {HEX_BOUNDS[e['type']][1]} 0x{bound:02x}"
+        elif e["type"] == "bool_type":
+            msg = "must be true or false (a JSON boolean; not a string such as \"yes\" or a number)"
         elif e["type"] == "union_tag_invalid":
             msg = f"unknown kind {e.get('input', {}).get('kind') if isinstance(e.get('input'), dict) else e.get('input')!r}; {msg}"
         out.append((_json_path(loc), msg))
@@ -316,17 +328,26 @@ def loads(text: str, origin: str = "<string>") -> AgentConfig:
     data = _parse(text, origin)
     ignored = foreign_keys(data)
     warnings = _sdk_leniency(data)
+    mine = {k: v for k, v in data.items() if k not in ignored}
     try:
-        cfg = AgentConfig.model_validate({k: v for k, v in data.items() if k not in ignored})
+        cross = crossfield.problems(mine)
+        cfg = AgentConfig.model_validate(mine)
     except ValidationError as err:
-        problems = problems_of(err)
-        lines = "\n".join(f"  {p}: {m}" for p, m in problems)
-        raise ConfigError(f"{origin}: {len(problems)} problem(s)\n{lines}", problems) from err
+        # the models' own cross-field checks stop at the first; crossfield reports them all
+        problems = [(p, m) for p, m in problems_of(err) if not any(w in m for w in crossfield.REPLACED)]
+        _refuse(origin, problems + cross, err)
     except RecursionError as err:
         raise ConfigError(f"{origin}: nested too deeply", [("$", "nested too deeply to validate")]) from err
+    if cross:
+        _refuse(origin, cross, None)
     cfg._ignored_keys = tuple(ignored)
     cfg._compat_warnings = tuple(warnings)
     return cfg
+
+
+def _refuse(origin: str, problems: list[tuple[str, str]], cause: BaseException | None) -> typing.NoReturn:
+    lines = "\n".join(f"  {p}: {m}" for p, m in problems)
+    raise ConfigError(f"{origin}: {len(problems)} problem(s)\n{lines}", problems) from cause
 
 
 def _sdk_leniency(data: dict[str, Any]) -> list[str]:

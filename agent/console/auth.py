@@ -10,6 +10,8 @@
   token change, refuses it), HttpOnly, SameSite=Strict, and named for the port
   (``robot_console_8080``): browsers share cookies across the ports of a host, so a service on
   another port of the robot sees at most a session value for this console, never the token.
+- ``/metrics`` (agent.recorder, for a Prometheus scraper, which keeps no cookie) also takes the
+  token as ``Authorization: Bearer TOKEN`` (:data:`BEARER_PATHS`); a wrong one is throttled the same.
 - Wrong tokens and wrong sessions back off (agent.console.throttle): a blocked client gets 429
   with ``Retry-After`` at once, without its token being looked at.
 - The WebSocket must come from the console's own page: a browser sends ``Origin``, and an
@@ -42,6 +44,8 @@ log = logging.getLogger(__name__)
 #: How long a session cookie is valid after the token was given, s (7 days).
 SESSION_S = 7 * 24 * 3600
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+#: paths that also take ``Authorization: Bearer <console.token>`` (a scraper keeps no cookie)
+BEARER_PATHS = frozenset({"/metrics"})
 
 
 def cookie_name(port: int) -> str:
@@ -155,8 +159,19 @@ class TokenGate:
                 return self._refuse(request, 421, "Host is not a loopback name (set console.token to "
                                                   "reach the console under another name)")
             return await handler(request)
+        bearer = request.headers.get("Authorization") if request.path in BEARER_PATHS else None
         query = request.query.get("token")
         cookie = request.cookies.get(self.cookie)
+        if bearer is not None:                        # a scraper (Prometheus) holds no cookie
+            wait = self.throttle.retry_after_s(request.remote)
+            if wait > 0.0:
+                return self._throttled(request, wait)
+            scheme, _, value = bearer.partition(" ")
+            if scheme.lower() != "bearer" or not self._matches(value.strip()):
+                self.throttle.failed(request.remote)
+                return self._refuse(request, 401, "wrong bearer token")
+            self.throttle.succeeded(request.remote)
+            return await handler(request)
         if query is None and cookie is None:          # no credential: nothing guessed, nothing throttled
             return self._refuse(request, 401, "open the console once as /?token=<console.token>")
         wait = self.throttle.retry_after_s(request.remote)

@@ -125,6 +125,7 @@ class Console:
         self._tab_ids = 0
         self.sessions: set[Session] = set()
         self.port: int | None = None
+        self.routes: list[web.RouteDef] = []    # more routes behind the same gate (agent.recorder.web)
         self.ready = asyncio.Event()
         self.link = Reconnector(f"console: listener on {self.settings.host}:{self.settings.port}", log,
                                 first_s=1.0, max_s=30.0)
@@ -135,7 +136,7 @@ class Console:
         if wanted is None:
             return ids[0] if ids else None
         if wanted not in ids:
-            log.error("console.camera %r is not a configured camera (have: %s); the page shows no video",
+            log.warning("console.camera %r is not a configured camera (have: %s); the page shows no video",
                       wanted, ", ".join(ids) or "none")
             return None
         return wanted
@@ -169,6 +170,7 @@ class Console:
         app.router.add_get("/", self._index)
         app.router.add_get("/ws", self._socket)
         app.router.add_static("/static", STATIC)
+        app.add_routes(self.routes)
         return app
 
     async def _index(self, request: web.Request) -> web.StreamResponse:

@@ -10,7 +10,7 @@ runtime base limits. A ``Stop`` or the release of a driving source calls ``wake`
 the scheduler runs a tick at once, and so does a velocity command whose value differs from its source's last one (a repeat
 only refreshes the watchdog). A velocity more than ``OVER_LIMIT_FACTOR`` (10) times
 the configured maximum is refused with a CommandError, not clamped to full speed.
-Before any motion command the halts are asked (``ControlState.safety.admit``,
+Before any motion command the halts are asked (``ControlState.safety.check``,
 agent.control.safety): while the e-stop or a failsafe latch holds it is refused;
 ``estop`` / ``release_estop`` set and release the e-stop (docs/safety.md).
 """
@@ -104,6 +104,7 @@ class Front:
         self._closed = False
         self._calibration: concurrent.futures.Future | None = None
         self._estop_listeners: list[Callable[[Halt | None], None]] = []
+        self._command_taps: list[Callable[[str, Command, CommandError | None], None]] = []
         self._rejects = RateLimitedLog(log, REJECT_LOG_INTERVAL_S)
         self._snap = Snapshot(joints=state.joints.state(), gripper=state.joints.gripper)
         self._ring: deque[Snapshot] = deque(maxlen=RING_SIZE)
@@ -125,7 +126,22 @@ class Front:
                 err.source = source
             self._rejects.log(logging.WARNING, (source, str(err)), "rejected %s from %s: %s",
                               type(command).__name__, source, err)
+            self._tap(source, command, err)
             raise
+        self._tap(source, command, None)
+
+    def on_command(self, tap: Callable[[str, Command, CommandError | None], None]) -> None:
+        """Call ``tap(source, command, error)`` after every submitted command, accepted (``error`` None) or
+        refused, on the submitter's thread, outside the lock. It must not block: the flight recorder
+        (agent.recorder) appends to a bounded queue."""
+        self._command_taps.append(tap)
+
+    def _tap(self, source: str, command: Command, err: CommandError | None) -> None:
+        for tap in self._command_taps:
+            try:
+                tap(source, command, err)
+            except Exception:  # noqa: BLE001 - a tap's bug must not change the command's outcome
+                log.exception("command tap failed")
 
     def _submit(self, source: str, command: Command) -> None:
         if source not in SOURCES:
@@ -133,9 +149,7 @@ class Front:
         if self._closed:
             raise CommandDeclined("the control loop is closed")
         if isinstance(command, Stop):
-            with self._lock:    # a stop is never refused by a halt; it re-engages its source after one
-                self._state.safety.reengaged(source)
-            self._stop(source)
+            self._stop(source)  # never refused by a halt; it re-engages its source (agent.arbitration)
         elif isinstance(command, CalibrateImu):
             self._calibrate_imu(source)
         elif isinstance(command, (BaseVelocity, TrackDuty, JointVelocity)):
@@ -157,8 +171,9 @@ class Front:
         self._check_magnitude(command)
         with self._lock:
             now = self._clock()
-            self._state.safety.admit(source, command, now)     # e-stop / failsafe halts (agent.control.safety)
+            self._check_halts(source, channel, command, now)
             self._check_stop_latch(source, channel, command, now)
+            self._state.safety.admitted(source, command)      # ends cleared failsafe latches
             # a repeat of the command the source's fresh claim already carries changes nothing; the same
             # value after its claim timed out, was dropped or stopped is a new command
             prev = self._state.arbiter.claim(source, channel)
@@ -196,7 +211,7 @@ class Front:
             joints.check_gripper()
         with self._lock:
             now = self._clock()
-            state.safety.admit(source, command, now)     # e-stop / failsafe halts (agent.control.safety)
+            state.safety.admit(source, command)     # e-stop / failsafe halts (agent.control.safety)
             if not isinstance(command, Reset) or joints.dof or joints.gripper_cfg is not None:
                 above = state.arbiter.latch(source, JOINTS, now)
                 if above is not None:
@@ -218,6 +233,20 @@ class Front:
         if isinstance(command, Reset):
             log.info("reset from %s: its base command dropped, joints going home", source)
 
+    def _check_halts(self, source: str, channel: str, command: BaseVelocity | TrackDuty | JointVelocity,
+                     now: float) -> None:
+        """Refuse a velocity command while a halt holds (agent.control.safety). A source streaming
+        motion into the halt is latched out as by a stop (``Arbiter.latch_out``): when the halt
+        ends it re-engages before it drives, and its claim held at zero keeps lower-priority
+        sources off meanwhile. Caller holds the lock."""
+        safety = self._state.safety
+        try:
+            safety.check(source, command)
+        except CommandDeclined:
+            if not is_zero(command):
+                self._state.arbiter.latch_out(source, channel, safety.setter(), safety.cause(), now)
+            raise
+
     def _check_stop_latch(self, source: str, channel: str, command: Command, now: float) -> None:
         """Refuse a velocity command from a source latched out by another source's stop.
 
@@ -238,11 +267,11 @@ class Front:
             how = "it sent a zero velocity command"
         else:
             arbiter.hold(source, channel, now)
-            raise CommandDeclined(f"{source} was driving when {latched.stopper} sent stop; its velocity commands "
+            raise CommandDeclined(f"{source} was driving when {latched.cause}; its velocity commands "
                                   f"are refused and the tank held still until it re-engages: "
-                                  f"{_re_engage_hint(source, timeout)}")
+                                  f"{_re_engage_hint(source, timeout)}", reason="reengage")
         arbiter.re_engage(source)
-        log.info("%s re-engaged after the stop from %s: %s", source, latched.stopper, how)
+        log.info("%s re-engaged after %s: %s", source, latched.after, how)
 
     def _stop(self, source: str) -> None:
         state = self._state
@@ -323,7 +352,7 @@ class Front:
                     self._state.joints.hold()
                 estop = self._state.safety.state().estop
         except CommandError as err:
-            log.error("emergency stop refused: %s", err)
+            log.log(_refusal_level(err), "emergency stop refused: %s", err)
             raise
         self._wake()
         if new:
@@ -363,7 +392,7 @@ class Front:
             with self._lock:
                 self._state.safety.release_estop(by)
         except CommandError as err:
-            log.error("emergency stop release refused: %s", err)
+            log.log(_refusal_level(err), "emergency stop release refused: %s", err)
             raise
         self._wake()
         self._estop_changed(None)
@@ -441,9 +470,14 @@ def _positive(name: str, value: object, top: float | None) -> float:
     return v
 
 
+def _refusal_level(err: CommandError) -> int:
+    """A request the robot's state declines is INFO; a malformed one WARNING (docs/architecture.md, log levels)."""
+    return logging.INFO if isinstance(err, CommandDeclined) else logging.WARNING
+
+
 def _log_calibration(fut: concurrent.futures.Future) -> None:
     err = fut.exception()
     if err is not None:
-        log.error("IMU gyro calibration failed: %s", err)
+        log.warning("IMU gyro calibration failed: %s; the previous bias stays", err)
     else:
         log.info("IMU gyro calibration done: bias %s rad/s", fut.result())

@@ -126,6 +126,10 @@ class ControlLoop:
         """Put back an e-stop kept across a restart (its setter and time unchanged); True when set now."""
         return self._front.restore_estop(halt)
 
+    def on_command(self, tap: Callable[..., None]) -> None:
+        """``tap(source, command, error)`` after every submitted command (Front.on_command); must not block."""
+        self._front.on_command(tap)
+
     def on_estop_change(self, listener: Callable[[Halt | None], None]) -> None:
         """``listener(halt)`` after each set (the Halt) and release (None) of the e-stop; must not block."""
         self._front.on_estop_change(listener)

@@ -12,10 +12,12 @@ claims dropped and zero duty while a halt holds; ``cap``: the speed cap in the k
 - While any halt holds every motion command is refused (``CommandDeclined``, reason ``halted``)
   naming the halt, who set it and since when; ``Stop`` is never refused.
 - A halt ending moves nothing: claims were dropped when it began. A source that was still sending
-  motion commands into the halt (its last refused one less than its velocity timeout ago) has to
-  re-engage before it drives, as after a stop: pause for its timeout, send an explicit zero
-  velocity, a ``Stop`` or a ``Reset`` (reason ``reengage``). So a hub streaming ``forward``
-  through an e-stop does not drive off the moment the operator releases it.
+  motion commands into the halt is latched out by the front as by a stop
+  (``agent.arbitration.Arbiter.latch_out``, worded with :meth:`SafetyLatches.cause`): it
+  re-engages before it drives (a pause of its timeout, an explicit zero velocity, a ``Stop`` or a
+  ``Reset``), and its claim held at zero keeps lower-priority sources off meanwhile. So a hub
+  streaming ``forward`` through an e-stop does not drive off the moment the operator releases it,
+  nor past an operator whose key was held through it.
 """
 
 from __future__ import annotations
@@ -25,8 +27,7 @@ import math
 from collections.abc import Callable
 
 from agent.errors import CommandDeclined, CommandRejected
-from agent.arbitration import is_zero
-from agent.model import Command, Halt, Reset, SafetyState
+from agent.model import Command, Halt, SafetyState
 from agent.ratelimit import safe
 
 log = logging.getLogger(__name__)
@@ -46,11 +47,6 @@ def describe_halt(halt: Halt) -> str:
     return halt.describe()
 
 
-def _reengages(command: Command) -> bool:
-    """An explicit zero velocity or a reset: the sender shows it means to start over."""
-    return isinstance(command, Reset) or is_zero(command)
-
-
 def _reason_text(reason: object, what: str) -> str:
     if not isinstance(reason, str):
         raise CommandRejected(f"{what} reason must be a string, got {type(reason).__name__}")
@@ -60,19 +56,13 @@ def _reason_text(reason: object, what: str) -> str:
 class SafetyLatches:
     """The e-stop, the failsafe latches and the speed cap; see the module docstring.
 
-    Args:
-        timeout_s: a source's velocity timeout, s (``Arbiter.timeout_s``): how long it must pause
-            to re-engage after a halt it was streaming into.
     """
 
-    def __init__(self, timeout_s: Callable[[str], float]) -> None:
-        self._timeout_s = timeout_s
+    def __init__(self) -> None:
         self._estop: Halt | None = None
         self._failsafes: dict[str, Halt] = {}
         self._cap: float | None = None
         self._cap_reason = ""
-        self._refused: dict[str, float] = {}    # source -> its last motion command refused by a halt, s (mono)
-        self._ended = ""                        # the halt that ended last (for the re-engage refusal)
         self._state = SafetyState()
         self._holds: dict[str, Callable[[], str | None]] = {}   # setter -> why it still holds (the input)
 
@@ -133,7 +123,6 @@ class SafetyLatches:
                 raise CommandDeclined(f"release_estop: the e-stop {holder} still holds it: {reason}",
                                       source=by, reason="held")
         self._estop = None
-        self._ended = describe_halt(halt)
         self._update()
         log.warning("emergency stop released by %s (it was %s); nothing moves until a fresh motion command",
                     by, describe_halt(halt))
@@ -220,46 +209,48 @@ class SafetyLatches:
                 return f"{describe_halt(halt)}; motion is refused until the condition clears"
         return None
 
-    def admit(self, source: str, command: Command, now: float) -> None:
-        """Check a motion command from ``source`` at ``now`` (monotonic, s); caller holds the loop's lock.
-
-        Refused while a halt holds, and after one ended while ``source`` has not re-engaged (see the
-        module docstring). Admitted, it ends the cleared failsafe latches.
+    def admit(self, source: str, command: Command) -> None:
+        """:meth:`check`, then :meth:`admitted`: a latched motion command (joint position,
+        trajectory, gripper, reset) from ``source``. Caller holds the loop's lock.
 
         Raises:
-            CommandDeclined: reason ``halted`` (a halt holds) or ``reengage``.
+            CommandDeclined: reason ``halted``.
+        """
+        self.check(source, command)
+        self.admitted(source, command)
+
+    def check(self, source: str, command: Command) -> None:
+        """Refuse a motion command while a halt holds.
+
+        Raises:
+            CommandDeclined: reason ``halted``, naming the halt, its setter and since when.
         """
         why = self.refusal(source)
         if why is not None:
-            self._refused[source] = now
             raise CommandDeclined(f"{type(command).__name__} refused: {why}", source=source, reason="halted")
-        last = self._refused.get(source)
-        if last is not None and now - last < self._timeout_s(source) and not _reengages(command):
-            self._refused[source] = now
-            timeout = self._timeout_s(source)
-            raise CommandDeclined(
-                f"{type(command).__name__} refused: {source} was sending motion commands during the halt "
-                f"that ended ({self._ended_text()}); it drives again after a pause of {timeout:.2f} s, an explicit "
-                "zero velocity, a stop or a reset", source=source, reason="reengage")
-        self._refused.pop(source, None)
+
+    def admitted(self, source: str, command: Command) -> None:
+        """A motion command from ``source`` was accepted: it ends the cleared failsafe latches."""
         ended = [h for h in self._failsafes.values() if h.cleared]
         if ended:
             for halt in ended:
                 del self._failsafes[halt.kind]
-            self._ended = "; ".join(describe_halt(h) for h in ended)
             self._update()
             log.info("failsafe latch ended by a fresh %s from %s: %s", type(command).__name__, source,
                      ", ".join(h.kind for h in ended))
 
-    def _ended_text(self) -> str:
-        """The halt the re-engage refusal names: the last one that ended, else the cleared failsafe
-        latches (condition gone, latch not yet ended by an admitted command)."""
-        cleared = "; ".join(describe_halt(h) for h in self._failsafes.values() if h.cleared)
-        return cleared or self._ended
+    def setter(self) -> str:
+        """Who set the halt in force (the e-stop's setter, or ``robot`` for a failsafe; "" for none)."""
+        if self._estop is not None:
+            return self._estop.by
+        return ROBOT if any(not h.cleared for h in self._failsafes.values()) else ""
 
-    def reengaged(self, source: str) -> None:
-        """``source`` sent a stop or a reset: it may drive again once no halt holds."""
-        self._refused.pop(source, None)
+    def cause(self) -> str:
+        """The halt in force in a few words, for a refusal: ``the emergency stop set by console``,
+        ``the tilt failsafe`` ("" when none holds)."""
+        if self._estop is not None:
+            return f"the emergency stop set by {self._estop.by}"
+        return " and ".join(f"the {h.kind} failsafe" for h in self._failsafes.values() if not h.cleared)
 
     # ------------------------------------------------------------------ the tick
     def latched(self) -> bool:

@@ -87,7 +87,7 @@ class ControlState:
         self.joints = JointController(servo.joints if servo else (), servo.gripper if servo else None)
         self.arbiter = Arbiter.from_config(cfg)
         self.watchdog = Watchdog()
-        self.safety = SafetyLatches(self.arbiter.timeout_s)
+        self.safety = SafetyLatches()
         self.failsafes = resolve_failsafes(cfg)
         self.failsafe_cap: tuple[float | None, str] = (None, "")
         self.odometer = Odometer(cfg.base.track_width_m, cfg.base.counts_per_m, cfg.base.max_speed_mps)
@@ -180,7 +180,7 @@ def command(state: ControlState, now: float) -> Plan:
     if not state.motor_ok:
         state.arbiter.drop(channels=(BASE,))
     if state.safety.latched():     # e-stop or failsafe: nothing drives, joints hold where they are
-        state.arbiter.drop()
+        state.arbiter.halt()
         if state.joints.moving:
             state.joints.hold()
     base = state.arbiter.select(BASE, now)
@@ -210,7 +210,8 @@ def motor_answered(state: ControlState, ok: bool) -> None:
     if ok:
         log.info("motor: duty write confirmed again; tracks at zero until a new command arrives")
     else:
-        log.error("motor: duty write failed; base commands dropped, tracks held at zero")
+        # handled (tracks held at zero, the controller reopened): WARNING, once per failure spell
+        log.warning("motor: duty write failed; base commands dropped, tracks held at zero")
         state.cmd = (0.0, 0.0)
 
 

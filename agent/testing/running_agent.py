@@ -1,7 +1,7 @@
 """The shipped simulated-tank config and a running agent on it.
 
 ``sim_config(**overrides)`` returns ``config/params.json`` as a dict with every
-adapter off (ARTEX ``server`` null, sim2bot and robot_msg disabled); overrides
+adapter off (ARTEX ``server`` null, sim2bot and robot_msg disabled) and the recorder off; overrides
 are deep-merged. ``running_agent(cfg_dict)`` is an async context manager that
 validates the dict, starts :class:`agent.app.Agent` on the simulated tank and
 closes it afterwards. ``wait_for`` polls a condition on the event loop.
@@ -46,18 +46,28 @@ def sim_config(**overrides: Any) -> dict:
     cfg["sim2bot"] = {**cfg.get("sim2bot", {}), "enabled": False}
     cfg["robot_msg"] = {**cfg.get("robot_msg", {}), "enabled": False}
     cfg["console"] = {**cfg.get("console", {}), "enabled": False}
+    cfg["recorder"] = {**cfg.get("recorder", {}), "enabled": False}   # tests that record pass a tmp dir
     return deep_merge(cfg, overrides)
 
 
 @contextlib.asynccontextmanager
 async def running_agent(cfg: dict | AgentConfig, *, config_path: str | None = None,
                         logs: Any = None) -> AsyncIterator[Any]:
-    """Start an :class:`agent.app.Agent` on ``cfg`` (a params dict or AgentConfig); close it on exit."""
+    """Start an :class:`agent.app.Agent` on ``cfg`` (a params dict or AgentConfig); close it on exit.
+
+    On the simulated tank (motor port ``sim://``) it first waits up to 10 s for the motor
+    controller to be open: the emulator answers on real time, and on a loaded machine (parallel
+    test workers) the first handshake may time out and wait for the supervisor's reopen.
+    """
     from agent.app import Agent
 
     if isinstance(cfg, dict):
         cfg = AgentConfig.model_validate(cfg)
     async with Agent(cfg, config_path=config_path, logs=logs) as agent:
+        motor = cfg.drivers.motor
+        if motor is not None and motor.port.startswith("sim://"):
+            await wait_for(lambda: any(d.name == "motor" and d.state == "ok"
+                                       for d in agent.control.snapshot().devices), 10.0)
         yield agent
 
 

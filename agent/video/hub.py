@@ -279,7 +279,11 @@ class VideoHub(CaptureThreads):
         self._closed = True
         self._stop.set()
         deadline = time.monotonic() + timeout_s
-        threads = [f.run.thread for f in self._feeds.values() if f.run and f.run.thread]
+        threads = []
+        for feed in self._feeds.values():
+            with feed.lock:  # the supervisor may be in _spawn (thread assigned, not yet started)
+                if feed.run and feed.run.thread:
+                    threads.append(feed.run.thread)
         for thread in threads + ([self._supervisor] if self._supervisor else []):
             thread.join(max(0.0, deadline - time.monotonic()))
             if thread.is_alive():

@@ -18,6 +18,9 @@ Emulator controls for the failsafes (what the world does to the tank, not flags 
 lower voltage, with the same load sag); :meth:`set_tilt` tilts the body (the IMUs' gravity vector
 turns with it); :meth:`set_obstacle` puts an obstacle in the way (the tracks stop while the
 motors push, and draw their full stall current).
+For bring-up (``robot-agent selftest``): :meth:`TankPhysics.set_wiring` wires one side backwards,
+its motor leads reversed (the track runs against its duty) or its encoder A/B swapped (the counts
+run against the track).
 
 Thread-safe: emulators run on their own threads (pty servers) and the agent's
 threads read through them. Time advances with :meth:`step` or, by default,
@@ -89,6 +92,8 @@ class TankPhysics:
         self.roll_rad = 0.0             # body tilt (ROS REP 103: roll about x, pitch about y), rad
         self.pitch_rad = 0.0
         self.blocked = False            # an obstacle holds the tracks still
+        self.motor_sign = [1, 1]        # -1: that motor's leads are reversed (wired backwards)
+        self.encoder_sign = [1, 1]      # -1: that encoder's A/B channels are swapped
 
     # ------------------------------------------------------------------ time
     def step(self, dt: float | None = None) -> None:
@@ -108,7 +113,7 @@ class TankPhysics:
             for _ in range(n):
                 old_vx = self.vx_mps
                 for i in (0, 1):
-                    target = 0.0 if self.blocked else self.duty[i] * p.max_speed_mps
+                    target = 0.0 if self.blocked else self.motor_sign[i] * self.duty[i] * p.max_speed_mps
                     self.track_mps[i] = 0.0 if self.blocked else (
                         self.track_mps[i] + (target - self.track_mps[i]) * min(1.0, h / p.tau_s))
                     self.track_m[i] += self.track_mps[i] * h
@@ -184,20 +189,39 @@ class TankPhysics:
             self._sync()
             self.blocked = bool(blocked)
 
+    def set_wiring(self, side: str, *, motor_reversed: bool = False, encoder_swapped: bool = False) -> None:
+        """Wire one side (``"left"`` or ``"right"``) backwards, or correctly again (both False).
+
+        ``motor_reversed``: the motor leads are swapped (positive duty runs the track backwards).
+        ``encoder_swapped``: the encoder's A/B channels are swapped (the counts run against the track).
+
+        Raises:
+            ValueError: ``side`` is neither ``"left"`` nor ``"right"``.
+        """
+        if side not in ("left", "right"):
+            raise ValueError(f"side {side!r} must be 'left' or 'right'")
+        i = 0 if side == "left" else 1
+        with self._lock:
+            self._sync()
+            self.motor_sign[i] = -1 if motor_reversed else 1
+            self.encoder_sign[i] = -1 if encoder_swapped else 1
+
     # ------------------------------------------------------------------ outputs
     def encoder_counts(self) -> tuple[int, int]:
-        """Left, right encoder counts (signed running totals)."""
+        """Left, right encoder counts (signed running totals; + forward unless the A/B are swapped)."""
         with self._lock:
             self._sync()
             c = self.params.counts_per_m
-            return int(round(self.track_m[0] * c)), int(round(self.track_m[1] * c))
+            s = self.encoder_sign
+            return int(round(s[0] * self.track_m[0] * c)), int(round(s[1] * self.track_m[1] * c))
 
     def encoder_cps(self) -> tuple[float, float]:
-        """Left, right encoder speed, counts/s."""
+        """Left, right encoder speed, counts/s (signed as :meth:`encoder_counts`)."""
         with self._lock:
             self._sync()
             c = self.params.counts_per_m
-            return self.track_mps[0] * c, self.track_mps[1] * c
+            s = self.encoder_sign
+            return s[0] * self.track_mps[0] * c, s[1] * self.track_mps[1] * c
 
     def accel_body_mps2(self) -> tuple[float, float, float]:
         """Specific force in the body frame, m/s^2, gravity included (flat ground: z = +g; tilted:

@@ -49,6 +49,7 @@ async def test_passport_heartbeat_and_token(hub):
 
 
 async def test_heartbeat_oddities(hub, caplog):
+    hub.auto_ready = False                  # "init" throughout, however long the heartbeats take
     async with agent_on(hub, ready=False):
         assert await hub.heartbeat(["d_meta"]) == {"d_meta": {"sid": hub.connected[-1], "ready": "init",
                                                               "telem_run": False, "video_run": False}}
@@ -143,7 +144,7 @@ async def test_bad_input_is_logged_rejected_and_harmless(hub, caplog):
     async with agent_on(hub) as agent:
         adapter = agent.adapters["artex"]
         sid = hub.connected[-1]
-        with caplog.at_level(logging.ERROR, logger=ADAPTER_LOG):
+        with caplog.at_level(logging.WARNING, logger=ADAPTER_LOG):
             for event, data, _ in bad:
                 await hub.send_raw(event, data)
             assert await wait_for(lambda: adapter.status().get("rejected", 0) >= len(bad), 5)
@@ -152,7 +153,7 @@ async def test_bad_input_is_logged_rejected_and_harmless(hub, caplog):
         assert bad[0][2] in caplog.text and "payload.drive.vx must be finite" in caplog.text
         assert "unknown event str 'shutdown'" in caplog.text
         assert len(lines) == 3, lines  # reasons invalid, non_finite (commands) and invalid (event)
-        with caplog.at_level(logging.ERROR, logger=ADAPTER_LOG):
+        with caplog.at_level(logging.WARNING, logger=ADAPTER_LOG):
             for _ in range(5):  # the same bad command again: counted, not logged again (rate limit)
                 await hub.command({"fly": 1})
             assert await wait_for(lambda: adapter.status()["rejected"] >= len(bad) + 5, 5)
@@ -335,7 +336,7 @@ async def test_web_settings_applied_persisted_and_rejected(hub, tmp_path, caplog
         assert len(recent) >= 2 and (recent[-1] - recent[0]) / (len(recent) - 1) >= 0.25 * 0.8, np.diff(recent)
 
         before = path.read_text()
-        with caplog.at_level(logging.ERROR, logger=ADAPTER_LOG):
+        with caplog.at_level(logging.WARNING, logger=ADAPTER_LOG):
             await hub.command({"web_settings": {"server": "http://evil"}})
             await hub.command({"web_settings": {"max_send_freq": 0.5, "jpeg_quality": 0}})
             await hub.command({"web_settings": {"telem_can": "no"}})
@@ -417,6 +418,8 @@ async def test_hub_script_repeats_motion_until_stop():
             proc.stdin.write(b"forward\n")                # the hub's console still reads commands
             await proc.stdin.drain()
             await asyncio.sleep(1.5)  # three watchdog timeouts: only the repeat keeps it going
+            # (a loaded machine may delay one repeat past the watchdog: the next one drives again)
+            await wait_for(lambda: agent.control.snapshot().watchdog == "ok" and distance(agent) > 0.2, 5)
             assert agent.control.snapshot().watchdog == "ok" and distance(agent) > 0.2
             proc.stdin.write(b"stop\n")
             await proc.stdin.drain()
@@ -425,7 +428,7 @@ async def test_hub_script_repeats_motion_until_stop():
             assert agent.control.snapshot().stopped  # no more repeats after stop
         text = "".join(lines)
         assert "passport" in text and '"name":"tank-01"' in text
-        assert "telem {" in text and "video {'front':" in text
+        assert "telem motors " in text and "| {" in text and "video {'front':" in text
         assert max(len(x) for x in lines) < 1000  # compact, clipped output
     finally:
         proc.stdin.write(b"quit\n")

@@ -62,6 +62,7 @@ async def test_a_black_holed_path_is_declared_dead_the_tank_stops_and_nothing_is
         assert agent.physics.duty == [0.0, 0.0] and distance(agent) - d0 < 0.01  # nothing held was replayed
 
 
+@pytest.mark.slow     # three stops over a 1 Mbit/s link full of video, ~9 s
 async def test_a_throttled_link_does_not_lose_a_stop(hub):
     async with TcpProxy("127.0.0.1", hub.port, rate_bps=125_000) as proxy, \
             running_agent(via(proxy, hub, ping_s=4.0, max_send_freq=0.05, **MEDIUM)) as agent:  # the default

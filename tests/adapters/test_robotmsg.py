@@ -228,7 +228,10 @@ async def test_envelope_encodings_both_ways(encoding):
         other = "binary" if encoding == "json" else "json"
         await drive(peer, act, 0.3, 0.3, encoding=other)  # received envelopes may be either
         assert moving(agent)
-        await drive(peer, act, -0.3, 0.3, encoding=encoding)
+        # reversing ramps through zero (0.3 s at 2 m/s^2 when idle): drive until it is reversed
+        reverse = asyncio.create_task(drive(peer, act, -0.3, 5.0, encoding=encoding))
+        await wait_for(lambda: agent.physics.duty[0] < 0, 5)
+        reverse.cancel()
         assert agent.physics.duty[0] < 0
 
 
@@ -545,7 +548,7 @@ async def test_a_busy_port_is_retried_until_it_frees(caplog):
         act = await peer.publisher("action")
         await drive(peer, act, 0.3, 0.3)
         assert moving(agent)
-    errors = [r for r in caplog.records if r.name == "agent.adapters.robotmsg" and r.levelno >= logging.ERROR]
+    errors = [r for r in caplog.records if r.name == "agent.adapters.robotmsg" and r.levelno >= logging.WARNING]
     assert len(errors) == 1 and "sockets failed" in errors[0].getMessage()
 
 

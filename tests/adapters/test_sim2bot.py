@@ -21,7 +21,7 @@ from websockets.sync.client import connect as ws_connect
 from agent.adapters.sim2bot import Sim2botAdapter
 from agent.adapters.sim2bot_room import video_url, with_query
 from agent.ratelimit import backoff_s
-from agent.testing.running_agent import running_agent, sim_config, wait_for
+from agent.testing.running_agent import deep_merge, running_agent, sim_config, wait_for
 from agent.testing.sim2bot_bridge import Bridge, agent_params, controller
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "sim2bot" / "v1"
@@ -234,12 +234,14 @@ async def test_gripper_sets_its_servo_pulse(bridge):
 
 
 async def test_stop_freezes_everything_and_reset_returns_home(bridge):
-    async with running_agent(agent_params(bridge)) as agent, controller(bridge) as robot:
+    # sim2bot may drive 5 s after its last command: only the stop zeroes the tracks within 2 s
+    params = deep_merge(agent_params(bridge), {"control": {"sources": {"sim2bot": {"timeout_s": 5.0}}}})
+    async with running_agent(params) as agent, controller(bridge) as robot:
         emu, pulses = agent.sim.motor_emulator, agent.physics.servo_pulse_us
         robot.move_to([1.5, 0.0])                     # 0.5 s of slewing at 3 rad/s
         await drive(robot, 0.3, vx=0.5)
         robot.stop()
-        assert await asyncio.to_thread(emu.wait_for, lambda: emu.motor_duty == [0.0, 0.0], 0.4)
+        assert await asyncio.to_thread(emu.wait_for, lambda: emu.motor_duty == [0.0, 0.0], 2.0)
         assert await wait_for(lambda: agent.control.snapshot().stopped, 1)
         frozen = pulses[0]
         await asyncio.sleep(0.5)

@@ -75,15 +75,16 @@ async def test_in_one_room_two_formats_each_flow_and_one_unsubscribe_does_not_st
         stream_b = b.camera("model:0", fps=10, width=64, height=48, codec="raw")
         reader_a, reader_b = Reader(stream_a), Reader(stream_b)
         try:
-            await asyncio.sleep(2.0)
+            await wait_for(lambda: len(reader_a.of(0, 160)) >= 8 and len(reader_b.of(2, 64)) >= 8, 10)
             assert len(reader_a.of(0, 160)) >= 8, "A's JPEG 160x120 does not flow"
             assert len(reader_b.of(2, 64)) >= 8, "B's raw 64x48 does not flow"
             assert {(c, w, h) for _, c, w, h in reader_a.frames} <= {(0, 160, 120), (2, 64, 48)}
             closed = time.monotonic()
             await asyncio.to_thread(stream_b.close)          # B unsubscribes model:0
-            await asyncio.sleep(UNSUBSCRIBE_GRACE_S + 1.5)
-            gap = max_gap(reader_a.of(0, 160), closed, closed + UNSUBSCRIBE_GRACE_S + 1.0)
-            assert gap < 0.7, f"A's stream paused {gap:.2f} s after B's unsubscribe"
+            await asyncio.sleep(UNSUBSCRIBE_GRACE_S + 2.5)
+            # a stream ended with B's would pause >= 2 s here; a loaded machine pauses one < 1.5 s
+            gap = max_gap(reader_a.of(0, 160), closed, closed + UNSUBSCRIBE_GRACE_S + 2.0)
+            assert gap < 1.5, f"A's stream paused {gap:.2f} s after B's unsubscribe"
             late_raw = [t for t in reader_a.of(2, 64) if t > closed + UNSUBSCRIBE_GRACE_S + 0.5]
             assert late_raw == [], "B's format outlived its unsubscribe"
             status = agent.adapters["sim2bot"].status()
@@ -141,7 +142,7 @@ async def test_one_room_per_controller_each_gets_only_its_own_format(bridge):
         stream_b = b.camera("model:0", fps=10, width=320, height=240, codec="raw")
         reader_a, reader_b = Reader(stream_a), Reader(stream_b)
         try:
-            await asyncio.sleep(3.0)
+            await wait_for(lambda: len(reader_a.frames) >= 10 and len(reader_b.frames) >= 10, 15)
             # every frame relayed in each room, and every frame each client read, is its own format
             assert tap_a.since(0) == {jpeg} and tap_b.since(0) == {raw}, (tap_a.since(0), tap_b.since(0))
             assert {f[1:] for f in reader_a.frames} == {jpeg} and {f[1:] for f in reader_b.frames} == {raw}
@@ -154,9 +155,10 @@ async def test_one_room_per_controller_each_gets_only_its_own_format(bridge):
 
             closed = time.monotonic()
             await asyncio.to_thread(stream_b.close)          # B unsubscribes: only room ctl-b's stream ends
-            await asyncio.sleep(UNSUBSCRIBE_GRACE_S + 1.5)
+            await asyncio.sleep(UNSUBSCRIBE_GRACE_S + 2.5)
+            # a stream ended with B's would pause >= 2.5 s here; a loaded machine pauses one < 1.5 s
             gap = max_gap(reader_a.of(0, 160), closed, time.monotonic())
-            assert gap < 0.7, f"A's stream paused {gap:.2f} s after B's unsubscribe"
+            assert gap < 1.5, f"A's stream paused {gap:.2f} s after B's unsubscribe"
             assert tap_b.since(closed + UNSUBSCRIBE_GRACE_S + 0.5) == set(), "B's stream outlived its unsubscribe"
             assert tap_a.since(closed) == {jpeg}
         finally:

@@ -2,8 +2,8 @@
 
 - A real python-socketio hub at its default 1,000,000-byte ``max_http_buffer_size`` and a
   2592x1944 noisy camera (JPEG q80 frames of 1-2 MB): the link stays up, frames arrive
-  re-encoded under the budget, and the re-encode count shows in ``telem``. The suite runs 8 s
-  (the issue's 30 s run is ``scripts/bench_video.py``).
+  re-encoded under the budget, and the re-encode count shows in ``telem``. The suite runs until
+  five frames and such a ``telem`` arrived (the issue's 30 s run is ``scripts/bench_video.py``).
 - The same hub behind a loopback proxy at 1 Mbit/s: the frame age at the hub (capture ->
   arrival, read from a time code drawn into each frame) stays bounded and a stop still
   reaches the control loop at once (loose bounds here; figures in the benchmark).
@@ -118,20 +118,27 @@ async def test_big_frames_stay_under_the_default_buffer(noisy_camera) -> None:
     try:
         async with agent_on(hub, **big_camera()) as agent:
             sid = hub.connected[-1]
-            await asyncio.sleep(8.0)
+
+            def reported() -> dict:
+                return agent.adapters["artex"].status().detail["video"]
+
+            # five frames and a status that counts a re-encode, or the hub closing the link
+            await wait_for(lambda: hub.disconnects or (len(hub.sizes) >= 5 and reported()["reencoded"] >= 1
+                                                       and reported()["front"]["age_p50_s"] is not None), 30)
             assert hub.disconnects == 0 and hub.connected == [sid], "the hub closed the link"
-            assert len(hub.sizes) >= 5, f"only {len(hub.sizes)} frames in 8 s"
+            assert len(hub.sizes) >= 5, f"only {len(hub.sizes)} frames in 30 s"
             assert max(hub.sizes) < 900_000
             counters = agent.adapters["artex"].counters
             assert counters["video_reencoded"] >= 1
             assert not [p for _, p in hub.telem if "video" in p], "video figures in telem (a hub UI shows a sensor)"
-            video = agent.adapters["artex"].status().detail["video"]
+            video = reported()
             assert video["reencoded"] >= 1, "re-encodes not reported in status"
             assert video["front"]["age_p50_s"] is not None
     finally:
         await hub.stop()
 
 
+@pytest.mark.slow     # 2592x1944 frames over 1 Mbit/s for ~15 s: the frame size is the point
 async def test_slow_link_keeps_frames_young_and_stop_prompt(noisy_camera) -> None:
     hub = TimedHub()
     await hub.start()
@@ -201,7 +208,7 @@ async def test_a_raw_frame_over_the_budget_is_skipped_counted_and_logged_once(ca
         video = ArtexVideo(hub, VideoConfig(max_message_bytes=65_536), counters)
         payloads: list[dict] = []
         for _ in range(20):   # a round whose only new frame was the skipped raw one returns {}
-            payload = await video.next_payload(80, 1.0)
+            payload = await video.next_payload(80, 5.0)   # 5 s: a loaded camera may stall
             if payload:
                 payloads.append(payload)
             if len(payloads) == 3 and counters["video_oversize_skipped"] >= 3:

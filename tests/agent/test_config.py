@@ -11,7 +11,7 @@ import pytest
 
 from agent.config import AgentConfig, ConfigError, load, loads
 from agent.__main__ import main
-from tests.conftest import PARAMS, ROOT
+from tests.conftest import PARAMS, ROOT, sim_config
 
 SDK_PARAMS = {
     "name": "tank-01", "type": "Robot", "telem_can": True, "video_can": True,
@@ -95,7 +95,7 @@ def test_servo_channels_must_be_unique():
         {"name": "a", "channel": 0}, {"name": "b", "channel": 0}]}}}
     with pytest.raises(ConfigError) as info:
         loads(json.dumps(doc))
-    assert "channels used twice" in str(info.value)
+    assert "servo channel 0 is already used by $.drivers.servo.joints[0]" in str(info.value)
 
 
 def _check_config(path: Path) -> subprocess.CompletedProcess:
@@ -128,9 +128,15 @@ def test_check_config_unreadable_exit_2(tmp_path):
 
 def test_examples_are_valid():
     examples = sorted((ROOT / "config" / "examples").glob("*.json"))
+    readme = (ROOT / "config" / "examples" / "README.md").read_text()
     for path in examples:
         cfg = load(path)
         assert isinstance(cfg, AgentConfig)
+        assert cfg.console.enabled and cfg.console.loopback, path.name          # the console, on loopback
+        assert f"`{path.name}`" in readme, f"{path.name} is not documented in config/examples/README.md"
+        for cam in cfg.drivers.cameras:                                           # what the installer provides
+            assert not str(cam.source).startswith("gst:"), (path.name, cam.source)
+    assert "artex.arcon" in readme and "does not resolve" in readme
 
 
 def test_two_i2c_devices_on_one_address_are_refused():
@@ -257,3 +263,55 @@ def test_strict_json_numbers_are_numbers_and_keys_are_unique(text, path, words):
 def test_an_endless_file_is_refused_not_read_forever():
     with pytest.raises(ConfigError, match="larger than"):
         load("/dev/zero")
+
+
+def test_one_run_lists_every_cross_field_problem_with_its_json_path(tmp_path, capsys):
+    doc = {
+        "server": None,
+        "drivers": {
+            "motor": {"kind": "roboclaw", "port": "sim://", "invert_left": "yes"},
+            "imu": {"kind": "bno055", "bus": 1, "address": "0x40"},
+            "power": {"kind": "ina219", "bus": 1, "address": "0x41"},
+            "servo": {"kind": "pca9685", "bus": 1, "address": "0x41", "joints": [
+                {"name": "pan", "channel": 0, "min_rad": 1.0, "max_rad": -1.0},
+                {"name": "tilt", "channel": 1, "home_rad": 3.0, "min_rad": -1, "max_rad": 1},
+                {"name": "pan", "channel": 0}]},
+            "cameras": [{"id": "front", "source": "sim://pattern"}, {"id": "front", "source": "sim://pattern"}],
+        },
+        "console": {"enabled": True, "camera": "nope"},
+    }
+    with pytest.raises(ConfigError) as err:
+        loads(json.dumps(doc))
+    found = dict(err.value.problems)
+    expected = {
+        "$.drivers.motor.invert_left": "true or false",
+        "$.drivers.imu.address": "0x40 is out of range: at most 0x29",
+        "$.drivers.servo.joints[0]": "min_rad 1 must be below max_rad -1",
+        "$.drivers.servo.joints[1]": "home_rad 3 is outside -1..1",
+        "$.drivers.servo.joints[2].channel": "servo channel 0 is already used by $.drivers.servo.joints[0]",
+        "$.drivers.servo.joints[2].name": "joint name 'pan' is already used",
+        "$.drivers.servo.address": "address 0x41 on I2C bus 1 is already used by $.drivers.power",
+        "$.drivers.cameras[1].id": "camera id 'front' is already used",
+        "$.console.camera": "camera 'nope' is not configured",
+    }
+    for path, words in expected.items():
+        assert words in found.get(path, ""), (path, err.value.problems)
+    assert len(err.value.problems) == len(expected), err.value.problems     # each once, nothing else
+    path = tmp_path / "params.json"
+    path.write_text(json.dumps(doc))
+    assert main(["check-config", str(path)]) == 2
+    out = capsys.readouterr()
+    assert all(p in out.out + out.err for p in expected)                  # the CLI prints them all
+
+
+def test_a_cross_field_problem_alone_is_refused_and_a_clean_config_loads():
+    doc = sim_config(console={"enabled": True, "camera": "rear"})
+    with pytest.raises(ConfigError) as err:
+        loads(json.dumps(doc))
+    assert [p for p, _ in err.value.problems] == ["$.console.camera"]
+    assert loads(json.dumps(sim_config(console={"enabled": True, "camera": "front"}))).console.camera == "front"
+    for value in ("yes", 1, "true"):
+        with pytest.raises(ConfigError) as err:
+            loads(json.dumps(sim_config(drivers={"motor": {"kind": "roboclaw", "port": "sim://",
+                                                           "invert_right": value}})))
+        assert err.value.problems[0][0] == "$.drivers.motor.invert_right"

@@ -96,6 +96,10 @@ def make_rig():
         clock = Clock()
         rig = Rig(ControlLoop(cfg, hw, clock=clock), hw, sim, clock)
         made.append(rig)
+        # the motor controller answers on real time: on a loaded machine its open may not be done yet
+        deadline = time.monotonic() + 10.0
+        while hw.motor is not None and hw.motor.state != "ok" and time.monotonic() < deadline:
+            time.sleep(0.005)
         return rig
 
     yield make
@@ -236,16 +240,35 @@ def test_odometry_from_commanded_speeds_without_encoders(make_rig):
 
 
 def test_odometry_and_speed_from_encoders(rig):
+    t0 = time.monotonic()
+
+    def follow_real_time() -> None:
+        """The physics runs on real time: the tick clock keeps up with it (a loaded machine may
+        pause this thread for many tick periods; encoder counts then cover that time)."""
+        rig.k = max(rig.k, round((time.monotonic() - t0) / DT))
+        rig.clock.t = rig.k * DT
+
     rig.loop.submit("artex", BaseVelocity(0.3, 0.0))
     rig.tick()
     deadline = time.monotonic() + 10.0
     while rig.sim.physics.track_mps[0] < 0.25 and time.monotonic() < deadline:
+        follow_real_time()
         rig.loop.submit("artex", BaseVelocity(0.3, 0.0))
         rig.tick()
-        time.sleep(0.01)                                    # the physics runs on real time
+        time.sleep(0.01)
+    follow_real_time()
     snap = rig.tick()
     assert snap.tracks.left_counts > 0 and snap.tracks.right_counts > 0
     assert snap.tracks.left_mps == pytest.approx(rig.sim.physics.track_mps[0], abs=0.05)
+    # the distance once at rest (the watchdog stops it): while moving, the pose read after the tick
+    # runs ahead of the tick's counts by however long this thread was paused in between
+    deadline = time.monotonic() + 10.0
+    while max(map(abs, rig.sim.physics.track_mps)) > 0.005 and time.monotonic() < deadline:
+        follow_real_time()
+        rig.tick()
+        time.sleep(0.01)
+    follow_real_time()
+    snap = rig.tick(2)
     true_x = rig.sim.physics.pose()[0]
     assert snap.odom.x_m == pytest.approx(true_x, abs=0.01 + 0.1 * true_x)
     assert abs(snap.odom.y_m) < 0.002                      # straight: only count rounding

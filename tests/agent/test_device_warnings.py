@@ -45,8 +45,10 @@ def test_a_lost_device_logs_its_reason_with_extras(caplog):
     dev = Supervised("imu", Flaky, lost_after=1)
     assert dev.try_open()
     dev.call(lambda d: d.read())
-    lost = [r for r in caplog.records if r.levelno == logging.ERROR]
+    lost = [r for r in caplog.records if "ok -> lost" in r.getMessage()]
     assert len(lost) == 1 and lost[0].device == "imu" and "Remote I/O" in lost[0].fault
+    assert lost[0].levelno == logging.WARNING         # handled (tracks at zero, reopened): not ERROR
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
 
 
 def test_missing_camera_is_logged_at_warning(caplog):

@@ -23,3 +23,15 @@ def test_report_follows_every_change_and_is_reused_while_nothing_changes():
     back = tracker.report()
     assert (back.state, back.last_error, back.errors) == ("ok", "", 3)
     assert tracker.report() is back
+
+
+def test_a_device_not_opened_yet_reports_starting_until_its_first_open_or_failure(caplog):
+    caplog.set_level(logging.DEBUG, logger="test.health")
+    up = HealthTracker("motor", logging.getLogger("test.health"), last_error="not opened yet")
+    assert up.report().state == "starting" and up.state == LOST      # the reopener still opens it
+    up.recover()
+    assert up.report().state == "ok" and "motor: starting -> ok" in caplog.text
+    never = HealthTracker("imu", logging.getLogger("test.health"))
+    never.fail(LOST, "no I2C bus 7")
+    assert never.report().state == "lost"                            # a failure is no longer starting
+    assert [r.levelno for r in caplog.records if "imu" in r.getMessage()] == [logging.WARNING]

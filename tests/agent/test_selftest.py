@@ -31,7 +31,7 @@ def test_every_device_passes_and_the_pulse_moves_each_emulated_track():
     assert all(c.result == PASS for c in checks), checks
     assert {d for d, _ in rows} == {"motor", "imu", "power", "servo", "estop", "camera.front"}
     for track, total in (("left", left), ("right", right)):           # counted during the pulse, then coasted
-        moved = int(rows[("motor", f"pulse {track} track")].detail.rsplit("(", 1)[1].rstrip(")"))
+        moved = int(rows[("motor", f"pulse {track} track")].detail.split("(", 1)[1].split(")", 1)[0])
         assert 0 < moved <= total
     assert rows[("motor", "zero duty")].result == PASS
     assert max(abs(v) for v in speeds) < 1.0                         # stopped at the end (counts/s)
@@ -69,3 +69,35 @@ def test_a_config_error_is_exit_2(tmp_path, capsys):
     path = tmp_path / "params.json"
     path.write_text('{"drivers": {"motor": {"kind": "stepper"}}}')
     assert main(["selftest", "--config", str(path)]) == 2
+
+
+@pytest.mark.parametrize("fault", ["motor_reversed", "encoder_swapped"])
+def test_a_side_wired_backwards_fails_and_names_the_fix(fault):
+    cfg = loads(json.dumps(sim_config()))
+    tank = SimTank(cfg)
+    try:
+        tank.physics.set_wiring("right", **{fault: True})
+        checks = run_checks(cfg, motion=True, sim=tank, duty=0.15, pulse_s=0.3)
+    finally:
+        tank.close()
+    rows = {(c.device, c.what): c for c in checks}
+    assert rows[("motor", "pulse left track")].result == PASS            # the other side is wired right
+    right = rows[("motor", "pulse right track")]
+    assert right.result == FAIL, right
+    assert "counts ran against the duty" in right.detail and "(-" in right.detail
+    assert "swap its encoder's A and B wires" in right.detail and "invert_right" in right.detail
+    assert rows[("motor", "zero duty")].result == PASS
+
+
+def test_the_command_exits_1_for_a_motor_wired_backwards(monkeypatch, capsys):
+    real = SimTank.__init__
+
+    def backwards(self, *args, **kwargs):                                 # the emulated robot, wired wrong
+        real(self, *args, **kwargs)
+        self.physics.set_wiring("left", motor_reversed=True)
+
+    monkeypatch.setattr(SimTank, "__init__", backwards)
+    assert main(["selftest", "--config", str(PARAMS), "--yes", "--pulse-s", "0.2"]) == 1
+    out = capsys.readouterr().out
+    left = next(line for line in out.splitlines() if "pulse left track" in line)
+    assert FAIL in left and "invert_left" in left and "selftest: 1 failed" in out

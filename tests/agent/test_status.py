@@ -206,3 +206,28 @@ def test_summary_and_table_lead_with_the_halts():
                for r in rows), rows
     assert any(r.split()[:3] == ["failsafe", "tilt", "cleared"] for r in rows), rows
     assert any(r.split()[:4] == ["speed", "cap", "0.3", "m/s"] for r in rows), rows
+
+
+async def test_status_shows_the_duty_and_track_speed_at_a_glance(tmp_path):
+    from agent.model import BaseVelocity
+    from agent.status import format_table
+
+    cfg = sim_config(drivers={"cameras": []})
+    async with running_agent(cfg) as agent:
+        at_rest = gather(agent)
+        assert at_rest["tracks"]["at_zero"]
+        row = next(l for l in format_table(at_rest).splitlines() if l.startswith("motors"))
+        assert row.split()[1:6] == ["at", "zero", "duty", "L", "+0.00"]
+
+        def driving() -> bool:
+            agent.control.submit("robot_msg", BaseVelocity(0.4, 0.0))
+            return gather(agent)["tracks"]["left_mps"] > 0.1
+
+        assert await wait_for(driving, 5)
+        moving = gather(agent)
+        assert not moving["tracks"]["at_zero"] and moving["tracks"]["duty_left"] > 0.0
+        assert "motors" not in moving["summary"]                    # STATUS= changes with the health only
+        row = next(l for l in format_table(moving).splitlines() if l.startswith("motors"))
+        assert "DRIVING" in row and "duty L +0." in row and "m/s" in row
+        write_atomically(tmp_path / "status.json", moving)
+        assert json.loads((tmp_path / "status.json").read_text())["tracks"]["duty_right"] > 0.0

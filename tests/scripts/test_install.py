@@ -20,7 +20,9 @@ import pytest
 
 from tests.conftest import ROOT
 
-pytestmark = pytest.mark.timeout(240)
+# slow: real venvs and pip installs (~10-20 s); one xdist worker runs this module (tests/conftest.py
+# ONE_WORKER) so the module's install is built once
+pytestmark = [pytest.mark.timeout(240), pytest.mark.slow]
 
 INSTALL = ROOT / "scripts" / "install.sh"
 UNINSTALL = ROOT / "scripts" / "uninstall.sh"
@@ -78,6 +80,7 @@ def test_dry_run_prints_every_action_and_changes_nothing(tmp_path):
         assert any(needle in a for a in done), (needle, done)
     assert all("skipped: --root" in a for a in done if a.startswith(ROOT_ONLY))
     assert "--system-site-packages" in res.stderr and "picamera2" in res.stderr   # it says why
+    assert "--version" in script(INSTALL, "--help").stdout
 
 
 def test_root_install_lays_out_unit_rules_venv_and_config(installed):
@@ -137,3 +140,28 @@ def test_uninstall_keeps_the_config_unless_purged(tmp_path, installed):
     purged = script(UNINSTALL, "--root", str(root), "--purge")
     assert purged.returncode == 0 and not (root / "etc/robot-agent").exists()
     assert any(a.startswith("userdel robot-agent") for a in actions(purged))
+
+
+def test_version_of_the_installer_and_the_command_agree():
+    res = script(INSTALL, "--version")
+    assert res.returncode == 0 and res.stdout.startswith("robot-agent "), res.stdout + res.stderr
+    cli = subprocess.run([sys.executable, "-m", "agent", "--version"], capture_output=True, text=True, cwd=ROOT)
+    assert cli.returncode == 0 and cli.stdout.strip() == res.stdout.strip(), cli.stdout + cli.stderr
+
+
+def test_the_systemd_bindings_are_planned_before_apt_so_dry_run_shows_the_real_plan(tmp_path, installed):
+    # a Python that sees the distro's dist-packages gets python3-systemd from apt: no compiler, no build
+    if not Path("/usr/bin/python3").exists():
+        pytest.skip("no distro Python")
+    distro = script(INSTALL, "--dry-run", "--root", str(tmp_path / "r"), "--python", "/usr/bin/python3")
+    assert distro.returncode == 0, distro.stderr
+    apt = next(a for a in actions(distro) if "apt-get install" in a)
+    assert "python3-systemd" in apt and "gcc" not in apt and "libsystemd-dev" not in apt
+    assert not any("[systemd]" in a for a in actions(distro) if "pip install" in a)
+    # the real --root install printed the same pip line as its dry run (same Python, same plan)
+    root, res = installed
+    dry = script(INSTALL, "--dry-run", "--root", str(tmp_path / "r2"), "--python", sys.executable)
+    pip_real = next(a for a in actions(res) if "pip install" in a).replace(str(root), "ROOT")
+    pip_dry = next(a for a in actions(dry) if "pip install" in a).replace(str(tmp_path / "r2"), "ROOT")
+    assert pip_real == pip_dry
+    assert "does not provide the extra" not in res.stderr and "asyncio_client" not in res.stderr

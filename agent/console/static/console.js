@@ -94,11 +94,21 @@
     }
   }
 
+  // duty sent and measured speed per track: "are the motors at zero?" at a glance
+  function motors(t) {
+    const zero = t.duty_left === 0 && t.duty_right === 0;
+    const f = (v, d) => (v === null || v === undefined ? "-" : (v >= 0 ? "+" : "") + v.toFixed(d));
+    $("motors").textContent = (zero ? "at zero" : "DRIVING") + ` · duty L ${f(t.duty_left, 2)} R ${f(t.duty_right, 2)}`
+      + ` · speed L ${f(t.left_mps, 2)} R ${f(t.right_mps, 2)} m/s`;
+    $("motors").className = zero ? "" : "driving";
+  }
+
   function state(s) {
     const b = s.battery;
     setText("battery-v", b && b.voltage_v, 2); setText("battery-pct", b && b.percent, 0);
     setText("battery-a", b && b.current_a, 2);
     setText("speed-vx", s.speed.vx_mps, 2); setText("speed-omega", s.speed.omega_radps, 2);
+    motors(s.tracks);
     setText("odom-x", s.odom.x_m, 2); setText("odom-y", s.odom.y_m, 2); setText("odom-yaw", s.odom.yaw_rad, 2);
     setText("odom-distance", s.odom.distance_m, 3);
     $("source").textContent = s.source || "none"; $("watchdog").textContent = s.watchdog;
