@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
+import importlib
 import logging
 from typing import Any
 
@@ -43,6 +44,36 @@ ZERO_CONFIRM_S = 0.5
 RESTART_FIRST_S, RESTART_MAX_S = 1.0, 30.0
 #: an adapter's failure is logged with its traceback at most this often, s
 BUG_LOG_S = 10.0
+#: the startup objects are frozen out of the garbage collector this long after start() (after the
+#: adapters' first connects, which a full collection on the event loop would delay), s
+GC_FREEZE_AFTER_S = 1.0
+
+
+def adapter_modules(cfg: AgentConfig) -> list[str]:
+    """The modules the adapters ``cfg`` enables are built from (each loads its peer library:
+    python-socketio, websockets, pyzmq, aiohttp), none for a disabled one."""
+    mods = []
+    if cfg.artex_enabled:
+        mods.append("agent.adapters.artex")
+    if cfg.sim2bot.enabled:
+        mods.append("agent.adapters.sim2bot")
+    if cfg.robot_msg.enabled:
+        mods.append("agent.adapters.robotmsg")
+    if cfg.console.enabled:
+        mods.append("agent.console")
+    return mods
+
+
+def _import_all(names: list[str]) -> None:
+    for name in names:
+        importlib.import_module(name)
+
+
+def _freeze_startup_objects() -> None:
+    """What startup built lives as long as the agent: keep it out of every later collection, so a
+    full one scans only newer objects (scripts/bench_pi.py: gc pauses)."""
+    gc.collect()
+    gc.freeze()
 
 
 class Agent:
@@ -52,7 +83,8 @@ class Agent:
         cfg: the validated configuration.
         sim: the simulated tank (agent.simtank.SimTank) when any device is ``sim://``, else None.
         physics: the simulated tank's TankPhysics, or None on real hardware.
-        hardware, control, video: the parts; ``adapters``: name -> running adapter.
+        hardware, control, video: the parts (``video``: the VideoHub once started, None without
+            cameras); ``adapters``: name -> running adapter.
     """
 
     def __init__(self, cfg: AgentConfig, *, config_path: str | None = None, logs: Any = None) -> None:
@@ -62,11 +94,7 @@ class Agent:
         self.sim = SimTank(cfg) if serves(cfg) else None
         self.physics = self.sim.physics if self.sim is not None else None
         self.hardware = Hardware.from_config(cfg, self.sim)
-        self.video = None
-        if cfg.drivers.cameras:
-            from agent.video import hub_from_config
-            self.video = hub_from_config(cfg)
-            self.hardware.add_health_source(self.video.health)
+        self.video = None       # the VideoHub, built by start() (its OpenCV loads while the devices open)
         self.control = ControlLoop(cfg, self.hardware)
         self.hardware.watch_estop(LoopEstop(self.control))   # the e-stop input, if configured
         from agent.recorder.recorder import Recorder
@@ -77,6 +105,7 @@ class Agent:
         self._started = False
         self._bugs = RateLimitedLog(log, BUG_LOG_S)
         self.restarts: dict[str, int] = {}
+        self._gc_freeze: asyncio.TimerHandle | None = None
 
     def _build_adapters(self) -> None:
         """One adapter per enabled protocol: each an agent.ports.Adapter on the RobotPort (the
@@ -108,8 +137,16 @@ class Agent:
         self.adapters.update(built)
 
     async def start(self) -> None:
-        """Open the devices (off the event loop), start the control loop, video and adapters."""
-        await asyncio.to_thread(self.hardware.start)
+        """Open the devices (off the event loop), start the control loop, video and adapters.
+
+        The adapters' modules load on a second thread while the devices open (opening is mostly
+        waiting on device delays; loading is CPU): the hub connection is not behind both."""
+        modules = adapter_modules(self.cfg) + (["agent.video.hub"] if self.cfg.drivers.cameras else [])
+        await asyncio.gather(asyncio.to_thread(self.hardware.start), asyncio.to_thread(_import_all, modules))
+        if self.cfg.drivers.cameras and self.video is None:
+            from agent.video import hub_from_config
+            self.video = hub_from_config(self.cfg)
+            self.hardware.add_health_source(self.video.health)
         if self.video is not None:
             self.video.start()
         self.control.start()
@@ -126,8 +163,7 @@ class Agent:
             self._recorder_tasks += [asyncio.create_task(self.recorder.watch_camera(self.video, cam),
                                                          name=f"recorder-camera-{cam}")
                                      for cam in self.video.camera_ids]
-        gc.collect()    # what startup built lives as long as the agent: keep it out of every later
-        gc.freeze()     # collection, so a full one scans only newer objects (scripts/bench_pi.py: gc pauses)
+        self._gc_freeze = asyncio.get_running_loop().call_later(GC_FREEZE_AFTER_S, _freeze_startup_objects)
         log.info("agent %r up: devices %s; adapters %s", self.cfg.name,
                  ", ".join(f"{h.name}={h.state}" for h in self.hardware.health()) or "none",
                  ", ".join(self.adapters) or "none")
@@ -156,6 +192,8 @@ class Agent:
     async def close(self) -> None:
         """Stop everything: the motors are commanded to zero and the write confirmed first (before any
         adapter closes), then the adapters (bounded), the video hub and the devices."""
+        if self._gc_freeze is not None:
+            self._gc_freeze.cancel()
         if self._started:
             await asyncio.to_thread(self.control.close, ZERO_CONFIRM_S)
         for task in self._recorder_tasks:   # before the links close: a shutdown is no lost link

@@ -29,8 +29,14 @@ per thread, command -> motor-emulator receipt p50/p99 per protocol
 next to each transport's bare relay measured in the same run and the duty
 packet's wire time, CPU % of the child, its peak RSS.
 
-Usage: ``scripts/bench_pi.py [--seconds 60] [--trials 40] [--quota 0.25] [--period-ms 10]``
-(``--quota 0``: no quota, the latency comparison alone).
+The bare relays (scripts/bench_pi_relay.py) run interleaved with the agent's trials: after each
+agent trial, one message of the same protocol through the same transport to a bare receiver in
+a process of its own (as the agent is), so both figures come from the same minutes; the load
+average over the trials is printed beside them.
+
+Usage: ``scripts/bench_pi.py [--seconds 300] [--trials 120] [--quota 0.25] [--period-ms 10]``
+(``--quota 0``: no quota, the latency comparison alone). 120 trials per protocol take ~290 s;
+``--seconds`` must cover them (a trial that would start in the last second is not run).
 """
 
 from __future__ import annotations
@@ -114,18 +120,20 @@ def reference_work_ms() -> float:
 
 
 async def parent(args: argparse.Namespace) -> None:
-    from bench_pi_peers import Peers, relay_figures   # the peers' libraries stay out of the child
+    from bench_pi_peers import Peers   # the peers' libraries stay out of the child
+    from bench_pi_relay import Relays
 
     speed = [reference_work_ms()]
     peers = Peers()
     await peers.start()
     try:
-        relays = await relay_figures(peers, args.trials)
         with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as f:
             out = f.name
         child, how, group = spawn_child(args, peers.ports(), out)
         try:
-            sends = await peers.drive(args.trials, args.seconds)
+            sends = await peers.drive(args.trials, args.seconds, Relays())
+            relays = {p: [x for x in times if x is not None] for p, times in peers.relay_times.items()}
+            loads = peers.loads
         finally:
             code = await asyncio.to_thread(child.wait)
             if group is not None:
@@ -135,10 +143,11 @@ async def parent(args: argparse.Namespace) -> None:
     finally:
         await peers.stop()
     speed.append(reference_work_ms())
-    report(args, how, code, relays, sends, result, speed)
+    report(args, how, code, relays, sends, result, speed, loads)
 
 
-def report(args, how: str, code: int, relays: dict, sends: dict, result: dict, speed: list[float]) -> None:
+def report(args, how: str, code: int, relays: dict, sends: dict, result: dict, speed: list[float],
+           loads: list[float]) -> None:
     from bench_pi_peers import latencies, pct, split
 
     wire = result["duty_wire_s"]
@@ -169,7 +178,9 @@ def report(args, how: str, code: int, relays: dict, sends: dict, result: dict, s
         if share >= 0.05 or wakeups >= 1:
             print(f"    {name:<32} {share:5.1f} %  {wakeups:6.0f}/s")
     print(f"  command -> motor emulator receipt; wire floor of the duty packet {wire * 1e3:.2f} ms "
-          f"(RoboClaw 8 bytes at {result['baud']} baud), figures net of it:")
+          f"(RoboClaw 8 bytes at {result['baud']} baud), figures net of it; each agent trial followed by one "
+          f"of the bare relay (its receiver in a process of its own), load (1 min) "
+          f"{min(loads, default=0):.2f}..{max(loads, default=0):.2f} over the trials:")
     for proto, lat in latencies(sends, result["duty_events"]).items():
         net = [x - wire for x in lat]
         relay = relays[proto]
@@ -178,7 +189,7 @@ def report(args, how: str, code: int, relays: dict, sends: dict, result: dict, s
             continue
         print(f"    {proto:<9} p50 {pct(net, 50) * 1e3:6.2f} ms  p99 {pct(net, 99) * 1e3:6.2f} ms "
               f"(n={len(net)}/{len(sends[proto])})   "
-              f"relay p50 {pct(relay, 50) * 1e3:5.2f} ms  p99 {pct(relay, 99) * 1e3:5.2f} ms   "
+              f"relay p50 {pct(relay, 50) * 1e3:5.2f} ms  p99 {pct(relay, 99) * 1e3:5.2f} ms (n={len(relay)})   "
               f"p99 ratio {pct(net, 99) / pct(relay, 99):4.2f}x")
     print("  where it goes: send -> the adapter's submit (transport and adapter), submit -> receipt net of the wire:")
     for proto, (before, after) in split(sends, result["submits"], result["duty_events"]).items():
@@ -190,8 +201,10 @@ def report(args, how: str, code: int, relays: dict, sends: dict, result: dict, s
 # ---------------------------------------------------------------------- child (the agent)
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--seconds", type=float, default=60.0)
-    ap.add_argument("--trials", type=int, default=40, help="latency trials per protocol")
+    ap.add_argument("--seconds", type=float, default=300.0,
+                    help="agent run, s (120 trials x 3 protocols need ~290 s)")
+    ap.add_argument("--trials", type=int, default=120,
+                    help="latency trials per protocol (each followed by a relay trial)")
     ap.add_argument("--quota", type=float, default=0.25, help="share of one core (0: no quota)")
     ap.add_argument("--period-ms", type=float, default=10.0, help="quota period, ms")
     ap.add_argument("--switch-interval", type=float, default=None, help="sys.setswitchinterval in the agent, s")

@@ -250,14 +250,14 @@ async def run_agent(ports: dict, seconds: float, out: str, switch_interval: floa
     cfg = config(ports, video)
     submits = Submits()
     async with Agent(cfg) as agent:
-        if not gc_freeze:
-            gc.unfreeze()       # A/B: the agent's startup objects back in the collected generations
-        pauses = GcPauses()
         if switch_interval is not None:
             sys.setswitchinterval(switch_interval)
         duty = DutyEvents(agent.physics)
         emulator_quota = emulator_out_of_quota() if emulator_outside else "inside the quota"
         await asyncio.sleep(WARMUP_S)
+        if not gc_freeze:
+            gc.unfreeze()       # A/B: the agent's startup objects (frozen 1 s after start) collected again
+        pauses = GcPauses()     # the window's collections (not the startup freeze's, 1 s after start)
         cpu0, t0, threads0, quota0 = os.times(), time.monotonic(), thread_cpu_s(), throttling()
         times, lags = await tick_times(agent, seconds)
         cpu1, window, threads1, quota1 = os.times(), time.monotonic() - t0, thread_cpu_s(), throttling()

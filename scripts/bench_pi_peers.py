@@ -6,6 +6,7 @@ their bare relays; the command trials; matching sends to the emulator's duty eve
 from __future__ import annotations
 
 import asyncio
+import os
 import random
 import time
 import warnings
@@ -77,18 +78,29 @@ class Peers:
             await sub.recv()
             self.states += 1
 
-    async def drive(self, trials: int, seconds: float) -> dict[str, list[float]]:
-        """Round-robin trials per protocol until ``seconds`` after connecting; send times (monotonic)."""
+    async def drive(self, trials: int, seconds: float, relays=None) -> dict[str, list[float]]:
+        """Round-robin trials per protocol until ``seconds`` after connecting; send times (monotonic).
+
+        With ``relays`` (scripts/bench_pi_relay.Relays, started here), each agent trial is followed
+        by one trial of the same protocol's bare relay (its receiver in a process of its own): the
+        figures in ``self.relay_times`` (s, None lost) and the one-minute load average at each
+        round in ``self.loads`` come from the same minutes as the agent's."""
         robot, act = await self._connected()
+        if relays is not None:
+            await relays.start(self.hub, self.bridge, self.ctx)
+        agent_sid = relays.agent_sid if relays is not None else None
+        self.relay_times: dict[str, list[float | None]] = {p: [] for p in PROTOCOLS}
+        self.loads: list[float] = []
         sends: dict[str, list[float]] = {p: [] for p in PROTOCOLS}
-        motion = {"artex": lambda: self.hub.command({"drive": {"vx": 0.3, "omega": 0.0}}),
+        motion = {"artex": lambda: self.hub.command({"drive": {"vx": 0.3, "omega": 0.0}}, sid=agent_sid),
                   "sim2bot": lambda: asyncio.to_thread(robot.base_velocity, vx=0.3),
                   "robot_msg": lambda: act.send(u_rt(0.3))}
-        halt = {"artex": lambda: self.hub.command({"com": "stop"}),
+        halt = {"artex": lambda: self.hub.command({"com": "stop"}, sid=agent_sid),
                 "sim2bot": lambda: asyncio.to_thread(robot.stop),
                 "robot_msg": lambda: act.send(u_rt(0.0))}
         end = time.monotonic() + seconds
         for _ in range(trials):
+            self.loads.append(os.getloadavg()[0])
             for proto in PROTOCOLS:
                 if time.monotonic() > end - 1.0:
                     break
@@ -101,10 +113,15 @@ class Peers:
                 except ConnectionError as err:                       # counted as a miss
                     print(f"  {proto}: trial lost: {err}")
                 await asyncio.sleep(SETTLE_S)
+                if relays is not None:
+                    await asyncio.sleep(random.uniform(0.0, 0.02))
+                    self.relay_times[proto].append(await relays.trial(proto, u_rt(0.3)))
         while time.monotonic() < end:
             await asyncio.sleep(0.2)
         self._sub_task.cancel()
         await asyncio.to_thread(robot.close)
+        if relays is not None:
+            await relays.stop()
         return sends
 
 

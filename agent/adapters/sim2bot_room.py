@@ -31,6 +31,7 @@ from websockets.exceptions import InvalidStatus, WebSocketException
 
 from agent.adapters.sim2bot_commands import ParseContext, Parsed, normalize_room
 from agent.adapters.sim2bot_telemetry import TelemetryBuilder
+from agent.video.links import transport_backlog
 from agent.config.robotmsg import is_local_address
 from agent.config.sim2bot import Sim2botConfig
 from agent.errors import CommandError
@@ -52,6 +53,12 @@ TRANSPORT_MAX_BYTES = (16 << 20) + (64 << 10)
 OFFLOAD_BYTES = 64 << 10
 #: Longest a socket's closing handshake may take before the transport is dropped, s.
 CLOSE_S = 0.5
+#: Telemetry waits while the control socket still has more than this to write (transport buffer
+#: and kernel send queue, SIOCOUTQ), bytes: on a slow path the packet is skipped instead.
+TELEMETRY_BACKLOG_BYTES = 4096
+#: Share of a slow path's rate (learned by the room's video link, agent.video.LinkRate) telemetry
+#: may use: its packets are spaced out to it, the rest carries frames, pings and replies.
+TELEMETRY_SHARE = 0.25
 #: Errors that end a session as a link fault (anything else is a bug, logged with its traceback).
 LINK_ERRORS = (OSError, WebSocketException, TimeoutError)
 
@@ -135,6 +142,7 @@ class RoomLink:
         self.warning = ""
         self._reannounce = False
         self.connects = self.sent = 0
+        self.telemetry_skipped = 0
         self._clock, self._sleep = clock, sleep
         self.link = Reconnector(f"sim2bot: bridge at {self.where}", log, first_s=s.reconnect_delay_s,
                                 max_s=s.reconnect_delay_max_s, refused=refused, refused_s=s.refused_delay_s,
@@ -145,10 +153,11 @@ class RoomLink:
 
     def status(self) -> LinkStatus:
         """This room's link state (counters empty) and detail: ``room``, ``connected``,
-        ``video_connected``, ``controllers``, ``connects``, ``sent``."""
+        ``video_connected``, ``controllers``, ``connects``, ``sent``, ``telemetry_skipped`` (packets
+        not sent: the path was full)."""
         detail = {"room": self.room, "connected": self.connected, "video_connected": self.video_connected,
                   "controllers": self.controllers, "simulators": self.simulators, "warning": self.warning,
-                  "connects": self.connects, "sent": self.sent}
+                  "connects": self.connects, "sent": self.sent, "telemetry_skipped": self.telemetry_skipped}
         return self.link.status(SOURCE, {}, detail, connected=self.connected)
 
     # ------------------------------------------------------------------ run
@@ -258,14 +267,23 @@ class RoomLink:
                 await self._sleep(delay)
             else:
                 due = clock()  # fell behind: skip, never burst
+            if transport_backlog(getattr(ws, "transport", None)) > TELEMETRY_BACKLOG_BYTES:
+                # the path is slower than telemetry: this packet is skipped (the next one carries the
+                # samples since the last sent), so pongs and replies never queue behind old telemetry
+                self.telemetry_skipped += 1
+                continue
             batch = robot.samples_since(last_seq, limit)
             newest = robot.snapshot() if len(batch) >= limit or not batch else batch[-1]
             last_seq = max(last_seq, newest.seq)
             if self._reannounce:
                 self._reannounce = False
                 await ws.send(self._hello)   # the bridge's scene is the tank's again (describe)
-            await ws.send(json.dumps(builder.build(newest, batch, self.warning)))
+            packet = json.dumps(builder.build(newest, batch, self.warning))
+            await ws.send(packet)
             self.sent += 1
+            rate = self.streams.rate.bps if self.streams is not None else None
+            if rate is not None:    # a slow path (the video link learned its rate): telemetry takes its share
+                due = max(due, clock() + len(packet) / (TELEMETRY_SHARE * rate) - period)
 
     # ------------------------------------------------------------------ video
     async def _video_run(self) -> None:

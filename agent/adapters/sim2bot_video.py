@@ -7,7 +7,11 @@ shared :class:`agent.video.VideoHub` (one encode per frame and format, however
 many streams want it), paces it to the requested fps and sends it as one
 binary message (:func:`frame_prefix` then the image, never joined: on a
 ``websockets`` connection as masked fragments, :mod:`agent.video.wsframes`).
-A slow socket makes the stream skip to the newest frame: nothing queues. The
+A slow socket makes the stream skip to the newest frame: nothing queues. Each
+``/video`` link learns what its path carries (:class:`agent.video.LinkRate`, from how long
+frames take to drain): frames are spaced to that rate and re-encoded smaller to fit it
+(quality, then size: the stream's :class:`agent.video.LinkPacer` level), so neither the
+newest frame nor the control socket sharing the path waits behind old frames. The
 link's :class:`agent.video.SendBudget` (bytes/s, CPU share of encode + pack +
 send) drops a stream's frame that would go over it: the delivered fps falls,
 the control loop never waits.
@@ -40,7 +44,8 @@ from agent.adapters.sim2bot_commands import (
 )
 from agent.config.drivers import CameraConfig
 from agent.errors import CommandDeclined
-from agent.video import EncodedFrame, FrameFormat, LinkPacer, SendBudget
+from agent.video import EncodedFrame, FrameFormat, LinkPacer, LinkRate, SendBudget
+from agent.video.budget import MAX_LEVEL
 from agent.video.links import transport_backlog, wait_drained
 from agent.video.wsframes import FragmentWriter
 
@@ -155,6 +160,9 @@ class VideoStreams:
         self.too_old = 0
         self._max_age_s = max_age_s
         self.pacers: dict[StreamKey, LinkPacer] = {}
+        self.rate = LinkRate(clock=clock)
+        self.too_big = 0
+        self._last_bytes: dict[int, int] = {}
         self._in_flight: dict[str, asyncio.Lock] = {}
         self._ending: set[StreamKey] = set()
 
@@ -267,12 +275,40 @@ class VideoStreams:
             # the camera's previous frame on this link is written first, then the newest frame is taken:
             # a frame never ages waiting for another one to drain
             async with self._in_flight.setdefault(key.camera, asyncio.Lock()):
-                frame: EncodedFrame | None = await self._hub.next_encoded(hub_id, fmt, after_seq, _WAIT_S)
+                frame = await self._next(hub_id, fmt, after_seq, pacer)
                 if frame is None:
                     continue
                 after_seq = frame.seq
                 due = max(due + period, self._clock())
-                cost = await self._send_one(key, pacer, frame) or cost
+                sent = await self._send_one(key, pacer, frame)
+                cost = sent or cost
+                if sent is not None:    # the link's share of this frame: the next one waits for it
+                    due = max(due, self._clock() + self.rate.spacing_s(sent[0]))
+
+    async def _next(self, hub_id: str, fmt: FrameFormat, after_seq: int, pacer: LinkPacer) -> EncodedFrame | None:
+        """The newest frame after ``after_seq`` in ``fmt``, or smaller (lower quality, then size: the
+        pacer's ladder level) to fit what the link carries (:class:`agent.video.LinkRate`); None on
+        timeout. When even the smallest does not fit (counted in ``too_big``) the smallest is sent:
+        the rate spaces it out."""
+        limit = self.rate.frame_bytes()
+        if limit is None:       # the path carries what we send: the asked format
+            pacer.level = 0
+            return await self._hub.next_encoded(hub_id, fmt, after_seq, _WAIT_S)
+        frame = await self._hub.next_frame(hub_id, after_seq, _WAIT_S)
+        if frame is None:
+            return None
+        start = pacer.level
+        if start and 0 < self._last_bytes.get(id(pacer), limit) < limit // 2:
+            start -= 1          # the last one was well under the limit: try one step bigger
+        out, level = await self._hub.encoded_within(frame, fmt, limit, start)
+        if out is None:     # not even the smallest fits: it goes anyway, spaced to the rate (fewer frames)
+            self.too_big += 1
+            out, level = await self._hub.encoded_within(frame, fmt, 1 << 62, MAX_LEVEL)
+            if out is None:
+                return None
+        pacer.level = level
+        self._last_bytes[id(pacer)] = len(out.data)
+        return out
 
     async def _send_one(self, key: StreamKey, pacer: LinkPacer, frame: EncodedFrame) -> tuple[int, float] | None:
         """Send ``frame`` unless too old, then wait until the socket wrote it (one frame in flight).
@@ -303,16 +339,21 @@ class VideoStreams:
         transport = getattr(getattr(send, "__self__", None), "transport", None)
         await wait_drained(lambda: transport_backlog(transport), _WAIT_S, clock=self._clock)
         pacer.drained(nbytes, self._clock() - start)
+        self.rate.drained(nbytes, self._clock() - start)
         return nbytes, cpu + frame.encode_s
 
     def stats(self) -> dict[str, object]:
         """Per stream (``camera codec WxH@fps``): frame age p50/p95/p99/max (capture -> handed to the
         socket, s), throughput (kB/s), ``sent``, ``dropped`` (over the link's budget) and ``too_old``;
-        plus the link's ``too_old`` (frames not sent: older than the limit), ``dropped``,
+        plus the link's ``too_old`` (frames not sent: older than the limit), ``dropped``, ``too_big``
+        (not even the smallest re-encode fits the link's rate: the smallest went, spaced out),
+        ``link_Bps`` (the rate learned, bytes/s; None: unlimited), ``rate_cuts``,
         ``budget_bytes_per_s`` and ``budget_cpu_share`` (what the link spent over the last second,
         CPU as a share of one core). Only streams are dicts."""
         usage = self.budget.usage()
-        out: dict[str, object] = {"too_old": self.too_old, "dropped": self.budget.dropped,
+        out: dict[str, object] = {"too_old": self.too_old, "dropped": self.budget.dropped, "too_big": self.too_big,
+                                  "link_Bps": None if self.rate.bps is None else round(self.rate.bps),
+                                  "rate_cuts": self.rate.cuts,
                                   "budget_bytes_per_s": usage["bytes_per_s"], "budget_cpu_share": usage["cpu_share"]}
         for key, pacer in self.pacers.items():
             name = f"{key.camera} {key.codec} {key.width}x{key.height}@{key.fps:g}"

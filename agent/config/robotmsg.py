@@ -14,9 +14,12 @@ from typing import Literal
 from urllib.parse import urlsplit
 
 from pydantic import Field, field_validator, model_validator
-from robot_msg import ports
 
 from agent.config.base import DelayS, RateHz, Section
+
+#: ``robot_msg.ports`` ROBOT_STATE, CONTROLLER_COMMAND, ROBOT_ACTION, copied: importing ``robot_msg``
+#: loads every message module (~25 ms of each start, robot_msg on or off). A test checks they agree.
+ROBOT_STATE_PORT, CONTROLLER_COMMAND_PORT, ROBOT_ACTION_PORT = 28400, 28401, 28402
 
 #: What a ``ctrl_mode`` value can do (docs/robot_msg.md, "ctrl_mode").
 CtrlAction = Literal["stop", "hold", "home"]
@@ -132,10 +135,10 @@ class RobotMsgConfig(Section):
     """
 
     enabled: bool = False
-    state: SocketConfig = Field(default_factory=lambda: SocketConfig(address=f"tcp://127.0.0.1:{ports.ROBOT_STATE}"))
+    state: SocketConfig = Field(default_factory=lambda: SocketConfig(address=f"tcp://127.0.0.1:{ROBOT_STATE_PORT}"))
     command: SocketConfig = Field(
-        default_factory=lambda: SocketConfig(address=f"tcp://127.0.0.1:{ports.CONTROLLER_COMMAND}"))
-    action: SocketConfig = Field(default_factory=lambda: SocketConfig(address=f"tcp://127.0.0.1:{ports.ROBOT_ACTION}"))
+        default_factory=lambda: SocketConfig(address=f"tcp://127.0.0.1:{CONTROLLER_COMMAND_PORT}"))
+    action: SocketConfig = Field(default_factory=lambda: SocketConfig(address=f"tcp://127.0.0.1:{ROBOT_ACTION_PORT}"))
     state_hz: RateHz = Field(50.0, le=1000)
     encoding: Literal["binary", "json"] = "binary"
     max_frame_bytes: int = Field(1 << 20, ge=1024, le=64 << 20)

@@ -9,7 +9,10 @@ play the field's bad networks:
   a connection accepted meanwhile reaches the peer only when the path returns;
 - ``rate_bps``: each direction is paced to that many bytes per second (1 Mbit/s =
   125_000), reading from the sender only as fast as it forwards, so the sender's own
-  socket buffers fill as they would behind a slow radio link.
+  socket buffers fill as they would behind a slow radio link;
+- ``shared=True``: that rate is one path's, shared by every connection through the proxy
+  (a chunk at a time, in the order they are read), as two sockets of one robot share its
+  Wi-Fi; otherwise each connection gets the full rate.
 
 Usage::
 
@@ -30,8 +33,10 @@ __all__ = ["TcpProxy"]
 
 #: bytes forwarded per write; small enough to pace a 1 Mbit/s link smoothly
 CHUNK = 4096
-#: receive buffer of a throttled connection's sockets, bytes (the kernel doubles it)
-RCVBUF = 16384
+#: receive buffer of a throttled connection's sockets, bytes (the kernel doubles it): what the proxy
+#: holds unsent is about what a real path has in flight (a few kB), so a sender's kernel send queue
+#: (SIOCOUTQ: bytes not yet acknowledged) shows the backlog as it would behind a radio link
+RCVBUF = 4096
 
 
 class TcpProxy:
@@ -41,14 +46,17 @@ class TcpProxy:
         port: the listening port once started.
         blackhole: True holds every byte both ways (connections stay open) until set False.
         rate_bps: bytes per second per direction, None = unpaced.
+        shared: the rate is shared by all connections (per direction), not each one's.
         connections: connections accepted so far.
     """
 
     def __init__(self, target_host: str, target_port: int, *, host: str = "127.0.0.1",
-                 port: int = 0, rate_bps: float | None = None) -> None:
+                 port: int = 0, rate_bps: float | None = None, shared: bool = False) -> None:
         self.target = (target_host, target_port)
         self.host, self.port = host, port
         self.rate_bps = rate_bps
+        self.shared = shared
+        self._next_t = {"up": 0.0, "down": 0.0}    # shared: when each direction's path is free again
         self.connections = 0
         self._path = asyncio.Event()
         self._path.set()
@@ -71,7 +79,16 @@ class TcpProxy:
         # throttled: small buffers, as a radio link's, so a backlog stays with the sender (its own
         # socket buffer, where a real sender sees it) instead of hiding in this proxy
         limit = CHUNK if self.rate_bps else 1 << 16
-        self._server = await asyncio.start_server(self._serve, self.host, self.port, limit=limit)
+        if self.rate_bps:
+            # the receive buffer set before listen(): accepted connections start with the small window
+            # (set after the handshake, the kernel keeps the window it already offered)
+            listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            listener.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, RCVBUF)
+            listener.bind((self.host, self.port))
+            self._server = await asyncio.start_server(self._serve, sock=listener, limit=limit)
+        else:
+            self._server = await asyncio.start_server(self._serve, self.host, self.port, limit=limit)
         self.port = self._server.sockets[0].getsockname()[1]
         return self
 
@@ -114,7 +131,7 @@ class TcpProxy:
                         sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, RCVBUF)
             self._writers.add(u_writer)
             try:
-                await asyncio.gather(self._pipe(c_reader, u_writer), self._pipe(u_reader, c_writer))
+                await asyncio.gather(self._pipe(c_reader, u_writer, "up"), self._pipe(u_reader, c_writer, "down"))
             finally:
                 u_writer.close()
                 self._writers.discard(u_writer)
@@ -129,7 +146,7 @@ class TcpProxy:
             self._writers.discard(c_writer)
             self._tasks.discard(task)
 
-    async def _pipe(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def _pipe(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, direction: str) -> None:
         """Copy one direction, holding bytes while black-holed and pacing to ``rate_bps``."""
         next_t = time.monotonic()
         try:
@@ -139,7 +156,11 @@ class TcpProxy:
                     break
                 await self._path.wait()
                 if self.rate_bps:
-                    next_t = max(next_t, time.monotonic()) + len(data) / self.rate_bps
+                    if self.shared:
+                        next_t = self._next_t[direction] = (max(self._next_t[direction], time.monotonic())
+                                                            + len(data) / self.rate_bps)
+                    else:
+                        next_t = max(next_t, time.monotonic()) + len(data) / self.rate_bps
                     await asyncio.sleep(max(0.0, next_t - time.monotonic()))
                     await self._path.wait()
                 writer.write(data)

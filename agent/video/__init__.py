@@ -5,11 +5,40 @@
 - :mod:`agent.video.hub`: :class:`VideoHub`, the shared latest-frame hub and encode cache;
 - :mod:`agent.video.budget`: encoder CPU share, per-link send budget, message wire size, per-link pacing;
 - :mod:`agent.video.wsframes`: big binary WebSocket messages as masked fragments (client side).
+
+The names below load their module when first used (PEP 562): an adapter taking
+``FrameFormat`` does not load the hub, its capture threads and OpenCV in a config
+without cameras.
 """
 
-from agent.video.budget import CpuBudget, LinkPacer, SendBudget, fit_ladder, json_wire_size, socketio_wire_size
-from agent.video.frames import ENCODERS, EncodedFrame, Frame, FrameFormat, content_digest, encode
-from agent.video.hub import CACHE_MAX_BYTES, MAX_CACHED_ENCODES, VideoHub, hub_from_config
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+_WHERE = {
+    "agent.video.budget": ("CpuBudget", "LinkPacer", "LinkRate", "SendBudget", "fit_ladder", "json_wire_size",
+                           "socketio_wire_size"),
+    "agent.video.frames": ("ENCODERS", "EncodedFrame", "Frame", "FrameFormat", "content_digest", "encode"),
+    "agent.video.hub": ("CACHE_MAX_BYTES", "MAX_CACHED_ENCODES", "VideoHub", "hub_from_config"),
+}
+_MODULE_OF = {name: module for module, names in _WHERE.items() for name in names}
+
+if TYPE_CHECKING:
+    from agent.video.budget import (CpuBudget, LinkPacer, LinkRate, SendBudget, fit_ladder, json_wire_size,
+                                    socketio_wire_size)
+    from agent.video.frames import ENCODERS, EncodedFrame, Frame, FrameFormat, content_digest, encode
+    from agent.video.hub import CACHE_MAX_BYTES, MAX_CACHED_ENCODES, VideoHub, hub_from_config
+
+
+def __getattr__(name: str) -> Any:
+    module = _MODULE_OF.get(name)
+    if module is None:
+        raise AttributeError(f"module 'agent.video' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = ["CACHE_MAX_BYTES", "ENCODERS", "MAX_CACHED_ENCODES", "CpuBudget", "EncodedFrame", "Frame",
            "FrameFormat", "LinkPacer", "SendBudget", "VideoHub", "content_digest", "encode", "fit_ladder",

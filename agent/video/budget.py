@@ -15,6 +15,10 @@
 - :class:`LinkPacer`: per link and camera, at most one frame in flight, frames
   older than ``max_age_s`` never sent, throughput measured and the ladder level
   adapted down (slow link, oversize frames) and back up.
+- :class:`LinkRate`: per link, the bytes per second video may use, learned from how long
+  frames take to drain (cut on a slow drain, doubled every clean second), so frames are
+  paced and sized below what the path carries and nothing piles up in buffers the sender
+  cannot see (a router's, a proxy's) ahead of the newest frame or the control socket.
 """
 
 from __future__ import annotations
@@ -28,7 +32,7 @@ from typing import Any
 
 from agent.video.frames import FrameFormat
 
-__all__ = ["CpuBudget", "LinkPacer", "SendBudget", "fit_ladder", "socketio_wire_size", "json_wire_size"]
+__all__ = ["CpuBudget", "LinkPacer", "LinkRate", "SendBudget", "fit_ladder", "socketio_wire_size", "json_wire_size"]
 
 #: JPEG qualities tried (each capped by the requested one) before the frame is scaled down.
 QUALITY_STEPS = (60, 40)
@@ -38,6 +42,9 @@ SCALE_STEPS = (0.75, 0.5, 0.35, 0.25)
 MAX_STEP = 3
 #: Smallest side, px, a frame is scaled down to.
 MIN_SIDE_PX = 64
+#: Highest ladder level a pacer goes to (the longest ladder has 1 + 2 + 4 steps): a long slow
+#: spell must not leave a level that takes minutes of good frames to climb back from.
+MAX_LEVEL = len(QUALITY_STEPS) + len(SCALE_STEPS)
 
 
 class CpuBudget:
@@ -263,8 +270,8 @@ class LinkPacer:
                 self._good = 0
 
     def slower(self, steps: int = 1) -> None:
-        """Start the next frame ``steps`` ladder steps smaller."""
-        self.level += steps
+        """Start the next frame ``steps`` ladder steps smaller (at most :data:`MAX_LEVEL`)."""
+        self.level = min(MAX_LEVEL, self.level + steps)
         self._good = 0
 
     def age_stats(self) -> dict[str, float | None]:
@@ -274,3 +281,67 @@ class LinkPacer:
         ages = sorted(self.ages)
         pick = lambda p: round(ages[min(len(ages) - 1, int(p * len(ages)))], 4)  # noqa: E731
         return {"p50_s": pick(0.5), "p95_s": pick(0.95), "p99_s": pick(0.99), "max_s": round(ages[-1], 4)}
+
+
+class LinkRate:
+    """Bytes per second one link's video may use, learned from drains (AIMD). Event-loop only.
+
+    A frame that took longer than ``slow_s`` to drain (handed to the socket until the transport
+    and the kernel wrote it) says the path is full: the rate becomes ``backoff`` times what that
+    frame drained at (at most one cut per ``slow_s``; the drain includes bytes queued ahead of it,
+    so the cut errs low). Without a slow drain it grows: by a quarter each second within
+    ``settle_s`` of the last cut (near the path's rate), doubling every half second after that
+    (the path got better); above ``max_bps`` the link counts as unlimited again (None). The sender
+    paces frames to the rate (a frame of ``n`` bytes takes ``n / rate`` s of the link) and sizes
+    them to at most ``frame_s`` s of it.
+
+    Args:
+        slow_s: a drain longer than this is a full path, s. backoff: share of the drained rate kept.
+        frame_s: largest frame, in seconds of the link at the rate. max_bps: unlimited above, bytes/s.
+        min_bps: the rate never falls below this, bytes/s. settle_s: slow growth this long after a
+        cut, s. clock: monotonic clock, s.
+
+    Attributes:
+        bps: the rate now, bytes/s; None: unlimited (no slow drain seen, or recovered).
+        cuts: slow drains that lowered the rate, in all.
+    """
+
+    def __init__(self, slow_s: float = 0.1, backoff: float = 0.7, frame_s: float = 0.25,
+                 max_bps: float = 8e6, min_bps: float = 4000.0, settle_s: float = 2.0,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.slow_s, self.backoff, self.frame_s, self.settle_s = slow_s, backoff, frame_s, settle_s
+        self.max_bps, self.min_bps = max_bps, min_bps
+        self._clock = clock
+        self.bps: float | None = None
+        self.cuts = 0
+        self._changed = self._cut = clock()
+
+    def drained(self, nbytes: int, seconds: float) -> None:
+        """A frame of ``nbytes`` took ``seconds`` to drain: cut the rate, or grow it after a clean second."""
+        now = self._clock()
+        if seconds > self.slow_s and nbytes > 0:
+            if now - self._changed >= self.slow_s or self.bps is None:
+                drained_at = nbytes / seconds
+                self.bps = max(self.min_bps, self.backoff * min(drained_at, self.bps or drained_at))
+                self._changed = self._cut = now
+                self.cuts += 1
+            return
+        if self.bps is None:
+            return
+        if now - self._cut > self.settle_s:       # no cut for a while: the path got better, probe fast
+            grow, every = 2.0, 0.5
+        else:                                     # near the path's rate: creep up
+            grow, every = 1.25, 1.0
+        if now - self._changed >= every:
+            self.bps *= grow
+            self._changed = now
+            if self.bps > self.max_bps:
+                self.bps = None
+
+    def frame_bytes(self) -> int | None:
+        """Largest frame to send now, bytes (None: any)."""
+        return None if self.bps is None else max(1, int(self.bps * self.frame_s))
+
+    def spacing_s(self, nbytes: int) -> float:
+        """Seconds of the link a frame of ``nbytes`` uses at the rate (0 when unlimited)."""
+        return 0.0 if self.bps is None else nbytes / self.bps

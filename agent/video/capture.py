@@ -43,9 +43,10 @@ log = logging.getLogger("agent.video")
 KEEP_FRAMES = 2
 
 
-def _resolve(fut: asyncio.Future, frame: Frame | None) -> None:
-    if not fut.done():
-        fut.set_result(frame)
+def _resolve(futs: list[asyncio.Future], frame: Frame | None) -> None:
+    for fut in futs:
+        if not fut.done():
+            fut.set_result(frame)
 
 
 class _Run:
@@ -215,9 +216,13 @@ class CaptureThreads:
 
     @staticmethod
     def _wake(waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Future]], frame: Frame | None) -> None:
+        """Resolve the waiters' futures with ``frame``: one wake-up per event loop, however many wait."""
+        by_loop: dict[asyncio.AbstractEventLoop, list[asyncio.Future]] = {}
         for loop, fut in waiters:
+            by_loop.setdefault(loop, []).append(fut)
+        for loop, futs in by_loop.items():
             try:
-                loop.call_soon_threadsafe(_resolve, fut, frame)
+                loop.call_soon_threadsafe(_resolve, futs, frame)
             except RuntimeError:  # that consumer's loop is closed
                 log.debug("video: dropped a waiter of a closed event loop")
 

@@ -3,6 +3,10 @@
 
 Raw RGBA is bottom-up (the first row sent is the image's bottom row), as the
 Sim2Bot reference reader ``sim2bot.client.CameraFrame.image`` flips raw frames.
+
+OpenCV and NumPy are imported by the first encode, not by this module: an adapter needs
+:class:`FrameFormat` whether or not a camera is configured, and a config without cameras
+never loads them (``scripts/bench_start.py``: they cost ~0.2 s of a start).
 """
 
 from __future__ import annotations
@@ -10,11 +14,12 @@ from __future__ import annotations
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
-
-import cv2
-import numpy as np
+from typing import TYPE_CHECKING
 
 from agent.errors import CommandError
+
+if TYPE_CHECKING:
+    import numpy as np
 
 MAX_OUTPUT_SIZE = 4096
 
@@ -48,6 +53,8 @@ class Frame:
 
 
 def _encode_jpeg(image: np.ndarray, quality: int) -> bytes:
+    import cv2
+
     ok, buf = cv2.imencode(".jpg", image, [cv2.IMWRITE_JPEG_QUALITY, quality])
     if not ok:
         raise cv2.error("cv2.imencode('.jpg') returned False")
@@ -59,6 +66,8 @@ def _encode_rgba(image: np.ndarray, quality: int) -> memoryview:
 
     A read-only byte view of the flipped array, not a copy: OpenCV releases the GIL while it
     converts and flips, a ``tobytes()`` of a full-HD frame would hold it for an 8 MB copy."""
+    import cv2
+
     rgba = cv2.flip(cv2.cvtColor(image, cv2.COLOR_BGR2RGBA), 0)
     rgba.flags.writeable = False
     return memoryview(rgba).cast("B")
@@ -112,6 +121,20 @@ class FrameFormat:
             return max(1, round(width * self.height / height)), self.height
         return width, height
 
+    def resolved(self, width: int, height: int) -> FrameFormat:
+        """The canonical spelling of this format for a ``width`` x ``height`` frame: the output size
+        spelt out and, for ``rgba``, the unused quality fixed at 80. Two formats that give the same
+        bytes for that frame resolve to the same key, e.g. ``FrameFormat("jpeg", quality=80)`` and
+        ``FrameFormat("jpeg", 640, 480, 80)`` for a 640x480 frame (the encode cache's key)."""
+        w, h = self.output_size(width, height)
+        quality = self.quality if self.codec == "jpeg" else 80
+        if (w, h, quality) == (self.width, self.height, self.quality):
+            return self
+        out = object.__new__(FrameFormat)    # sizes come from the frame: no re-validation (a >4096 px camera)
+        for name, value in (("codec", self.codec), ("width", w), ("height", h), ("quality", quality)):
+            object.__setattr__(out, name, value)
+        return out
+
 
 @dataclass(frozen=True, slots=True)
 class EncodedFrame:
@@ -149,6 +172,8 @@ def encode(frame: Frame, fmt: FrameFormat) -> EncodedFrame:
     w, h = fmt.output_size(frame.width, frame.height)
     image = frame.image
     if (w, h) != (frame.width, frame.height):
+        import cv2
+
         shrink = w * h < frame.width * frame.height
         image = cv2.resize(image, (w, h), interpolation=cv2.INTER_AREA if shrink else cv2.INTER_LINEAR)
     return EncodedFrame(frame.seq, frame.t_unix_s, w, h, fmt.codec, ENCODERS[fmt.codec](image, fmt.quality),
@@ -157,5 +182,7 @@ def encode(frame: Frame, fmt: FrameFormat) -> EncodedFrame:
 
 def content_digest(image: np.ndarray) -> int:
     """CRC32 of a ~64-row subsample: equal digests mean a frozen source, not a still scene (sensor noise)."""
+    import numpy as np
+
     step = max(1, min(image.shape[0], image.shape[1]) // 64)
     return zlib.crc32(np.ascontiguousarray(image[::step, ::step]))

@@ -1,4 +1,4 @@
-"""Video hub: capture once per camera, encode once per (camera, frame, format), fan out the latest frame.
+"""Video hub: capture once per camera, encode once per (camera, frame, output), fan out the latest frame.
 
 Threads (docs/architecture.md): one capture thread per configured camera
 (agent.video.capture) keeps only the newest :class:`Frame`; a small encoder pool
@@ -6,7 +6,9 @@ turns frames into JPEG or raw RGBA; one supervisor thread notices reads or opens
 that hang. The asyncio side only awaits: :meth:`VideoHub.next_encoded` waits (on
 the caller's loop, woken with ``loop.call_soon_threadsafe``) for a frame newer
 than the one the consumer has, then awaits its encoding, shared by every
-consumer asking for the same frame and :class:`FrameFormat`. A slow consumer
+consumer asking for the same frame and output (the :class:`FrameFormat` resolved against the
+frame's size, :meth:`FrameFormat.resolved`: ``quality=80`` and ``640, 480, 80`` are one encode of a
+640x480 frame). A slow consumer
 simply gets the newest frame on its next call: there is no queue.
 
 Budgets (agent.video.budget): the encoders keep within a share of one core (a
@@ -24,6 +26,7 @@ import logging
 import random
 import threading
 import time
+import weakref
 from collections.abc import Callable, Sequence
 
 import cv2
@@ -95,6 +98,7 @@ class VideoHub(CaptureThreads):
         self._executor: concurrent.futures.ThreadPoolExecutor | None = None
         self._supervisor: threading.Thread | None = None
         self._stats_lock = threading.Lock()
+        self._wrapped: weakref.WeakKeyDictionary[concurrent.futures.Future, dict] = weakref.WeakKeyDictionary()
         self._encode_count = 0
         self._encode_s = 0.0
         self._started = False
@@ -203,14 +207,27 @@ class VideoHub(CaptureThreads):
         """
         feed = self._feed(frame.camera_id)
         with feed.lock:
-            cached = (frame.seq, fmt) in feed.encodes
+            cached = (frame.seq, fmt.resolved(frame.width, frame.height)) in feed.encodes
         if not cached and (wait := self.cpu.wait_s()) > 0:
             await asyncio.sleep(wait)
             frame = feed.latest or frame
         future = self._encoding(feed, frame, fmt)
         if future is None:
             return None
-        return await asyncio.shield(asyncio.wrap_future(future))
+        return await asyncio.shield(self._on_loop(future))
+
+    def _on_loop(self, future: concurrent.futures.Future) -> asyncio.Future:
+        """The running loop's view of an encode: one per (encode, loop), so the encoder thread wakes
+        each loop once when it is done, not once per consumer (ARTEX, Sim2Bot, console)."""
+        loop = asyncio.get_running_loop()
+        with self._stats_lock:
+            per_loop = self._wrapped.get(future)
+            if per_loop is None:
+                per_loop = self._wrapped[future] = {}
+            wrapped = per_loop.get(loop)
+            if wrapped is None:
+                wrapped = per_loop[loop] = asyncio.wrap_future(future, loop=loop)
+        return wrapped
 
     async def encoded_within(self, frame: Frame, fmt: FrameFormat, max_bytes: int,
                              level: int = 0) -> tuple[EncodedFrame | None, int]:
@@ -305,6 +322,7 @@ class VideoHub(CaptureThreads):
 
     def _encoding(self, feed: _Feed, frame: Frame, fmt: FrameFormat) -> concurrent.futures.Future | None:
         """The shared encode of (frame, fmt): cached or in flight, else submitted now."""
+        fmt = fmt.resolved(frame.width, frame.height)
         key = (frame.seq, fmt)
         with feed.lock:
             future = feed.encodes.get(key)
