@@ -244,6 +244,7 @@ class HubClient(HookedAsyncClient):
 
     async def _drop_transport(self) -> None:
         self.connected = False
-        self.namespaces = {}
+        no_namespaces: dict[str, str] = {}
+        self.namespaces = no_namespaces
         self._clear_binary()
         await eio_compat.drop_transport(self.eio)

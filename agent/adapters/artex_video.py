@@ -244,7 +244,11 @@ class VideoDelivery:
             return None
         loop = asyncio.get_running_loop()
         acked: asyncio.Future = loop.create_future()
-        callback = None if self.acks is False else (lambda *_: acked.done() or acked.set_result(True))
+        def on_ack(*_: object) -> None:
+            if not acked.done():
+                acked.set_result(True)
+
+        callback = None if self.acks is False else on_ack
         start = self._clock()
         try:
             await client.emit("video", {"payload": payload}, namespace=NAMESPACE, callback=callback)
