@@ -273,6 +273,9 @@ def cmd_check_config(args: argparse.Namespace) -> int:
         why = refusal(cfg.console)
         if why:     # the agent runs without its console then (the robot does not depend on it)
             print(f"{args.path}: warning: $.console: {why}")
+    from agent.config.control import priority_warnings
+    for warning in priority_warnings(cfg.control):     # may be deliberate: a warning, not an error
+        print(f"{args.path}: warning: $.control.sources: {warning}")
     from agent.control.failsafes import resolve as resolve_failsafes
     for warning in resolve_failsafes(cfg).warnings:     # a failsafe off for want of its device
         print(f"{args.path}: $.failsafe: {warning}")

@@ -30,6 +30,7 @@ import contextlib
 import errno
 import json
 import logging
+import math
 import os
 import socket
 import struct
@@ -59,6 +60,8 @@ MAX_LINE = 4096
 IO_TIMEOUT_S = 5.0
 #: the longest path a Unix socket address holds (Linux sun_path, 108 bytes with the NUL)
 MAX_SOCKET_PATH = 107
+#: longest reason the CLI sends, characters (the agent keeps 200: agent.control.safety.MAX_REASON_CHARS)
+MAX_REASON_CHARS = 200
 #: exit statuses of ``robot-agent estop``
 EXIT_DONE, EXIT_REFUSED, EXIT_NO_AGENT, EXIT_DENIED = 0, 1, 2, 3
 
@@ -81,6 +84,68 @@ def store_path(status_file: Path) -> Path:
 
 # ----------------------------------------------------------------------------- the kept e-stop
 
+#: who a kept e-stop may name: the e-stop's setters, and ``robot`` (an e-stop set because the file was unknown)
+KEPT_SETTERS = ("console", "cli", "input", "robot")
+#: the setter of an e-stop whose kept state is unknown
+ROBOT = "robot"
+#: the largest e-stop file read, bytes (a valid one is about 100-700)
+MAX_STORE_BYTES = 64 * 1024
+#: the deepest JSON nesting in a valid e-stop file (a valid one nests 2 deep)
+MAX_STORE_DEPTH = 8
+#: the latest time a kept e-stop may have been set, Unix s (2100-01-01T00:00:00Z); the earliest is 0
+MAX_SINCE_UNIX_S = 4102444800.0
+
+
+def _max_depth(text: str) -> int:
+    """The deepest nesting of ``[`` / ``{`` in JSON ``text`` (brackets inside strings not counted)."""
+    depth = deepest = 0
+    in_string = escaped = False
+    for c in text:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif c == "\\":
+                escaped = True
+            elif c == '"':
+                in_string = False
+        elif c == '"':
+            in_string = True
+        elif c in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif c in "]}":
+            depth -= 1
+    return deepest
+
+
+def _kept_halt(data: object) -> Halt | None:
+    """The Halt in a parsed e-stop file, None when released. Raises ValueError naming the problem."""
+    if not isinstance(data, dict) or data.get("version") != 1 or "estop" not in data:
+        raise ValueError('not {"version": 1, "estop": ...}')
+    kept = data["estop"]
+    if kept is None:
+        return None
+    if not isinstance(kept, dict):
+        raise ValueError(f"estop is a {type(kept).__name__}, not an object or null")
+    missing = [k for k in ("by", "reason", "since_unix_s") if k not in kept]
+    if missing:
+        raise ValueError(f"estop lacks {', '.join(missing)}")
+    by, reason, since = kept["by"], kept["reason"], kept["since_unix_s"]
+    if not isinstance(by, str) or by not in KEPT_SETTERS:
+        raise ValueError(f"estop.by {safe(by, 40)} is not one of {', '.join(KEPT_SETTERS)}")
+    if not isinstance(reason, str):
+        raise ValueError(f"estop.reason is a {type(reason).__name__}, not a string")
+    if isinstance(since, bool) or not isinstance(since, (int, float)):
+        raise ValueError(f"estop.since_unix_s is a {type(since).__name__}, not a number")
+    try:
+        seconds = float(since)
+    except OverflowError:
+        seconds = math.inf
+    if not (math.isfinite(seconds) and 0 <= seconds <= MAX_SINCE_UNIX_S):
+        raise ValueError(f"estop.since_unix_s {safe(since, 40)} is not a time from 1970 to 2100")
+    return Halt("estop", safe(reason, 400), by, seconds)
+
+
 
 class EstopStore:
     """``estop.json``: the e-stop in force (a Halt's fields) or ``{"estop": null}``.
@@ -96,33 +161,39 @@ class EstopStore:
     def load(self, now_unix_s: float | None = None) -> Halt | None:
         """The kept e-stop, None when there is none (no file, or released). Blocking: call off the event loop.
 
-        A file that exists but cannot be read or parsed gives an e-stop by ``robot`` saying so:
-        not knowing whether the robot was e-stopped is treated as e-stopped.
+        A file that exists but cannot be read, parsed or validated gives an e-stop by ``robot`` whose
+        reason names the file and the problem (never an exception): not knowing whether the robot was
+        e-stopped is treated as e-stopped. Valid: at most :data:`MAX_STORE_BYTES` bytes, JSON nested at
+        most :data:`MAX_STORE_DEPTH` deep, ``{"version": 1, "estop": null | {"by", "reason",
+        "since_unix_s"}}`` with ``by`` one of :data:`KEPT_SETTERS`, ``reason`` a string and
+        ``since_unix_s`` a finite number of seconds from 1970 to 2100 (:data:`MAX_SINCE_UNIX_S`).
         """
         try:
-            data = json.loads(self.path.read_text(encoding="utf-8"))
+            with self.path.open("rb") as f:
+                raw = f.read(MAX_STORE_BYTES + 1)
         except FileNotFoundError:
             return None
-        except (OSError, ValueError) as err:
-            return self._unknown(f"cannot read {self.path}: {err}", now_unix_s)
+        except OSError as err:
+            return self._unknown(f"cannot read it ({err})", now_unix_s)
         try:
-            if not isinstance(data, dict) or data.get("version") != 1:
-                raise ValueError("not a version 1 e-stop file")
-            kept = data["estop"]
-            if kept is None:
-                return None
-            by, reason, since = kept["by"], kept["reason"], float(kept["since_unix_s"])
-            if not isinstance(by, str) or not isinstance(reason, str):
-                raise ValueError("by and reason must be strings")
-            return Halt("estop", safe(reason, 400), safe(by, 20), since)
-        except (KeyError, TypeError, ValueError) as err:
-            return self._unknown(f"{self.path} is not a valid e-stop file ({err})", now_unix_s)
+            if len(raw) > MAX_STORE_BYTES:
+                raise ValueError(f"longer than {MAX_STORE_BYTES} bytes")
+            text = raw.decode("utf-8")
+            depth = _max_depth(text)
+            if depth > MAX_STORE_DEPTH:
+                raise ValueError(f"JSON nested {depth} deep (at most {MAX_STORE_DEPTH})")
+            data = json.loads(text)
+        except (ValueError, RecursionError) as err:     # UnicodeDecodeError and JSONDecodeError are ValueErrors
+            return self._unknown(f"not JSON ({safe(str(err), 80)})", now_unix_s)
+        try:
+            return _kept_halt(data)
+        except ValueError as err:
+            return self._unknown(f"not a valid e-stop file ({err})", now_unix_s)
 
-    @staticmethod
-    def _unknown(problem: str, now_unix_s: float | None) -> Halt:
-        log.error("e-stop state unknown (%s): the robot starts e-stopped", problem)
-        return Halt("estop", f"the e-stop kept across restarts is unknown: {safe(problem, 120)}", "robot",
-                    time.time() if now_unix_s is None else now_unix_s)
+    def _unknown(self, problem: str, now_unix_s: float | None) -> Halt:
+        log.error("e-stop state unknown: %s: %s: the robot starts e-stopped by robot", self.path, problem)
+        return Halt("estop", safe(f"the e-stop kept across restarts is unknown: {self.path}: {problem}", 300),
+                    ROBOT, time.time() if now_unix_s is None else now_unix_s)
 
     def save(self, halt: Halt | None) -> concurrent.futures.Future:
         """Write ``halt`` (None: released) on the store's thread; never blocks the caller."""
@@ -235,6 +306,8 @@ class ControlServer:
             request = json.loads(line)
         except ValueError:
             return _bad(peer, f"not a JSON line: {safe(line, 80)}")
+        except RecursionError:
+            return _bad(peer, f"JSON nested too deep: {safe(line, 80)}")
         if not isinstance(request, dict) or not isinstance(request.get("op"), str):
             return _bad(peer, 'a request is {"op": "estop" | "release" | "state", ...}')
         op = request["op"]
@@ -294,7 +367,7 @@ def request(path: Path, message: dict[str, Any], timeout_s: float = IO_TIMEOUT_S
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
         s.settimeout(timeout_s)
         s.connect(str(path))
-        s.sendall(json.dumps(message).encode() + b"\n")
+        s.sendall(_line(message))
         data = b""
         while not data.endswith(b"\n") and len(data) <= MAX_LINE * 4:
             chunk = s.recv(65536)
@@ -310,10 +383,34 @@ def request(path: Path, message: dict[str, Any], timeout_s: float = IO_TIMEOUT_S
     return reply
 
 
+def _line(message: dict[str, Any]) -> bytes:
+    """One request line: JSON with non-ASCII escaped (so any ``str``, lone surrogates included, encodes)."""
+    return json.dumps(message).encode() + b"\n"
+
+
+def fit_reason(reason: str) -> str:
+    """``reason`` cut to :data:`MAX_REASON_CHARS` characters and so that the set request's line stays
+    within :data:`MAX_LINE` bytes once encoded (``\\uXXXX`` escapes count 6 bytes a character)."""
+    cut = reason[:MAX_REASON_CHARS]
+    while cut and len(_line({"op": "estop", "reason": cut})) > MAX_LINE:
+        cut = cut[: len(cut) * 3 // 4]
+    return cut
+
+
 def command(path: Path, release: bool, reason: str, out: Any) -> int:
     """``robot-agent estop [--release]``: print what happened through ``out``; return the exit status
-    (0 done, 1 refused by the agent, 2 no agent running, 3 permission denied)."""
-    message = {"op": "release"} if release else {"op": "estop", "reason": reason}
+    (0 done, 1 refused by the agent, 2 no agent running, 3 permission denied).
+
+    A set is never refused for its reason: a reason longer than :data:`MAX_REASON_CHARS` characters, or
+    one whose request line would pass :data:`MAX_LINE` bytes, is cut to fit, with a note through ``out``.
+    """
+    if release:
+        message: dict[str, Any] = {"op": "release"}
+    else:
+        cut = fit_reason(reason)
+        if cut != reason:
+            out(f"note: the reason was cut to {len(cut)} of its {len(reason)} characters to fit the request")
+        message = {"op": "estop", "reason": cut}
     try:
         reply = request(path, message)
     except (FileNotFoundError, ConnectionRefusedError):

@@ -17,13 +17,31 @@ log = logging.getLogger(__name__)
 
 #: How much a background thread's nice value is raised above the process's (Linux range -20..19).
 BACKGROUND_NICE_STEP = 10
+#: Environment variable overriding BACKGROUND_NICE_STEP (0..19; 0 keeps background threads at the
+#: process's priority: the test suite sets it, since its parallel workers are not one robot sharing
+#: one budget and a niced camera in one worker starves behind another worker's work).
+NICE_STEP_ENV = "ROBOT_AGENT_BACKGROUND_NICE"
+
+
+def nice_step() -> int:
+    """The step in force: ``$ROBOT_AGENT_BACKGROUND_NICE`` when it is an integer 0..19, else BACKGROUND_NICE_STEP."""
+    value = os.environ.get(NICE_STEP_ENV, "")
+    if value.strip().isdigit() and int(value) <= 19:
+        return int(value)
+    if value:
+        log.warning("%s=%r is not an integer 0..19; background threads use %d", NICE_STEP_ENV, value[:20],
+                    BACKGROUND_NICE_STEP)
+    return BACKGROUND_NICE_STEP
 
 
 def background_thread() -> None:
-    """Raise the calling thread's nice value by BACKGROUND_NICE_STEP (at most 19); never raises."""
+    """Raise the calling thread's nice value by :func:`nice_step` (at most 19); never raises."""
     try:
+        step = nice_step()
+        if step == 0:
+            return
         tid = threading.get_native_id()
-        nice = min(19, os.getpriority(os.PRIO_PROCESS, tid) + BACKGROUND_NICE_STEP)
+        nice = min(19, os.getpriority(os.PRIO_PROCESS, tid) + step)
         os.setpriority(os.PRIO_PROCESS, tid, nice)
     except (AttributeError, OSError) as err:  # not Linux, or refused: the thread keeps its priority
         log.debug("thread %s keeps its priority: %s", threading.current_thread().name, err)

@@ -348,9 +348,11 @@ class GpioEstopConfig(DriverSection):
         closed_level: the level the line reads while the circuit is closed (``low``: the switch
             connects the line to GND, the pull-up lifts it when the circuit opens).
         debounce_s: the circuit must read closed this long without a break before the input
-            releases its e-stop, s; opening sets the e-stop at once.
+            releases its e-stop, s, at least 0.05 (a contact bounces for some milliseconds);
+            opening sets the e-stop at once.
         poll_hz: reads per second besides edge events (also how fast a removed chip is noticed).
-        edge_events: wake on the line's edges (kernel edge detection) instead of polling only.
+        edge_events: wake on the line's edges (kernel edge detection) instead of polling only
+            (a JSON boolean: ``"false"`` or ``0`` is refused).
     """
 
     driver: ClassVar[str] = "drivers.gpio:GpioSwitch"
@@ -361,7 +363,7 @@ class GpioEstopConfig(DriverSection):
     line: Union[int, str]
     bias: Literal["pull_up", "pull_down", "disabled", "as_is"] = "pull_up"
     closed_level: Literal["low", "high"] = "low"
-    debounce_s: float = Field(0.3, ge=0.0, le=10.0)
+    debounce_s: float = Field(0.3, ge=0.05, le=10.0)
     poll_hz: RateHz = Field(100.0, le=1000)
     edge_events: bool = True
 

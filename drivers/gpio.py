@@ -15,9 +15,12 @@ How the line is read (the same calls on the emulator, drivers/emulators/gpio.py)
   closed again (the request lives on, as in ``gpiod.request_lines``).
 - ``active_low`` is set when the closed circuit reads low, so the logical value
   ``ACTIVE`` means "circuit closed" whatever the wiring.
-- ``read()``: ``request.get_value(line) == ACTIVE``.
+- ``read()``: ``request.get_value(line) == ACTIVE``, except that an opening edge (towards
+  ``INACTIVE``: the circuit opened) seen in the edge events since the last read makes it read
+  open once, even if the line reads closed again by now: a contact that opened for a
+  millisecond (a loose wire) is an opening, not lost between two reads.
 - ``wait(timeout_s)``: ``request.wait_edge_events(timeout)`` and drain the events (edge
-  detection on), else sleep ``timeout_s``.
+  detection on), keeping whether any opened the circuit; else sleep ``timeout_s``.
 
 Failures (no such chip, line name unknown, line busy, chip removed: ENODEV on the
 request) come out as :class:`drivers.errors.DriverError` with the errno.
@@ -93,6 +96,7 @@ class GpioSwitch(SwitchInput):
         self._request: Any = None
         self._closed = False
         self._active: Any = None
+        self._opened = False        # an opening edge drained since the last read
 
     def __repr__(self) -> str:
         return f"<GpioSwitch {self.name} {self.path} line {self.cfg.line!r}>"
@@ -159,7 +163,8 @@ class GpioSwitch(SwitchInput):
         return self._request
 
     def read(self) -> bool:
-        """True while the circuit is closed, False while it is open.
+        """True while the circuit is closed, False while it is open, and False once after an opening
+        edge was seen since the last read, however brief the opening (edge events on).
 
         Raises:
             DriverError: the line is gone (chip removed: ENODEV) or the read failed.
@@ -167,12 +172,24 @@ class GpioSwitch(SwitchInput):
         """
         req = self._require()
         try:
-            return req.get_value(self.cfg.line) == self._active
+            if self.cfg.edge_events and req.wait_edge_events(timedelta(0)):
+                self._drain(req)
+            closed = req.get_value(self.cfg.line) == self._active
         except Exception as err:  # OSError, or gpiod's RequestReleasedError
             raise self._error("cannot read", err) from err
+        opened, self._opened = self._opened, False
+        return closed and not opened
+
+    def _drain(self, req: Any) -> None:
+        """Read the queued edge events; remember an opening one (logical falling: closed -> open)."""
+        from gpiod import EdgeEvent
+        for event in req.read_edge_events():
+            if event.event_type == EdgeEvent.Type.FALLING_EDGE:
+                self._opened = True
 
     def wait(self, timeout_s: float) -> bool:
-        """Wait up to ``timeout_s`` s for an edge and drain what arrived; True when any did.
+        """Wait up to ``timeout_s`` s for an edge and drain what arrived (an opening edge among them makes
+        the next :meth:`read` read open); True when any did.
 
         Without edge detection this sleeps ``timeout_s`` and returns False.
 
@@ -186,7 +203,7 @@ class GpioSwitch(SwitchInput):
         try:
             if not req.wait_edge_events(timedelta(seconds=max(0.0, timeout_s))):
                 return False
-            req.read_edge_events()
+            self._drain(req)
             return True
         except Exception as err:  # OSError, or gpiod's RequestReleasedError
             raise self._error("cannot wait for edges on", err) from err

@@ -40,7 +40,31 @@ import socketio
 
 from agent.testing.artex_hub import NAMESPACE, ArtexHub, compact, is_motion, parse_line
 
-__all__ = ["ArtexHub", "is_motion", "main", "parse_line", "printer"]
+__all__ = ["ArtexHub", "is_motion", "main", "parse_line", "printer", "safety"]
+
+
+#: longest halt text in the telemetry line's lead, characters
+HALT_LIMIT = 200
+
+
+def safety(data: Any) -> str:
+    """The lead of a telemetry line: ``E-STOP SET: <halt>`` or ``HALTED: <halt>`` (a failsafe) while
+    one holds, ``estop off`` otherwise, "" when the telemetry carries no safety fields (telem
+    ``estop``, ``halted``, ``halt``, ``speed_cap_mps``: docs/artex.md)."""
+    if not isinstance(data, dict) or not ("estop" in data or "halted" in data):
+        return ""
+    halt = str(data.get("halt") or "")
+    halt = halt if len(halt) <= HALT_LIMIT else halt[:HALT_LIMIT] + "..."
+    if data.get("estop") is True:
+        head = f"E-STOP SET: {halt or 'emergency stop'}"
+    elif data.get("halted") is True:
+        head = f"HALTED: {halt or 'a failsafe holds'}"
+    else:
+        head = "estop off"
+    cap = data.get("speed_cap_mps")
+    if isinstance(cap, (int, float)) and not isinstance(cap, bool):
+        head += f" · speed cap {cap:.2f} m/s"
+    return head
 
 
 #: longest telemetry line printed, characters (the whole dict of a robot with joints and a few
@@ -64,9 +88,12 @@ def motors(data: Any) -> str:
 
 
 def printer(kind: str, sid: str, data: Any) -> None:
-    """The CLI's event printer (bounded output; telemetry leads with the motors' duty and speed)."""
+    """The CLI's event printer (bounded output; telemetry leads with a halt in force, then the motors'
+    duty and speed, then ``estop off`` when none holds)."""
     if kind == "telem":
-        head = motors(data)
+        halt, motion = safety(data), motors(data)
+        heads = [halt, motion] if halt.startswith(("E-STOP", "HALTED")) else [motion, halt]
+        head = " | ".join(h for h in heads if h)
         print(f"telem {head + ' | ' if head else ''}{compact(data, TELEM_LIMIT)}", flush=True)
     elif kind == "video":
         print(f"video {data} bytes", flush=True)

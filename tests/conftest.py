@@ -21,6 +21,12 @@ from agent.testing.running_agent import (
     wait_for,
 )
 
+# The suite's parallel workers are not one robot's threads sharing one budget: a camera thread niced
+# below another worker's test starves (agent/threadprio.py). Agents started here and their
+# subprocesses keep background threads at their process's priority; tests/agent/test_threadprio.py
+# checks the agent's own step.
+os.environ.setdefault("ROBOT_AGENT_BACKGROUND_NICE", "0")
+
 __all__ = ["FIXTURES", "PARAMS", "ROOT", "deep_merge", "free_port", "free_ports", "running_agent",
            "sim_config", "wait_for"]
 

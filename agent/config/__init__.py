@@ -53,7 +53,7 @@ from agent.config.base import Section
 from agent.config.console import ConsoleConfig
 from agent.config.control import BaseConfig, ControlConfig, WatchdogConfig
 from agent.config.drivers import DriversConfig
-from agent.config.failsafe import CHEMISTRY_CELL_V, FailsafeConfig
+from agent.config.failsafe import CHEMISTRY_CELL_V, FULL_CELL_V, FailsafeConfig
 from agent.config.recorder import RecorderConfig
 from agent.config.robotmsg import RobotMsgConfig
 from agent.config.sim2bot import Sim2botConfig
@@ -144,6 +144,14 @@ class AgentConfig(Section):
             if crit >= low:
                 raise ValueError(f"battery: critical {crit} V per cell must be below low {low} V per cell "
                                  f"(a value left null is the {battery.chemistry} default)")
+            full = FULL_CELL_V[battery.chemistry]
+            for name, volts in (("low", low), ("critical", crit)):
+                if volts >= full:
+                    raise ValueError(
+                        f"battery: {name} {volts} V per cell is at or above a full {battery.chemistry} cell "
+                        f"({full} V at rest): the failsafe would hold on a full battery ("
+                        f"{'the speed capped for good' if name == 'low' else 'the robot halted at once'}); "
+                        f"set it below {full} V per cell")
         return value
 
     _ignored_keys: tuple[str, ...] = PrivateAttr(default=())

@@ -82,3 +82,14 @@ class BaseConfig(Section):
     max_speed_mps: float = Field(1.0, ge=0.01, le=20.0)
     max_accel_mps2: float = Field(2.0, ge=0.01, le=100.0)
     counts_per_m: float = Field(4000.0, ge=0.0, le=1e7)
+
+
+def priority_warnings(control: ControlConfig) -> list[str]:
+    """One sentence per protocol source whose priority is at or above the console's (check-config warns:
+    it may be deliberate, but then a protocol overrides the operator at the console, docs/safety.md)."""
+    console = control.sources["console"].priority
+    return [f"control.sources.{name}.priority {cfg.priority} is at or above the console's ({console}): "
+            f"{name} {'overrides' if cfg.priority > console else 'ties with'} the operator at the console; "
+            "the console normally has the highest priority"
+            for name, cfg in control.sources.items() if name != "console" and cfg.priority >= console]
+

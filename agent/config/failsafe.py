@@ -17,6 +17,7 @@ from __future__ import annotations
 from pydantic import Field, model_validator
 
 from agent.config.base import Section
+from drivers.battery import CURVES
 
 #: Per-cell voltage thresholds by chemistry, V: (low, critical, recovery hysteresis). Terminal
 #: voltage, averaged and optionally sag-compensated (docs/safety.md gives the sources):
@@ -34,17 +35,23 @@ CHEMISTRY_CELL_V: dict[str, tuple[float, float, float]] = {
     "lead_acid": (1.93, 1.75, 0.05),
 }
 
+#: A full cell at rest by chemistry, V (the top of drivers/battery.py's charge curves: lipo and
+#: liion 4.20, lifepo4 3.40, lead_acid 2.12). Under the robot's load a full cell reads less, so a
+#: threshold at or above it holds on a full battery: low caps the speed for good, critical halts.
+FULL_CELL_V: dict[str, float] = {name: curve[-1][0] for name, curve in CURVES.items()}
+
 
 class BatteryFailsafeConfig(Section):
     """Battery failsafe: low limits the speed, critical stops. Needs ``drivers.power``.
 
     Attributes:
-        enabled: false turns it off.
+        enabled: ``false`` turns it off (a JSON boolean: ``"false"`` or ``0`` is refused).
         low_v_per_cell, critical_v_per_cell: thresholds per cell, V; null: the chemistry's
             (:data:`CHEMISTRY_CELL_V`). Critical must be below low.
         low_for_s, critical_for_s: the averaged voltage stays below the threshold this long, s
             (ArduPilot ``BATT_LOW_TIMER``, 10 s).
-        average_s: voltage averaged over this window, s (0: the newest sample alone).
+        average_s: voltage averaged over this window, s, at least 0.5 (one reading of a 2 Hz power
+            monitor: a single sagging sample never counts alone).
         sag_ohm: pack resistance for sag compensation, ohm: ``V + I * sag_ohm`` is compared
             (0: off; the INA2xx reports the current).
         hysteresis_v_per_cell: recovery needs threshold + this, V per cell; null: the chemistry's.
@@ -56,7 +63,7 @@ class BatteryFailsafeConfig(Section):
     critical_v_per_cell: float | None = Field(None, gt=0.5, le=5.0)
     low_for_s: float = Field(10.0, ge=0.0, le=600.0)
     critical_for_s: float = Field(10.0, ge=0.0, le=600.0)
-    average_s: float = Field(2.0, ge=0.0, le=60.0)
+    average_s: float = Field(2.0, ge=0.5, le=60.0)
     sag_ohm: float = Field(0.0, ge=0.0, le=10.0)
     hysteresis_v_per_cell: float | None = Field(None, ge=0.0, le=1.0)
     low_speed_mps: float | None = Field(None, ge=0.01, le=20.0)
@@ -74,15 +81,16 @@ class TiltFailsafeConfig(Section):
     stops. Needs ``drivers.imu``.
 
     Attributes:
-        enabled: false turns it off.
+        enabled: ``false`` turns it off (a JSON boolean: ``"false"`` or ``0`` is refused).
         max_deg: pitch or roll limit, degrees (ArduPilot ``CRASH_ANGLE``), 5..85.
-        for_s: debounce: over the limit this long, s (bumps and braking tilt the accelerometer briefly).
+        for_s: debounce: over the limit this long, s, at least 0.1 (bumps and braking tilt the
+            accelerometer briefly).
         clear_margin_deg: the condition clears below ``max_deg`` minus this, degrees.
     """
 
     enabled: bool = True
     max_deg: float = Field(40.0, ge=5.0, le=85.0)
-    for_s: float = Field(0.3, ge=0.0, le=10.0)
+    for_s: float = Field(0.3, ge=0.1, le=10.0)
     clear_margin_deg: float = Field(5.0, ge=0.0, le=30.0)
 
     @model_validator(mode="after")
@@ -99,7 +107,7 @@ class StallFailsafeConfig(Section):
     speed: RoboClaw, line firmware); the current check a controller that reports current (RoboClaw).
 
     Attributes:
-        enabled: false turns it off.
+        enabled: ``false`` turns it off (a JSON boolean: ``"false"`` or ``0`` is refused).
         duty: |duty| above which a track counts as pushing, 0..1 (ArduPilot: 5 % throttle; 30 %
             here, since a tank's tracks may not turn at all at a few percent duty).
         speed_mps: |encoder speed| under which a pushing track counts as stalled, m/s (ArduPilot 0.08).

@@ -21,6 +21,7 @@ naming the field (``drive.vx 3.0 is outside -1.0..1.0 m/s``). A rejected message
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 
 from agent.adapters.sim2bot_commands import decode as json_object
@@ -86,13 +87,27 @@ def decode(raw: object, max_bytes: int) -> dict:
 
     Raises:
         CommandError: binary or non-text message, longer than ``max_bytes`` (UTF-8), not JSON,
-            nested too deeply, or not an object.
+            nested too deeply, not an object, or a key given twice in an object.
     """
     try:
-        return json_object(raw, max_bytes)
+        data = json_object(raw, max_bytes)
+        json.loads(raw, object_pairs_hook=_unique)      # bounded and valid by now: duplicate keys
     except CommandError as err:
         err.source = SOURCE
         raise
+    return data
+
+
+def _unique(pairs: list[tuple[str, object]]) -> dict:
+    """``object_pairs_hook``: a key given twice (``{"type": "release_estop", "type": "estop"}``) is
+    refused, never resolved to the last one (which JSON parsers differ on)."""
+    seen: set[str] = set()
+    for key, _ in pairs:
+        if key in seen:
+            raise CommandRejected(f"key {safe(key, 40)!r} given twice in one message; each key once",
+                                  source=SOURCE)
+        seen.add(key)
+    return dict(pairs)
 
 
 def _bounded(where: str, value: object, limit: float, unit: str) -> float:

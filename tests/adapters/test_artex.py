@@ -428,7 +428,7 @@ async def test_hub_script_repeats_motion_until_stop():
             assert agent.control.snapshot().stopped  # no more repeats after stop
         text = "".join(lines)
         assert "passport" in text and '"name":"tank-01"' in text
-        assert "telem motors " in text and "| {" in text and "video {'front':" in text
+        assert "telem motors " in text and "| estop off | {" in text and "video {'front':" in text
         assert max(len(x) for x in lines) < 1000  # compact, clipped output
     finally:
         proc.stdin.write(b"quit\n")

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from agent.estopctl import EXIT_DENIED, EXIT_DONE, EXIT_NO_AGENT, EXIT_REFUSED, EstopStore, command
+from agent.model import Halt
 from tests.agent.test_status import NotifySocket, status_cli, wait_until
 from tests.conftest import ROOT, sim_config
 
@@ -204,3 +205,73 @@ def test_an_unreadable_kept_estop_starts_the_robot_halted(tmp_path):
     assert not (tmp_path / "no-such-dir").exists()
     store.close()
     missing_dir.close()
+
+
+BAD_KEPT = {   # content of estop.json -> a word its problem names
+    '{"version":1,"estop":{"by":"cli","reason":"x","since_unix_s":NaN}}': "since_unix_s",
+    '{"version":1,"estop":{"by":"cli","reason":"x","since_unix_s":Infinity}}': "since_unix_s",
+    '{"version":1,"estop":{"by":"cli","reason":"x","since_unix_s":-1}}': "since_unix_s",
+    '{"version":1,"estop":{"by":"cli","reason":"x","since_unix_s":1e300}}': "since_unix_s",
+    '{"version":1,"estop":{"by":"cli","reason":"x","since_unix_s":1' + "0" * 400 + '}}': "since_unix_s",
+    '{"version":1,"estop":{"by":"cli","reason":"x","since_unix_s":"5"}}': "since_unix_s",
+    '{"version":1,"estop":{"by":"cli","reason":"x","since_unix_s":true}}': "since_unix_s",
+    '{"version":1,"estop":{"by":"artex","reason":"x","since_unix_s":5}}': "artex",
+    '{"version":1,"estop":{"by":5,"reason":"x","since_unix_s":5}}': "estop.by",
+    '{"version":1,"estop":{"by":"cli","reason":["x"],"since_unix_s":5}}': "estop.reason",
+    '{"version":1,"estop":{"by":"cli","since_unix_s":5}}': "reason",
+    '{"version":1,"estop":["cli","x",5]}': "list",
+    '{"version":1}': "version",
+    '[1]': "version",
+    "[" * 100000: "longer than",
+    "[" * 60000: "nested 60000 deep",
+    '{"version":1,"estop":' + "[" * 5 + "]" * 5 + "}": "list",
+    " " * 70000: "longer than",
+}
+
+
+def test_an_invalid_kept_estop_starts_the_robot_estopped_by_robot_naming_file_and_problem(tmp_path):
+    path = tmp_path / "estop.json"
+    for text, problem in BAD_KEPT.items():
+        path.write_text(text)
+        halt = EstopStore(path).load(now_unix_s=1e9)             # never raises
+        assert halt is not None and (halt.kind, halt.by, halt.since_unix_s) == ("estop", "robot", 1e9), text[:80]
+        assert str(path) in halt.reason and problem in halt.reason, (text[:80], halt.reason)
+        halt.describe(), halt.as_dict()                            # shown everywhere without an error
+    path.write_bytes(b'{"version":1,"estop":{"by":"cli","reason":"\xff","since_unix_s":5}}')
+    assert EstopStore(path).load(now_unix_s=1e9).by == "robot"
+    # valid ones keep their setter and time, "robot" included (an unknown e-stop kept, then restarted)
+    for by in ("console", "cli", "input", "robot"):
+        path.write_text(json.dumps({"version": 1, "estop": {"by": by, "reason": "r [x]", "since_unix_s": 5}}))
+        assert EstopStore(path).load() == Halt("estop", "r [x]", by, 5.0)
+
+
+def test_long_reasons_set_the_estop_hostile_requests_are_answered_and_a_nan_kept_estop_starts_halted(tmp_path):
+    (tmp_path / "estop.json").write_text('{"version":1,"estop":{"by":"cli","reason":"x","since_unix_s":NaN}}')
+    agent = Agent(tmp_path, "c")                                 # started, not crashed
+    try:
+        assert wait_until(lambda: agent.health().get("safety", {}).get("estop") is True, 10)
+        (halt,) = agent.health()["safety"]["halts"]
+        assert halt["by"] == "robot" and "estop.json" in halt["reason"] and "since_unix_s" in halt["reason"], halt
+        assert estop_cli(agent.status_file, "--release").returncode == EXIT_DONE
+
+        sock = tmp_path / "control.sock"
+        for raw in (b'{"op":"state","x":' + b"[" * 3000 + b"\n",
+                    b'{"op":"state","x":' + b"[" * 2000 + b"]" * 2000 + b"}\n"):
+            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+                s.settimeout(10)
+                s.connect(str(sock))
+                s.sendall(raw)
+                reply = json.loads(s.makefile("rb").readline())
+            assert reply["ok"] is False and reply["error"] == "bad_request" and "deep" in reply["message"], reply
+
+        for reason in ("x" * 5000, "é" * 700, "\U0001f6d1" * 700):
+            done = estop_cli(agent.status_file, "--reason", reason)
+            assert done.returncode == EXIT_DONE and "EMERGENCY STOP set" in done.stdout, done
+            assert "the reason was cut to 200 of its" in done.stdout, done.stdout
+            halts = lambda: agent.health().get("safety", {}).get("halts") or [{}]    # noqa: E731
+            assert wait_until(lambda: halts()[0].get("reason", "").startswith(reason[:100]), 10), halts()
+            assert halts()[0]["by"] == "cli"
+            released = estop_cli(agent.status_file, "--release")
+            assert released.returncode == EXIT_DONE, released
+    finally:
+        agent.stop()

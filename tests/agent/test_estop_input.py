@@ -105,6 +105,19 @@ def test_opening_the_switch_zeroes_the_tracks_at_the_next_tick_and_shows_by_inpu
     assert sum("EMERGENCY STOP set by input" in r.getMessage() for r in caplog.records) == 1
 
 
+def test_a_brief_opening_sets_the_estop_though_the_line_reads_closed_again(wrig):
+    drive(wrig.rig)
+    assert wrig.rig.duty[0] > 0.2
+    wrig.emu.flap(1)                                     # a loose wire breaks the circuit for a moment
+    assert wrig.emu.closed
+    wrig.watch.device.call(lambda d: d.wait(0.0))        # the watch's thread: the edge wakes it
+    wrig.poll()
+    snap = wrig.rig.tick()
+    assert wrig.rig.duty == (0.0, 0.0)
+    assert snap.safety.estop is not None and snap.safety.estop.by == "input"
+    assert "circuit open" in snap.safety.estop.reason
+
+
 def test_closing_releases_after_a_steady_debounce_and_nothing_moves_until_a_fresh_command(wrig):
     wrig.emu.open_switch()
     wrig.watch.poll_once()

@@ -203,10 +203,12 @@ def test_resolve_builds_pack_thresholds_from_chemistry_and_cells():
 
 
 def test_update_reports_trips_clears_and_the_cap():
-    fs = resolve(sim_cfg(battery={"low_for_s": 0.0, "critical_for_s": 0.0, "average_s": 0.0},
-                         tilt={"for_s": 0.0}))
+    fs = resolve(sim_cfg(battery={"low_for_s": 0.0, "critical_for_s": 0.0, "average_s": 0.5},
+                         tilt={"for_s": 0.1}))     # the shortest debounces the config takes
+    v = fs.update(-0.1, duty=(0.0, 0.0), feedback=None, imu=imu(-0.1, roll_deg=80), power=power(-0.1, 9.0))
+    assert [k for k, _ in v.trips] == [BATTERY]                     # tilt: not yet over for 0.1 s
     v = fs.update(0.0, duty=(0.0, 0.0), feedback=None, imu=imu(0.0, roll_deg=80), power=power(0.0, 9.0))
-    assert [k for k, _ in v.trips] == [BATTERY, TILT] and v.speed_cap_mps == pytest.approx(0.5)
+    assert [k for k, _ in v.trips] == [TILT] and v.speed_cap_mps == pytest.approx(0.5)
     assert v.speed_cap_reason.startswith("battery 9.00 V below low 10.50 V")
     v = fs.update(1.0, duty=(0.0, 0.0), feedback=None, imu=imu(1.0), power=power(1.0, 12.0))
     assert v.trips == () and v.cleared == (BATTERY, TILT) and v.speed_cap_mps is None
@@ -242,6 +244,11 @@ def test_sabertooth_without_feedback_has_no_stall_check():
     ({"battery": {"low_v_per_cell": 3.2}}, "$.failsafe"),              # below the lipo critical default
     ({"battery": {"low_speed_mps": 1.0}}, "$.failsafe"),               # the base's maximum: limits nothing
     ({"brakes": {}}, "$.failsafe.brakes"),
+    ({"battery": {"enabled": "false"}}, "$.failsafe.battery.enabled"),     # a JSON boolean only
+    ({"tilt": {"enabled": 0}}, "$.failsafe.tilt.enabled"),
+    ({"stall": {"enabled": "no"}}, "$.failsafe.stall.enabled"),
+    ({"tilt": {"for_s": 0}}, "$.failsafe.tilt.for_s"),                     # a debounce is kept
+    ({"battery": {"average_s": 0}}, "$.failsafe.battery.average_s"),
 ])
 def test_bad_failsafe_settings_are_refused_with_their_path(failsafe, path):
     from tests.conftest import sim_config
@@ -250,6 +257,44 @@ def test_bad_failsafe_settings_are_refused_with_their_path(failsafe, path):
     with pytest.raises(ConfigError) as err:
         loads(json.dumps(data))
     assert [p for p, _ in err.value.problems] == [path], err.value.problems
+
+
+@pytest.mark.parametrize("battery, words", [
+    ({"low_v_per_cell": 5.0, "critical_v_per_cell": 4.5}, "low 5.0 V per cell is at or above a full lipo cell (4.2 V"),
+    ({"low_v_per_cell": 4.2}, "low 4.2 V per cell is at or above a full lipo cell (4.2 V"),
+    ({"critical_v_per_cell": 4.3, "low_v_per_cell": 4.6}, "at or above a full lipo cell (4.2 V"),
+])
+def test_battery_thresholds_above_a_full_cell_are_refused_naming_the_full_cell_voltage(battery, words):
+    from tests.conftest import sim_config
+    data = sim_config()
+    data["failsafe"] = {"battery": battery}
+    with pytest.raises(ConfigError) as err:
+        loads(json.dumps(data))
+    (problem,) = err.value.problems
+    assert problem[0] == "$.failsafe" and words in problem[1], problem
+    data["drivers"]["power"]["battery"]["chemistry"] = "lifepo4"
+    data["failsafe"] = {"battery": {"low_v_per_cell": 3.5, "critical_v_per_cell": 3.0}}
+    with pytest.raises(ConfigError, match=r"full lifepo4 cell \(3.4 V"):
+        loads(json.dumps(data))
+
+
+def test_check_config_warns_when_a_protocol_source_is_at_or_above_the_console(tmp_path, capsys):
+    from agent.__main__ import main
+    from tests.conftest import sim_config
+    data = sim_config()
+    path = tmp_path / "params.json"
+    path.write_text(json.dumps(data))
+    assert main(["check-config", str(path)]) == 0
+    assert "$.control.sources" not in capsys.readouterr().out
+    data.setdefault("control", {})["sources"] = {"artex": {"priority": 10}, "robot_msg": {"priority": 50},
+                                                 "sim2bot": {"priority": 40}, "console": {"priority": 40}}
+    path.write_text(json.dumps(data))
+    assert main(["check-config", str(path)]) == 0                      # a warning, not an error
+    out = capsys.readouterr().out
+    assert "warning: $.control.sources: control.sources.robot_msg.priority 50 is at or above the console's (40): " \
+           "robot_msg overrides the operator" in out, out
+    assert "control.sources.sim2bot.priority 40 is at or above the console's (40): sim2bot ties with" in out
+    assert "artex" not in out.split("ok (")[0]
 
 
 def test_simulated_tank_params_load_with_failsafes_that_fit_the_emulated_battery():

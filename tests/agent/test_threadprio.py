@@ -10,11 +10,17 @@ from pathlib import Path
 
 import pytest
 
-from agent.threadprio import BACKGROUND_NICE_STEP, background_thread
+from agent.threadprio import BACKGROUND_NICE_STEP, NICE_STEP_ENV, background_thread
 from agent.video import FrameFormat
 from tests.agent.test_video import Recorder, hubs, running  # noqa: F401 - the fixture
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="per-thread nice values are Linux's")
+
+
+@pytest.fixture(autouse=True)
+def production_nice(monkeypatch):
+    """The suite runs background threads at step 0 (tests/conftest.py); these tests check the agent's own."""
+    monkeypatch.delenv(NICE_STEP_ENV, raising=False)
 
 
 def nice_of(tid: int) -> int:
@@ -51,3 +57,16 @@ async def test_camera_capture_and_encode_threads_are_background(hubs):  # noqa: 
     for thread in background:
         assert nice_of(thread.native_id) == min(19, base + BACKGROUND_NICE_STEP), thread.name
     assert nice_of(threading.get_native_id()) == base
+
+
+def test_the_step_can_be_set_and_a_bad_value_keeps_the_default(monkeypatch, caplog):
+    from agent.threadprio import nice_step
+    monkeypatch.setenv(NICE_STEP_ENV, "0")
+    base = os.getpriority(os.PRIO_PROCESS, 0)
+    seen: list[int] = []
+    worker = threading.Thread(target=lambda: (background_thread(), seen.append(nice_of(threading.get_native_id()))))
+    worker.start()
+    worker.join()
+    assert seen == [base]
+    monkeypatch.setenv(NICE_STEP_ENV, "25")
+    assert nice_step() == BACKGROUND_NICE_STEP and "not an integer 0..19" in caplog.text

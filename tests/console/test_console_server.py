@@ -113,6 +113,7 @@ BAD = [
     json.dumps({"type": "drive", "vx": "0.3", "omega": 0}), '{"type": "drive", "vx": NaN, "omega": 0}',
     json.dumps({"type": "drive", "vx": 50.0, "omega": 0}), json.dumps({"type": "stop", "extra": 1}),
     json.dumps({"type": "drive", "vx": 0.3, "omega": 0, "pad": "x" * 2000}),
+    '{"type": "release_estop", "type": "estop"}', '{"type": "drive", "vx": 0.3, "omega": 0, "vx": 0.5}',
 ]
 
 
@@ -126,12 +127,15 @@ async def test_bad_messages_are_rejected_counted_and_move_nothing(caplog: pytest
                 await ws.send_str(raw)
                 error = await next_json(ws, "error")
                 assert error["message"].startswith("rejected: "), error
+                if raw.count('"type"') == 2 or raw.count('"vx"') == 2:
+                    assert "given twice in one message" in error["message"], error
             await ws.send_bytes(b"\x00\x01")
             assert (await next_json(ws, "error"))["message"].startswith("rejected: ")
             await asyncio.sleep(0.3)
             status = agent.adapters["console"].status()
             assert status["rejected"] == len(BAD) + 1 and status["executed"] == 0
             assert still(agent) and agent.control.snapshot().active_source == ""
+            assert agent.control.snapshot().safety.estop is None       # the duplicate "type" set nothing
             for _ in range(3):                 # the page sees the count (a state built before may be in flight)
                 state = await next_json(ws, "state")
                 if state["console"]["rejected"] == len(BAD) + 1:

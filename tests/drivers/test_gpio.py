@@ -165,6 +165,10 @@ def test_closed_driver_raises_device_closed_and_releases_the_line():
     ({"kind": "gpio", "chip": "sim://", "line": 17, "debounce_s": -0.1}, "$.drivers.estop.debounce_s", "greater"),
     ({"kind": "gpio", "chip": "sim://", "line": 17, "debounce_s": "0.2"}, "$.drivers.estop.debounce_s", "number"),
     ({"kind": "gpio", "chip": "sim://", "line": 17, "poll_hz": 0}, "$.drivers.estop.poll_hz", "greater"),
+    ({"kind": "gpio", "chip": "sim://", "line": 17, "debounce_s": 0}, "$.drivers.estop.debounce_s", "0.05"),
+    ({"kind": "gpio", "chip": "sim://", "line": 17, "edge_events": "false"}, "$.drivers.estop.edge_events",
+     "boolean"),
+    ({"kind": "gpio", "chip": "sim://", "line": 17, "edge_events": 0}, "$.drivers.estop.edge_events", "boolean"),
     ({"kind": "gpio", "chip": "sim://", "line": 17, "bias": "up"}, "$.drivers.estop.bias", "pull_up"),
     ({"kind": "gpio", "chip": "sim://"}, "$.drivers.estop.line", "required"),
     ({"kind": "gpio", "chip": "sim://", "line": 17, "pin": 4}, "$.drivers.estop.pin", "pin"),
@@ -189,3 +193,32 @@ def test_the_emulated_chip_carries_the_configured_line(line):
     with drv:
         emu.open_switch()
         assert drv.read() is False
+
+
+@pytest.mark.parametrize("over", [{}, {"closed_level": "high", "bias": "pull_down"}])
+def test_a_brief_opening_reads_open_once_though_the_line_is_closed_again(over):
+    emu, drv, _ = _rig(**over)
+    with drv:
+        for trial in range(20):
+            emu.flap(1)                              # open, closed again before anyone reads
+            assert emu.closed
+            if trial % 2:
+                assert drv.wait(0.0) is True         # drained by the wait ...
+            assert drv.read() is False, trial        # ... or by the read itself: either way it reads open
+            assert drv.read() is True                # once: the line is closed now
+        emu.close_switch()
+        emu.open_switch()
+        emu.close_switch()
+        emu.open_switch()
+        assert drv.read() is False and drv.read() is False   # open now: open, whatever was drained
+
+
+def test_a_closing_pulse_is_not_an_opening():
+    emu, drv, _ = _rig()
+    with drv:
+        emu.open_switch()
+        assert drv.read() is False
+        emu.flap(1, end_closed=False)                # closed for a moment, open again
+        assert drv.read() is False
+        emu.close_switch()
+        assert drv.wait(0.0) is True and drv.read() is True

@@ -6,6 +6,10 @@
 // "press": true; release sends one zero command. Space and gamepad B send {"type":"stop"};
 // the STOP button sends {"type":"estop"} (latched until released here or on the robot).
 // One tab drives at a time: the others watch until "take control" ({"type":"take"}).
+// While the socket is not open nothing is queued except the STOP button's e-stop (the safe
+// direction): the page says at once, in red, that it was NOT SENT, and sends it the moment the
+// socket is open again, saying so. Drives and stops pressed while disconnected are dropped (the
+// agent already stopped this tab's motion when the link dropped) and the page says so.
 "use strict";
 (function () {
   const $ = (id) => document.getElementById(id);
@@ -14,11 +18,19 @@
   const DEADZONE = 0.15, PLOT_S = 60, TURN = 0.4;   // full stick/key = TURN x the omega limit
   let ws = null, limits = { vx_mps: 0.5, omega_radps: 1.0 }, repeatMs = 100, timer = null;
   let frames = 0, frameUrl = null, moving = false, latched = false, pressPending = false, gpWas = false;
-  let control = { you: false, holder: null }, confirmTimer = null;
+  let control = { you: false, holder: null }, confirmTimer = null, estopPending = null;
   const held = new Set(), pad = { x: 0, y: 0, active: false };
   const series = { battery: [], speed: [] };
 
-  function send(msg) { if (ws && ws.readyState === WebSocket.OPEN) ws.send(JSON.stringify(msg)); }
+  function linkOpen() { return ws !== null && ws.readyState === WebSocket.OPEN; }
+  function send(msg) {                     // true when handed to an open socket; nothing is queued here
+    if (!linkOpen()) return false;
+    ws.send(JSON.stringify(msg)); return true;
+  }
+  function notice(text, state) {           // the link notice: "bad" (red) or "done"; null hides it
+    const el = $("link-notice");
+    el.hidden = text === null; el.textContent = text || ""; el.dataset.state = state || "";
+  }
   function setText(id, v, digits) {
     $(id).textContent = (v === null || v === undefined) ? "-" : (digits === undefined ? v : v.toFixed(digits));
   }
@@ -26,7 +38,14 @@
   function connect() {
     ws = new WebSocket((location.protocol === "https:" ? "wss://" : "ws://") + location.host + "/ws");
     ws.binaryType = "blob";
-    ws.onopen = () => { $("link").textContent = "connected"; $("link").dataset.state = "open"; };
+    ws.onopen = () => {
+      $("link").textContent = "connected"; $("link").dataset.state = "open";
+      if (estopPending !== null && send({ type: "estop" })) {   // the STOP pressed while disconnected
+        notice(`EMERGENCY STOP sent on reconnect at ${clock(Date.now() / 1000)} (STOP was pressed at `
+          + `${clock(estopPending)} while the link was down)`, "done");
+        $("cmd").textContent = "EMERGENCY STOP (sent on reconnect)"; estopPending = null;
+      } else if ($("link-notice").dataset.state === "bad") notice(null);   // a stop or release not sent
+    };
     ws.onclose = () => {
       $("link").textContent = "disconnected"; $("link").dataset.state = "closed";
       clearInterval(timer); timer = null; setTimeout(connect, 1000);
@@ -58,6 +77,13 @@
   }
 
   function clock(unixS) { return new Date(unixS * 1000).toLocaleTimeString([], { hour12: false }); }
+  function pad2(n) { return String(n).padStart(2, "0"); }
+  function when(unixS) {                   // the time today; date and time (ISO 8601, local) another day
+    const d = new Date(unixS * 1000), now = new Date();
+    if (d.toDateString() === now.toDateString()) return clock(unixS);
+    return `${d.getFullYear()}-${pad2(d.getMonth() + 1)}-${pad2(d.getDate())} `
+      + `${pad2(d.getHours())}:${pad2(d.getMinutes())}:${pad2(d.getSeconds())}`;
+  }
 
   function showControl(c) {
     const was = control.you;
@@ -80,7 +106,7 @@
     for (const h of safety.halts) {
       const div = document.createElement("div");
       const what = h.kind === "estop" ? "EMERGENCY STOP" : `${h.kind.toUpperCase()} FAILSAFE`;
-      div.textContent = `${what} · set by ${h.by} at ${clock(h.since_unix_s)}` + (h.reason ? ` · ${h.reason}` : "")
+      div.textContent = `${what} · set by ${h.by} at ${when(h.since_unix_s)}` + (h.reason ? ` · ${h.reason}` : "")
         + (h.cleared ? " · condition cleared: ends with the next drive" : "");
       div.dataset.kind = h.kind; box.appendChild(div);
       estop = estop || h.kind === "estop";
@@ -176,6 +202,9 @@
     if (w && !control.you) {                             // watching: nothing is sent
       $("error").textContent = "this tab watches: take control to drive"; return;
     }
+    if ((w || moving) && !linkOpen()) {                 // never queued: the link dropping stopped this tab
+      $("cmd").textContent = "not sent: disconnected"; moving = false; return;
+    }
     if (w) {
       const vx = +(w[0] * limits.vx_mps * scale).toFixed(3), omega = +(w[1] * limits.omega_radps * TURN * scale).toFixed(3);
       const msg = { type: "drive", vx: vx, omega: omega };
@@ -190,13 +219,22 @@
   function newPress() { pressPending = true; latched = false; }
 
   function stop() {                                     // momentary: a new press drives again
-    send({ type: "stop" }); moving = false; latched = true; pressPending = false;
-    held.clear(); pad.active = false; centerKnob(); $("cmd").textContent = "stop";
+    const sent = send({ type: "stop" }); moving = false; latched = true; pressPending = false;
+    held.clear(); pad.active = false; centerKnob();
+    $("cmd").textContent = sent ? "stop" : "stop NOT SENT: disconnected";
+    if (!sent && estopPending === null) {
+      notice("stop NOT SENT: disconnected (the robot stopped this tab's motion when the link dropped)", "bad");
+    }
   }
 
   function estop() {                                    // latched on the robot until released
-    send({ type: "estop" }); moving = false; latched = true; pressPending = false;
-    held.clear(); pad.active = false; centerKnob(); $("cmd").textContent = "EMERGENCY STOP";
+    const sent = send({ type: "estop" }); moving = false; latched = true; pressPending = false;
+    held.clear(); pad.active = false; centerKnob();
+    if (sent) { $("cmd").textContent = "EMERGENCY STOP"; return; }
+    if (estopPending === null) estopPending = Date.now() / 1000;   // sent the moment the socket is open
+    $("cmd").textContent = "EMERGENCY STOP NOT SENT: disconnected";
+    notice(`EMERGENCY STOP NOT SENT: disconnected (pressed at ${clock(estopPending)}); `
+      + "it is sent as soon as the link is back", "bad");
   }
 
   function askRelease(on) {
@@ -219,7 +257,10 @@
   $("take").addEventListener("click", () => send({ type: "take" }));
   $("release").addEventListener("click", () => askRelease(true));
   $("release-cancel").addEventListener("click", () => askRelease(false));
-  $("release-confirm").addEventListener("click", () => { send({ type: "release_estop" }); askRelease(false); });
+  $("release-confirm").addEventListener("click", () => {
+    if (!send({ type: "release_estop" })) notice("release NOT SENT: disconnected (the e-stop still holds)", "bad");
+    askRelease(false);
+  });
   $("scale").addEventListener("input", () => { $("scale-pct").textContent = $("scale").value; });
 
   const joy = $("joystick"), knob = $("knob");
