@@ -25,7 +25,7 @@ import contextlib
 import gc
 import importlib
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agent.config import AgentConfig
 from agent.control import ControlLoop
@@ -33,6 +33,9 @@ from agent.estopinput import LoopEstop
 from agent.hardware import Hardware
 from agent.ratelimit import RateLimitedLog, backoff_s
 from agent.simtank import SimTank, serves
+
+if TYPE_CHECKING:
+    from agent.ports import Adapter
 
 log = logging.getLogger(__name__)
 
@@ -99,7 +102,7 @@ class Agent:
         self.hardware.watch_estop(LoopEstop(self.control))   # the e-stop input, if configured
         from agent.recorder.recorder import Recorder
         self.recorder = Recorder(cfg, self.control)     # the flight recorder (docs/recorder.md)
-        self.adapters: dict[str, Any] = {}
+        self.adapters: dict[str, Adapter] = {}
         self._tasks: list[asyncio.Task] = []
         self._recorder_tasks: list[asyncio.Task] = []
         self._started = False
@@ -168,7 +171,7 @@ class Agent:
                  ", ".join(f"{h.name}={h.state}" for h in self.hardware.health()) or "none",
                  ", ".join(self.adapters) or "none")
 
-    async def _supervise(self, name: str, adapter: Any) -> None:
+    async def _supervise(self, name: str, adapter: Adapter) -> None:
         """Run ``adapter.run()`` forever: when it ends other than by cancellation (a bug: adapters run
         until cancelled) log it, release its source (adapter name = source name) so whatever it drove
         stops now, and start it again after a jittered, capped backoff. Ends only by cancellation."""

@@ -32,7 +32,8 @@ from agent.model import DeviceHealth, ImuSample, PowerSample
 from agent.i2cworker import I2cWorker
 from agent.motorworker import DUTY_REFRESH_S, MotorWorker, duty_refresh_s
 from agent.supervisor import Reopener, Supervised
-from drivers.base import Imu, MotorController, MotorFeedback, PowerMonitor, ServoController, SwitchInput
+from drivers.base import (DEFAULT_FEEDBACK_HZ, Imu, MotorController, MotorFeedback, PowerMonitor, ServoController,
+                          SwitchInput)
 from drivers.i2c import bus_key, open_bus
 from drivers.registry import driver_class
 from drivers.transport import Openers
@@ -110,7 +111,7 @@ class Hardware:
                  estop: Supervised[SwitchInput] | None = None, estop_debounce_s: float = 0.3,
                  estop_poll_hz: float = 100.0,
                  i2c_groups: list[tuple[str, list[str]]] | None = None,
-                 motor_feedback_hz: float = 20.0, motor_refresh_s: float = DUTY_REFRESH_S,
+                 motor_feedback_hz: float = DEFAULT_FEEDBACK_HZ, motor_refresh_s: float = DUTY_REFRESH_S,
                  buses: Buses | None = None) -> None:
         self.motor = motor
         self._buses = buses
@@ -155,8 +156,8 @@ class Hardware:
         estop_timing = {"estop_debounce_s": d.estop.debounce_s, "estop_poll_hz": d.estop.poll_hz} if d.estop else {}
         return cls(**devices, **estop_timing, imu_rate_hz=d.imu.rate_hz if d.imu else 100.0,
                    power_rate_hz=d.power.rate_hz if d.power else 10.0, i2c_groups=list(groups.items()),
-                   motor_feedback_hz=getattr(d.motor, "feedback_hz", 20.0),
-                   motor_refresh_s=duty_refresh_s(d.motor), buses=buses)
+                   motor_feedback_hz=driver_class(d.motor).feedback_hz(d.motor) if d.motor else DEFAULT_FEEDBACK_HZ,
+                   motor_refresh_s=duty_refresh_s(d.motor) if d.motor else DUTY_REFRESH_S, buses=buses)
 
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> None:

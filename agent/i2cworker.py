@@ -5,7 +5,7 @@ transactions of one bus never interleave and a hung bus never stalls the
 control loop. A sensor is read every ``1 / rate_hz``, or every ``poll_period_s`` of its
 driver when that is longer (the MPU-6050 gathers samples in its FIFO and is polled
 every 4 samples: 25 wake-ups a second instead of 100). A gyro calibration runs here one read per pass (the IMU driver's
-``gyro_calibration``), interleaved with the bus's other devices, never as one
+``gyro_calibration``, each read through ``Supervised.call``), interleaved with the bus's other devices, never as one
 2 s block.
 """
 
@@ -21,7 +21,7 @@ from agent.errors import DriverError
 from agent.health import LOST
 from agent.model import ImuSample, PowerSample
 from agent.supervisor import Supervised
-from drivers.base import Imu, PowerMonitor, ServoController
+from drivers.base import GyroCalibrationSteps, Imu, PowerMonitor, ServoController
 
 log = logging.getLogger(__name__)
 
@@ -86,7 +86,8 @@ class I2cWorker:
                 elif dev.state == LOST:
                     setattr(self, attr, None)  # publish "unavailable", never a stale value
                 # a driver that buffers samples (the MPU-6050's FIFO) is polled at its own, longer period
-                entry[3] = max(due + max(period, getattr(dev.driver, "poll_period_s", 0.0)), now)
+                driver = dev.driver
+                entry[3] = max(due + max(period, driver.poll_period_s if driver is not None else 0.0), now)
             dues = [e[3] for e in sensors] + ([self._slice_due] if self._slices is not None else [])
             timeout = max(0.0, min(dues) - time.monotonic()) if dues else 0.5
             self._wake.wait(timeout)
@@ -120,40 +121,55 @@ class I2cWorker:
         with self._lock:
             jobs, self._calibrations = self._calibrations, []
         for fut, samples in jobs:
-            if self.imu is None or self.imu.driver is None:
+            driver = self.imu.driver if self.imu is not None else None
+            if driver is None:
                 fut.set_exception(DriverError("IMU is not available", device="imu"))
                 continue
-            if hasattr(self.imu.driver, "gyro_calibration") and self._slices is None:
-                self._start_slices(fut, samples)     # one read per pass: the bus's other devices keep their rates
+            if self._slices is not None:       # one at a time: a second request waits for the first
+                with self._lock:
+                    self._calibrations.append((fut, samples))
                 continue
-            try:
-                bias = self.imu.driver.calibrate_gyro(samples)
-            except DriverError as err:
-                fut.set_exception(err)
-            except Exception as err:  # noqa: BLE001 - a driver bug must not end this bus's thread
-                log.exception("imu: calibrate_gyro raised %s instead of DriverError", type(err).__name__)
-                fut.set_exception(DriverError(f"unexpected {type(err).__name__}: {err}", device="imu"))
-            else:
-                fut.set_result(bias)
+            self._guarded(fut, lambda: self._begin(fut, driver, samples))
 
-    def _start_slices(self, fut: concurrent.futures.Future, samples: int) -> None:
+    def _begin(self, fut: concurrent.futures.Future, driver: Imu, samples: int) -> None:
+        """Start the driver's stepwise calibration (no I/O yet); one read per pass from then on, so the
+        bus's other devices keep their rates."""
+        cal = driver.gyro_calibration(samples)
+        if cal is None:
+            raise DriverError(f"{type(driver).__name__} has no gyro calibration", device="imu")
         self._slice_due = time.monotonic()
-        self._guarded(fut, lambda: self._begin(fut, samples))
-
-    def _begin(self, fut: concurrent.futures.Future, samples: int) -> None:
-        self._slices = (fut, self.imu.driver.gyro_calibration(samples))
+        self._slices = (fut, cal)
 
     def _calibration_slice(self) -> None:
-        """One read of the running calibration when due; finish it after the last."""
+        """One read of the running calibration when due (through the IMU's supervisor: a bus error
+        counts against its health); finish it after the last."""
         if self._slices is None or time.monotonic() < self._slice_due:
             return
         fut, cal = self._slices
-        if self._guarded(fut, cal.step) and not cal.done:
+        if self._guarded(fut, lambda: self._supervised_step(cal)) and not cal.done:
             self._slice_due = time.monotonic() + cal.period_s
             return
         if not fut.done():
             self._guarded(fut, lambda: fut.set_result(cal.finish()))
         self._slices = None
+
+    def _supervised_step(self, cal: GyroCalibrationSteps) -> None:
+        """``cal.step()`` through ``Supervised.call``; raises the DriverError the call accounted for."""
+        failed: list[DriverError] = []
+
+        def step(_driver: Imu) -> bool:
+            try:
+                cal.step()
+            except DriverError as err:
+                failed.append(err)
+                raise
+            except Exception as err:
+                failed.append(DriverError(f"unexpected {type(err).__name__}: {err}", device="imu"))
+                raise
+            return True
+
+        if self.imu is None or not self.imu.call(step, default=False):
+            raise failed[0] if failed else DriverError("IMU is not available", device="imu")
 
     def _guarded(self, fut: concurrent.futures.Future, fn: Callable[[], object]) -> bool:
         """Run ``fn``; on an error fail ``fut`` (and end the calibration) and return False."""

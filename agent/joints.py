@@ -23,7 +23,7 @@ command kind, up to :data:`TARGET_MARGIN_RAD` (one full turn) beyond a limit; a 
 farther out is refused (:meth:`JointController.check_position`, ``check_trajectory``:
 :class:`~agent.errors.CommandRejected` naming the field and the joint), the same for
 every protocol, as a velocity more than 10x the maximum is. Wrong shapes are
-:class:`~agent.errors.CommandError`. Not thread-safe: the control loop calls it under its lock.
+:class:`~agent.errors.CommandRejected`. Not thread-safe: the control loop calls it under its lock.
 """
 
 from __future__ import annotations
@@ -139,13 +139,13 @@ class JointController:
 
     # ------------------------------------------------------------------ validation
     def check_length(self, what: str, n: int) -> None:
-        """Raise CommandError unless 1 <= n <= dof."""
+        """Raise CommandRejected unless 1 <= n <= dof."""
         if self.dof == 0:
-            raise CommandError(f"{what}: this robot has no servo joints")
+            raise CommandRejected(f"{what}: this robot has no servo joints")
         if n == 0:
-            raise CommandError(f"{what}: no values")
+            raise CommandRejected(f"{what}: no values")
         if n > self.dof:
-            raise CommandError(f"{what}: {n} values for {self.dof} joints ({', '.join(self.names)})")
+            raise CommandRejected(f"{what}: {n} values for {self.dof} joints ({', '.join(self.names)})")
 
     def check_targets(self, what: str, q: Sequence[float]) -> None:
         """Raise CommandRejected (reason ``out_of_range``) when a target angle lies more than
@@ -164,22 +164,22 @@ class JointController:
                     reason="out_of_range")
 
     def check_position(self, q: Sequence[float]) -> None:
-        """Raise CommandError when a JointPosition's ``q`` (rad) does not fit the joints: wrong
+        """Raise CommandRejected when a JointPosition's ``q`` (rad) does not fit the joints: wrong
         length, or a target far outside its limits (:meth:`check_targets`)."""
         self.check_length("joint_position q", len(q))
         self.check_targets("joint_position q", q)
 
     def check_trajectory(self, traj: JointTrajectory) -> None:
-        """Raise CommandError when the trajectory's points do not fit the joints: wrong length,
+        """Raise CommandRejected when the trajectory's points do not fit the joints: wrong length,
         or a point's target far outside its limits (:meth:`check_targets`)."""
         self.check_length("joint_trajectory points[0].q", len(traj.points[0].q))
         for i, point in enumerate(traj.points):
             self.check_targets(f"joint_trajectory points[{i}].q", point.q)
 
     def check_gripper(self) -> None:
-        """Raise CommandError when no gripper is configured."""
+        """Raise CommandRejected when no gripper is configured."""
         if self.gripper_cfg is None:
-            raise CommandError("gripper: this robot has no gripper")
+            raise CommandRejected("gripper: this robot has no gripper")
 
     def _clamp(self, source: str, what: str, values: Sequence[float], rates: bool = False) -> list[float]:
         """Clamp angles to the joint limits (or rates to +-max_speed_radps), warning once per source."""

@@ -8,7 +8,7 @@ y left, z up; positive ``omega`` turns left (counter-clockwise seen from above).
 Adapters translate their protocol's messages into these commands and their
 protocol's telemetry out of :class:`Snapshot`; they hold no robot logic.
 Constructors validate what can be checked without knowing the robot (finite
-numbers, ranges that are universal) and raise :class:`agent.errors.CommandError`;
+numbers, ranges that are universal) and raise :class:`agent.errors.CommandRejected`;
 the control loop checks what depends on the robot (joint count, limits).
 """
 
@@ -50,9 +50,9 @@ def finite_number(name: str, value: object) -> float:
 
 def _vector(name: str, values: object, limit: int = MAX_JOINTS) -> tuple[float, ...]:
     if isinstance(values, (str, bytes)) or not hasattr(values, "__len__"):
-        raise CommandError(f"{name} must be a list of numbers, got {type(values).__name__}")
+        raise CommandRejected(f"{name} must be a list of numbers, got {type(values).__name__}")
     if len(values) > limit:  # type: ignore[arg-type]
-        raise CommandError(f"{name} has {len(values)} values, at most {limit} allowed")  # type: ignore[arg-type]
+        raise CommandRejected(f"{name} has {len(values)} values, at most {limit} allowed")  # type: ignore[arg-type]
     return tuple(finite_number(f"{name}[{i}]", v) for i, v in enumerate(values))  # type: ignore[arg-type]
 
 
@@ -87,7 +87,7 @@ class TrackDuty:
         for name in ("left", "right"):
             v = finite_number(name, getattr(self, name))
             if not -1.0 <= v <= 1.0:
-                raise CommandError(f"{name} duty must be within -1..1, got {v}")
+                raise CommandRejected(f"{name} duty must be within -1..1, got {v}")
             object.__setattr__(self, name, v)
 
 
@@ -127,7 +127,7 @@ class TrajectoryPoint:
     def __post_init__(self) -> None:
         t = finite_number("t", self.t)
         if t < 0:
-            raise CommandError(f"trajectory time must be >= 0, got {t}")
+            raise CommandRejected(f"trajectory time must be >= 0, got {t}")
         object.__setattr__(self, "t", t)
         object.__setattr__(self, "q", _vector("q", self.q))
 
@@ -147,17 +147,17 @@ class JointTrajectory:
     def __post_init__(self) -> None:
         pts = tuple(self.points)
         if not pts:
-            raise CommandError("trajectory has no points")
+            raise CommandRejected("trajectory has no points")
         if len(pts) > MAX_TRAJECTORY_POINTS:
-            raise CommandError(f"trajectory has {len(pts)} points, at most {MAX_TRAJECTORY_POINTS}")
+            raise CommandRejected(f"trajectory has {len(pts)} points, at most {MAX_TRAJECTORY_POINTS}")
         n = len(pts[0].q)
         for i, p in enumerate(pts):
             if len(p.q) != n:
-                raise CommandError(f"points[{i}].q has {len(p.q)} values, points[0].q has {n}")
+                raise CommandRejected(f"points[{i}].q has {len(p.q)} values, points[0].q has {n}")
             if i and p.t <= pts[i - 1].t:
-                raise CommandError(f"points[{i}].t={p.t} is not after points[{i - 1}].t={pts[i - 1].t}")
+                raise CommandRejected(f"points[{i}].t={p.t} is not after points[{i - 1}].t={pts[i - 1].t}")
         if not isinstance(self.loop, bool):
-            raise CommandError(f"loop must be a boolean, got {type(self.loop).__name__}")
+            raise CommandRejected(f"loop must be a boolean, got {type(self.loop).__name__}")
         object.__setattr__(self, "points", pts)
 
 
@@ -175,7 +175,7 @@ class Gripper:
     def __post_init__(self) -> None:
         v = finite_number("fraction", self.fraction)
         if not 0.0 <= v <= 1.0:
-            raise CommandError(f"gripper fraction must be within 0..1, got {v}")
+            raise CommandRejected(f"gripper fraction must be within 0..1, got {v}")
         object.__setattr__(self, "fraction", v)
 
 

@@ -36,7 +36,7 @@ from collections.abc import Callable
 from agent.health import LOST
 from agent.supervisor import Supervised
 from drivers.base import MotorController, MotorFeedback
-from drivers.serialport import SerialMotorController
+from drivers.registry import driver_class
 
 log = logging.getLogger(__name__)
 
@@ -44,7 +44,7 @@ Duty = tuple[float, float]
 
 #: Longest time an unchanged duty goes unwritten, s (``duty_refresh_s`` caps it further).
 DUTY_REFRESH_S = 0.1
-#: Unchanged-duty writes per period of the controller's own timeout (serial_timeout_s / firmware_timeout_s).
+#: Unchanged-duty writes per period of the controller's own timeout (``MotorController.own_timeout_s``).
 REFRESHES_PER_TIMEOUT = 5
 
 
@@ -52,9 +52,10 @@ def duty_refresh_s(motor_cfg: object) -> float:
     """How often to write an unchanged duty to the controller of ``motor_cfg``, s.
 
     At most :data:`DUTY_REFRESH_S`, and at least :data:`REFRESHES_PER_TIMEOUT` writes per period of
-    the controller's own stop timeout (``serial_timeout_s``, ``firmware_timeout_s``) when it has one.
+    the controller's own stop timeout when it has one (its driver's
+    :meth:`drivers.base.MotorController.own_timeout_s`).
     """
-    timeout = getattr(motor_cfg, "serial_timeout_s", None) or getattr(motor_cfg, "firmware_timeout_s", None)
+    timeout = driver_class(motor_cfg).own_timeout_s(motor_cfg)
     return DUTY_REFRESH_S if not timeout else min(DUTY_REFRESH_S, timeout / REFRESHES_PER_TIMEOUT)
 
 
@@ -181,8 +182,7 @@ class MotorWorker:
             taken.append(got)
             return got[0]
 
-        fb = self.motor.call(lambda d: d.read_feedback(between) if isinstance(d, SerialMotorController)
-                             else d.read_feedback())
+        fb = self.motor.call(lambda d: d.read_feedback(between) if d.duty_may_slip else d.read_feedback())
         if taken:       # written inside the set: acknowledged when the whole read succeeded
             self._written(*taken[-1], fb is not None, driver, count=len(taken))
         self.feedback = fb      # None while lost or failing: never a stale value

@@ -97,6 +97,12 @@ class VideoPort(Protocol):
                            timeout_s: float) -> EncodedFrame | None:
         """Like :meth:`next_frame`, encoded as ``fmt`` (one encode per frame and format)."""
 
+    async def encoded_within(self, frame: Frame, fmt: FrameFormat, max_bytes: int,
+                             level: int = 0) -> tuple[EncodedFrame | None, int]:
+        """``frame`` encoded at most ``max_bytes`` long: ``fmt``, else at a lower quality, else smaller
+        (:func:`agent.video.budget.fit_ladder`, from step ``level``). Returns ``(encoded, step)``, or
+        ``(None, steps)`` when even the smallest does not fit."""
+
 
 class LinkState(str, enum.Enum):
     """Where a link is: ``up`` (connected), ``connecting`` (first attempt), ``down`` (failing, retrying)."""
@@ -161,5 +167,5 @@ class Adapter(Protocol):
 class AdapterFactory(Protocol):
     """An adapter class: ``Factory(cfg, robot, video, config_path=...)`` (ARTEX also takes ``logs``)."""
 
-    def __call__(self, cfg: AgentConfig, robot: RobotPort, video: Any, *,
+    def __call__(self, cfg: AgentConfig, robot: RobotPort, video: VideoPort | None, *,
                  config_path: str | None = None) -> Adapter: ...

@@ -185,6 +185,16 @@ class LineMotor(SerialMotorController):
         firmware: ``"<fw_name> <version>"`` from the READY banner or the V reply.
     """
 
+    @classmethod
+    def own_timeout_s(cls, cfg: LineMotorConfig) -> float:
+        """The firmware watchdog set at open (``T`` command), s."""
+        return cfg.firmware_timeout_s
+
+    @classmethod
+    def feedback_hz(cls, cfg: LineMotorConfig) -> float:
+        """``cfg.feedback_hz``, Hz."""
+        return cfg.feedback_hz
+
     def __init__(self, cfg: LineMotorConfig, *, serial_factory: SerialFactory | None = None,
                  name: str = "motor", openers: Openers | None = None) -> None:
         super().__init__(cfg, serial_factory=serial_factory, name=name, openers=openers,

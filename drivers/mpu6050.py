@@ -40,7 +40,7 @@ from typing import Callable, TYPE_CHECKING
 import statistics
 
 from drivers.types import ImuSample, Quat, Vec3
-from drivers.base import Imu
+from drivers.base import GyroCalibrationSteps, Imu
 from drivers.i2c import I2cDevice, SMBusLike
 from drivers.madgwick import acc2q, update_imu
 
@@ -286,7 +286,7 @@ class Mpu6050(Imu):
         return GyroCalibration(self, samples)
 
 
-class GyroCalibration:
+class GyroCalibration(GyroCalibrationSteps):
     """Gyro bias at rest from ``samples`` reads, taken one :meth:`step` at a time; see ``calibrate_gyro``.
 
     Attributes:

@@ -205,6 +205,16 @@ class Roboclaw(SerialMotorController):
         version: firmware version string read at ``open()`` (e.g. ``"RoboClaw 10.2A v4.1.11"``).
     """
 
+    @classmethod
+    def own_timeout_s(cls, cfg: RoboclawConfig) -> float:
+        """The serial timeout set at open (command 14), s."""
+        return cfg.serial_timeout_s
+
+    @classmethod
+    def feedback_hz(cls, cfg: RoboclawConfig) -> float:
+        """``cfg.feedback_hz``, Hz."""
+        return cfg.feedback_hz
+
     def __init__(self, cfg: RoboclawConfig, *, serial_factory: SerialFactory | None = None,
                  name: str = "motor", openers: Openers | None = None) -> None:
         super().__init__(cfg, serial_factory=serial_factory, name=name, openers=openers,

@@ -105,6 +105,11 @@ class Sabertooth(SerialMotorController):
             drivers/transport.py).
     """
 
+    @classmethod
+    def own_timeout_s(cls, cfg: SabertoothConfig) -> float:
+        """The serial timeout set at open (command 14), s."""
+        return cfg.serial_timeout_s
+
     def __init__(self, cfg: SabertoothConfig, *, serial_factory: SerialFactory | None = None,
                  name: str = "motor", openers: Openers | None = None) -> None:
         super().__init__(cfg, serial_factory=serial_factory, name=name, openers=openers, timeout_s=READ_TIMEOUT_S)

@@ -200,6 +200,9 @@ class SerialMotorController(MotorController):
         openers: URL scheme -> opener table for the default factory (``sim://`` ports).
     """
 
+    #: A duty posted during a feedback set is written before its next transaction (``read_feedback(between)``).
+    duty_may_slip = True
+
     def __init__(self, cfg: Any, *, serial_factory: SerialFactory | None, name: str, timeout_s: float,
                  openers: Openers | None = None) -> None:
         self.cfg = cfg

@@ -30,14 +30,14 @@ once per kind and counts it); ``detail`` is already escaped and clipped.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Callable
 
-import engineio.base_client
 import socketio
 from socketio import packet as sio_packet
 
+from agent.compat import engineio as eio_compat
+from agent.compat.socketio import HookedAsyncClient
 from agent.ratelimit import safe
 
 log = logging.getLogger(__name__)
@@ -115,7 +115,7 @@ def _placeholders(data: object, depth: int = 0) -> int:
     return 0
 
 
-class HubClient(socketio.AsyncClient):
+class HubClient(HookedAsyncClient):
     """``socketio.AsyncClient`` with checked packet handling (see the module docstring).
 
     Args:
@@ -134,7 +134,7 @@ class HubClient(socketio.AsyncClient):
         #: what the hub said when it rejected the namespace connect (a CONNECT_ERROR packet), else None
         self.refusal: str | None = None
 
-    async def _handle_eio_message(self, data: str | bytes) -> None:
+    async def eio_message(self, data: str | bytes) -> None:
         try:
             await self._checked_message(data)
         except asyncio.CancelledError:
@@ -144,7 +144,7 @@ class HubClient(socketio.AsyncClient):
             self._on_fault("handler_error", f"{type(err).__name__}: {safe(str(err), 120)}")
 
     async def _checked_message(self, data: str | bytes) -> None:
-        if self._binary_packet is not None:
+        if self.pending_binary is not None:
             if isinstance(data, (bytes, bytearray)):
                 await self._attachment(data)
                 return
@@ -162,30 +162,30 @@ class HubClient(socketio.AsyncClient):
             self._on_fault(problem[0], f"{problem[1]}: {safe(data, 80)}")
             return
         if pkt.packet_type in (sio_packet.BINARY_EVENT, sio_packet.BINARY_ACK):
-            self._binary_packet = pkt
+            self.pending_binary = pkt
             self._binary_timer = asyncio.get_running_loop().call_later(
                 self._attachment_wait_s, self._drop_binary, "its attachments did not come in time", pkt)
             return
-        await super()._handle_eio_message(data)
+        await self.library_eio_message(data)
 
     async def _attachment(self, data: bytes) -> None:
-        pkt = self._binary_packet
+        pkt = self.pending_binary
         if not pkt.add_attachment(data):
             return
         self._clear_binary()
         if pkt.packet_type == sio_packet.BINARY_EVENT:
-            await self._handle_event(pkt.namespace, pkt.id, pkt.data)
+            await self.dispatch_event(pkt.namespace, pkt.id, pkt.data)
         else:
-            await self._handle_ack(pkt.namespace, pkt.id, pkt.data)
+            await self.dispatch_ack(pkt.namespace, pkt.id, pkt.data)
 
     def _clear_binary(self) -> None:
-        self._binary_packet = None
+        self.pending_binary = None
         if self._binary_timer is not None:
             self._binary_timer.cancel()
             self._binary_timer = None
 
     def _drop_binary(self, why: str, pkt: object = None) -> None:
-        pending = self._binary_packet
+        pending = self.pending_binary
         if pending is None or (pkt is not None and pkt is not pending):
             return
         self._clear_binary()
@@ -220,15 +220,15 @@ class HubClient(socketio.AsyncClient):
                 return "bad_attachments", f"{count} attachments declared, {_placeholders(pkt.data)} placeholders"
         return None
 
-    async def _handle_error(self, namespace, data) -> None:
+    async def connect_refused(self, namespace, data) -> None:
         """A CONNECT_ERROR from the hub (not a network failure, which the library also reports as
         ``connect_error``): remembered as :attr:`refusal`."""
         self.refusal = safe(data if data is not None else "no reason given", 200)
-        await super()._handle_error(namespace, data)
+        await super().connect_refused(namespace, data)
 
-    async def _handle_eio_disconnect(self, reason) -> None:
+    async def transport_lost(self, reason) -> None:
         self._clear_binary()
-        await super()._handle_eio_disconnect(reason)
+        await super().transport_lost(reason)
 
     async def close(self, timeout_s: float = 0.5) -> None:
         """Disconnect politely within ``timeout_s`` s, else drop the transport: never longer, no
@@ -243,21 +243,8 @@ class HubClient(socketio.AsyncClient):
         await self._drop_transport()
 
     async def _drop_transport(self) -> None:
-        eio = self.eio
-        for task in (eio.read_loop_task, eio.write_loop_task):
-            if task is not None and not task.done():
-                task.cancel()
         self.connected = False
-        self.namespaces = {}
+        no_namespaces: dict[str, str] = {}
+        self.namespaces = no_namespaces
         self._clear_binary()
-        eio.state = "disconnected"
-        with contextlib.suppress(ValueError):
-            engineio.base_client.connected_clients.remove(eio)
-        ws, http = getattr(eio, "ws", None), eio.http
-        with contextlib.suppress(Exception):  # the peer's state is unknown; close what is left, quietly
-            if ws is not None and not ws.closed:
-                await asyncio.wait_for(ws.close(), 0.2)
-        with contextlib.suppress(Exception):
-            if http is not None and not http.closed:
-                await asyncio.wait_for(http.close(), 0.2)
-        eio.http = None
+        await eio_compat.drop_transport(self.eio)

@@ -28,6 +28,8 @@ from typing import Any
 
 from socketio.exceptions import SocketIOError
 
+from agent.compat import aiohttp as aiohttp_compat
+from agent.compat import engineio as eio_compat
 from agent.config.video import VideoConfig
 from agent.ports import VideoPort
 from agent.video import FrameFormat, LinkPacer
@@ -65,16 +67,12 @@ def link_backlog(client: Any) -> int:
     eio = getattr(client, "eio", None)
     if eio is None:
         return 0
-    queue = getattr(eio, "queue", None)
-    # asyncio.Queue counts a packet until the write loop's task_done(), i.e. until it is written
-    packets = getattr(queue, "_unfinished_tasks", 0) if queue is not None else 0
-    writer = getattr(getattr(eio, "ws", None), "_writer", None)
-    return packets + transport_backlog(getattr(writer, "transport", None))
+    return eio_compat.queued_packets(eio) + transport_backlog(link_transport(client))
 
 
 def link_transport(client: Any) -> Any:
     """The websocket transport of a Socket.IO ``client``, or None."""
-    return getattr(getattr(getattr(getattr(client, "eio", None), "ws", None), "_writer", None), "transport", None)
+    return aiohttp_compat.websocket_transport(eio_compat.websocket(getattr(client, "eio", None)))
 
 
 class ArtexVideo:
@@ -246,7 +244,11 @@ class VideoDelivery:
             return None
         loop = asyncio.get_running_loop()
         acked: asyncio.Future = loop.create_future()
-        callback = None if self.acks is False else (lambda *_: acked.done() or acked.set_result(True))
+        def on_ack(*_: object) -> None:
+            if not acked.done():
+                acked.set_result(True)
+
+        callback = None if self.acks is False else on_ack
         start = self._clock()
         try:
             await client.emit("video", {"payload": payload}, namespace=NAMESPACE, callback=callback)

@@ -29,8 +29,10 @@ import collections
 import concurrent.futures
 import logging
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, cast
 
 import robot_msg as rm
 import zmq
@@ -168,7 +170,7 @@ class RobotMsgAdapter:
                 auth = start_authenticator(ctx, self._keys)
             for ch in self._channels.values():
                 ch.sock = open_socket(ctx, ch.kind, ch.cfg, self._cfg, self._keys)
-                ch.endpoint = (ch.sock.getsockopt(zmq.LAST_ENDPOINT).decode() if ch.cfg.mode == "bind"
+                ch.endpoint = (cast(bytes, ch.sock.getsockopt(zmq.LAST_ENDPOINT)).decode() if ch.cfg.mode == "bind"
                                else ch.cfg.address)
             self._connected = True
             self._link.up()
@@ -211,7 +213,7 @@ class RobotMsgAdapter:
     async def _receive_loop(self, ch: _Channel, decoder: concurrent.futures.Executor) -> None:
         sock = ch.sock
         assert sock is not None
-        drain = zmq.Socket.shadow(sock.underlying)  # synchronous NOBLOCK reads: no future per message
+        drain: zmq.Socket[bytes] = zmq.Socket.shadow(sock.underlying)  # synchronous NOBLOCK reads: no future per message
         budget = None if ch.name == "command" else DECODE_BUDGET
         while True:
             first = await sock.recv(copy=False)
@@ -241,13 +243,13 @@ class RobotMsgAdapter:
             latest = LatestWins(self._cfg.ctrl_modes)
             index = len(batch) - 1
             while index >= 0 and (budget is None or len(batch) - index <= budget):
-                message = await self._decode(ch, batch[index], decoder)
-                if message is not None:
-                    latest.offer(index, message)
+                decoded = await self._decode(ch, batch[index], decoder)
+                if decoded is not None:
+                    latest.offer(index, decoded)
                 index -= 1
             self._superseded += latest.superseded + index + 1  # older frames left undecoded
-            for message in latest.kept():
-                self._apply(ch, message)
+            for kept in latest.kept():
+                self._apply(ch, kept)
 
     async def _evict(self, ch: _Channel) -> None:
         """Drop the peers of ``ch`` after a message over twice ``max_frame_bytes`` (libzmq does the
@@ -271,7 +273,7 @@ class RobotMsgAdapter:
                 message = decode_envelope(envelope)
             else:
                 message = await asyncio.get_running_loop().run_in_executor(decoder, decode_envelope, envelope)
-            expect_type(message, ch.accepts)
+            expect_type(message, cast(type, ch.accepts))   # every receiving channel accepts one type
         except Rejected as rejected:
             self._reject(ch, rejected)
             return None
@@ -289,7 +291,7 @@ class RobotMsgAdapter:
         dof = self._robot.description.dof
         if isinstance(message, rm.RobotAction):
             return action_commands(message, dof)
-        return controller_commands(message, dof, self._cfg.ctrl_modes)
+        return controller_commands(cast(rm.ControllerCommand, message), dof, self._cfg.ctrl_modes)
 
     def _apply(self, ch: _Channel, message: object) -> None:
         try:
@@ -329,7 +331,7 @@ class RobotMsgAdapter:
 
     async def _publish_loop(self, ch: _Channel) -> None:
         assert ch.sock is not None
-        pub = zmq.Socket.shadow(ch.sock.underlying)
+        pub: zmq.Socket[bytes] = zmq.Socket.shadow(ch.sock.underlying)
         loop = asyncio.get_running_loop()
         period = 1.0 / self._cfg.state_hz
         next_t = loop.time()
@@ -373,7 +375,7 @@ class RobotMsgAdapter:
         finally:
             monitor.close(linger=0)
 
-    def _on_event(self, ch: _Channel, event: dict) -> None:
+    def _on_event(self, ch: _Channel, event: Mapping[str, Any]) -> None:
         kind, value = event["event"], event["value"]
         endpoint = event.get("endpoint", b"").decode(errors="replace")
         if kind in OPENED:

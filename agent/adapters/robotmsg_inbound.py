@@ -10,8 +10,9 @@ docs/robot_msg.md, "RobotAction" and "ControllerCommand".
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any, TypeVar
 
 import robot_msg as rm
 
@@ -34,6 +35,8 @@ _VERSION = re.compile(r"unsupported version: (-?\d+)")
 #: may have been sent before that stop (ZeroMQ orders each socket, not the two): refused, s.
 STOP_ORDER_GUARD_S = 0.1
 
+
+T = TypeVar("T")
 
 class Rejected(CommandRejected):
     """A received message the agent does not execute (agent.errors.CommandRejected).
@@ -159,7 +162,7 @@ def expect_type(message: object, accepted: type) -> None:
     """Raise Rejected(``unexpected_type``) unless ``message`` is an ``accepted`` instance."""
     if not isinstance(message, accepted):
         got = getattr(type(message), "MSG_TYPE", type(message).__name__)
-        raise Rejected("unexpected_type", f"{got} on a socket that takes {accepted.MSG_TYPE}")
+        raise Rejected("unexpected_type", f"{got} on a socket that takes {getattr(accepted, 'MSG_TYPE', accepted.__name__)}")
 
 
 # --------------------------------------------------------------------------- commands
@@ -173,7 +176,7 @@ def _joint_vector(where: str, values: Sequence[float], dof: int) -> tuple[float,
     return tuple(values)
 
 
-def _command(where: str, factory, *args) -> Command:
+def _command(where: str, factory: Callable[..., T], *args: Any) -> T:
     """Build an agent command; its own checks (finite, ranges) become ``non_finite`` / ``invalid``
     (the error's ``reason``)."""
     try:

@@ -39,6 +39,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable
+from typing import Any
 from urllib.parse import urlparse
 
 from agent.adapters.sim2bot_commands import (
@@ -85,7 +86,7 @@ def merged_state(parts: list[LinkStatus]) -> tuple[LinkState, bool, float, str]:
 def merged_video(rooms: list[RoomLink]) -> dict[str, object]:
     """The rooms' VideoStreams.stats: per stream (prefixed with the room when there are several),
     numbers summed."""
-    out: dict[str, object] = {}
+    out: dict[str, Any] = {}
     for link in rooms:
         stats = link.streams.stats() if link.streams is not None else {}
         for key, value in stats.items():

@@ -42,6 +42,7 @@ from agent.adapters.sim2bot_commands import (
     FPS_RANGE,
     CameraRequest,
 )
+from agent.compat import websockets as ws_compat
 from agent.config.drivers import CameraConfig
 from agent.errors import CommandDeclined
 from agent.video import EncodedFrame, FrameFormat, LinkPacer, LinkRate, SendBudget
@@ -175,7 +176,7 @@ class VideoStreams:
         under the GIL on the event loop); any other coroutine gets each message as one ``bytes``."""
         self._send = send
         conn = getattr(send, "__self__", None)
-        self._writer = FragmentWriter(conn) if hasattr(conn, "transport") and hasattr(conn, "protocol") else None
+        self._writer = FragmentWriter(conn) if ws_compat.is_connection(conn) else None
 
     @property
     def attached(self) -> bool:
@@ -336,7 +337,7 @@ class VideoStreams:
         pacer.handed(frame.t_mono_s, start)
         self.frames_sent += 1
         self.bytes_sent += nbytes
-        transport = getattr(getattr(send, "__self__", None), "transport", None)
+        transport = ws_compat.transport(getattr(send, "__self__", None))
         await wait_drained(lambda: transport_backlog(transport), _WAIT_S, clock=self._clock)
         pacer.drained(nbytes, self._clock() - start)
         self.rate.drained(nbytes, self._clock() - start)

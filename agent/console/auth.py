@@ -187,7 +187,7 @@ class TokenGate:
             response.set_cookie(self.cookie, self.sessions.issue(), httponly=True, samesite="Strict", path="/",
                                 max_age=SESSION_S)
             return response
-        if not self.sessions.valid(cookie):
+        if cookie is None or not self.sessions.valid(cookie):
             self.throttle.failed(request.remote)
             return self._refuse(request, 401, "session expired or not from this console: open the console "
                                               "once as /?token=<console.token>")

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from typing import cast
 
 from agent.adapters.sim2bot_commands import decode as json_object
 from agent.errors import CommandError, CommandRejected
@@ -91,7 +92,7 @@ def decode(raw: object, max_bytes: int) -> dict:
     """
     try:
         data = json_object(raw, max_bytes)
-        json.loads(raw, object_pairs_hook=_unique)      # bounded and valid by now: duplicate keys
+        json.loads(cast(str, raw), object_pairs_hook=_unique)   # text, bounded and valid by now: duplicate keys
     except CommandError as err:
         err.source = SOURCE
         raise

@@ -9,7 +9,7 @@ the snapshot ring the tick publishes into (``snapshot``, ``samples_since``) and 
 runtime base limits. A ``Stop`` or the release of a driving source calls ``wake`` so
 the scheduler runs a tick at once, and so does a velocity command whose value differs from its source's last one (a repeat
 only refreshes the watchdog). A velocity more than ``OVER_LIMIT_FACTOR`` (10) times
-the configured maximum is refused with a CommandError, not clamped to full speed.
+the configured maximum is refused with a CommandRejected, not clamped to full speed.
 Before any motion command the halts are asked (``ControlState.safety.check``,
 agent.control.safety): while the e-stop or a failsafe latch holds it is refused;
 ``estop`` / ``release_estop`` set and release the e-stop (docs/safety.md).
@@ -193,12 +193,12 @@ class Front:
             for name, value, top, unit in (("vx", command.vx, state.full_duty_mps, "m/s"),
                                            ("omega", command.omega, top_omega, "rad/s")):
                 if abs(value) > k * top:
-                    raise CommandError(f"base_velocity {name} {value:g} {unit} is more than {k:g}x the maximum "
+                    raise CommandRejected(f"base_velocity {name} {value:g} {unit} is more than {k:g}x the maximum "
                                        f"{top:g} {unit}; refused (not clamped to full speed)")
         elif isinstance(command, JointVelocity):
             for joint, qd in zip(self._state.joints.joints, command.qd):
                 if abs(qd) > k * joint.max_speed_radps:
-                    raise CommandError(f"joint_velocity {joint.name} {qd:g} rad/s is more than {k:g}x its "
+                    raise CommandRejected(f"joint_velocity {joint.name} {qd:g} rad/s is more than {k:g}x its "
                                        f"max_speed_radps {joint.max_speed_radps:g}; refused")
 
     def _latched(self, source: str, command: Command) -> None:

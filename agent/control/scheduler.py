@@ -31,7 +31,9 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
-from typing import NamedTuple
+from typing import Generic, NamedTuple, TypeVar
+
+T = TypeVar("T")
 
 from agent.ratelimit import RateLimitedLog
 
@@ -57,7 +59,7 @@ class TickStats(NamedTuple):
     woken_ticks: int = 0
 
 
-class Scheduler:
+class Scheduler(Generic[T]):
     """The control thread; see the module docstring.
 
     Args:
@@ -68,7 +70,7 @@ class Scheduler:
         clock: monotonic clock, s.
     """
 
-    def __init__(self, tick: Callable[[float], object], recover: Callable[[], None],
+    def __init__(self, tick: Callable[[float], T], recover: Callable[[], None],
                  deadline: Callable[[float], float | None], *, rate_hz: float,
                  clock: Callable[[], float]) -> None:
         self._tick = tick
@@ -106,7 +108,7 @@ class Scheduler:
         """Run a tick now instead of at the next slot (thread-safe)."""
         self._wake.set()
 
-    def tick(self, now: float) -> object:
+    def tick(self, now: float) -> T:
         """Run exactly one timed iteration at ``now`` on the caller's thread; returns the tick's result.
 
         Raises:
@@ -182,7 +184,7 @@ class Scheduler:
                              exc_info=True)
             self._recover()
 
-    def _timed(self, now: float) -> object:
+    def _timed(self, now: float) -> T:
         started = time.monotonic()
         result = self._tick(now)
         self._ticks += 1

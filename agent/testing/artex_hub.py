@@ -23,6 +23,7 @@ from typing import Any, Self
 import socketio
 from aiohttp import web
 
+from agent.compat.socketio import AckHookServer
 from agent.testing.running_agent import running_agent, sim_config, wait_for
 
 NAMESPACE = "/robot"
@@ -39,7 +40,7 @@ def compact(obj: Any, limit: int = 300) -> str:
     return clip(json.dumps(obj, separators=(",", ":"), default=lambda b: f"<{len(b)} bytes>"), limit)
 
 
-class _HubServer(socketio.AsyncServer):
+class _HubServer(AckHookServer):
     """python-socketio's server, except that ``video`` goes unacknowledged when the hub says so
     (the normal Node socket.io hub: a handler that ignores the ack callback)."""
 
@@ -47,10 +48,8 @@ class _HubServer(socketio.AsyncServer):
         super().__init__(**kwargs)
         self._hub = hub
 
-    async def _handle_event_internal(self, server, sid, eio_sid, data, namespace, id):
-        if not self._hub.ack_video and data and data[0] == "video":
-            id = None
-        return await super()._handle_event_internal(server, sid, eio_sid, data, namespace, id)
+    def ack_wanted(self, data: Any) -> bool:
+        return self._hub.ack_video or not (data and data[0] == "video")
 
 
 class ArtexHub:
@@ -100,7 +99,7 @@ class ArtexHub:
         self.disconnects = 0
         self._runner: web.AppRunner | None = None
         self._tasks: set[asyncio.Task] = set()
-        self.sio: socketio.AsyncServer | None = None
+        self.sio: _HubServer | None = None
 
     # ------------------------------------------------------------------ lifecycle
     def _build(self) -> web.Application:
@@ -254,7 +253,7 @@ class ArtexHub:
         """Send one raw Engine.IO message (a Socket.IO packet as text, or a binary attachment), as a
         broken or hostile hub would: ``await hub.send_packet('51-/robot,["command",{}]')``."""
         sid = self._target(sid)
-        await self.sio.eio.send(self.sio.manager.eio_sid_from_sid(sid, NAMESPACE), text)
+        await self.sio.send_raw(sid, NAMESPACE, text)
 
 
 

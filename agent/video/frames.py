@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from agent.errors import CommandError
+from agent.errors import CommandError, CommandRejected
 
 if TYPE_CHECKING:
     import numpy as np
@@ -81,7 +81,7 @@ def _optional_size(name: str, value: object) -> None:
     if value is None:
         return
     if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_OUTPUT_SIZE:
-        raise CommandError(f"frame {name} must be an integer 1..{MAX_OUTPUT_SIZE} or None, got {value!r}")
+        raise CommandRejected(f"frame {name} must be an integer 1..{MAX_OUTPUT_SIZE} or None, got {value!r}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,7 +94,7 @@ class FrameFormat:
         quality: JPEG quality 1..100 (ignored for ``rgba``).
 
     Raises:
-        CommandError: unknown codec, size out of 1..4096, quality out of 1..100.
+        CommandRejected: unknown codec, size out of 1..4096, quality out of 1..100.
     """
 
     codec: str = "jpeg"
@@ -104,12 +104,12 @@ class FrameFormat:
 
     def __post_init__(self) -> None:
         if self.codec not in ENCODERS:
-            raise CommandError(f"unknown frame codec {self.codec!r}; known: {', '.join(ENCODERS)}")
+            raise CommandRejected(f"unknown frame codec {self.codec!r}; known: {', '.join(ENCODERS)}")
         _optional_size("width", self.width)
         _optional_size("height", self.height)
         q = self.quality
         if isinstance(q, bool) or not isinstance(q, int) or not 1 <= q <= 100:
-            raise CommandError(f"JPEG quality must be an integer 1..100, got {q!r}")
+            raise CommandRejected(f"JPEG quality must be an integer 1..100, got {q!r}")
 
     def output_size(self, width: int, height: int) -> tuple[int, int]:
         """Size, px, of a ``width`` x ``height`` frame encoded in this format."""

@@ -33,7 +33,7 @@ import cv2
 
 from agent.config import AgentConfig
 from agent.config.drivers import CameraConfig
-from agent.errors import CommandError, ConfigError
+from agent.errors import CommandDeclined, CommandError, CommandRejected, ConfigError
 from agent.model import DeviceHealth
 from agent.threadprio import background_thread
 from agent.video.budget import CpuBudget, fit_ladder
@@ -131,7 +131,7 @@ class VideoHub(CaptureThreads):
         """Newest frame of ``camera_id``, or None before the first. Thread-safe.
 
         Raises:
-            CommandError: unknown camera id.
+            CommandDeclined: unknown camera id.
         """
         return self._feed(camera_id).latest
 
@@ -146,11 +146,11 @@ class VideoHub(CaptureThreads):
             The frame, or None on timeout (``timeout_s``, s) or hub close.
 
         Raises:
-            CommandError: unknown camera id, ``after_seq`` not an integer.
+            CommandDeclined: unknown camera id. CommandRejected: ``after_seq`` not an integer.
         """
         feed = self._feed(camera_id)
         if isinstance(after_seq, bool) or not isinstance(after_seq, int):
-            raise CommandError(f"after_seq must be an integer frame seq, got {after_seq!r}")
+            raise CommandRejected(f"after_seq must be an integer frame seq, got {after_seq!r}")
         self._watch(feed)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout_s
@@ -187,10 +187,10 @@ class VideoHub(CaptureThreads):
             The encoded frame, or None on timeout (``timeout_s``, s), close, or an encoder failure.
 
         Raises:
-            CommandError: unknown camera id, ``fmt`` not a FrameFormat, ``after_seq`` not an integer.
+            CommandDeclined: unknown camera id. CommandRejected: ``fmt`` not a FrameFormat, ``after_seq`` not an integer.
         """
         if not isinstance(fmt, FrameFormat):
-            raise CommandError(f"frame format must be a FrameFormat, got {type(fmt).__name__}")
+            raise CommandRejected(f"frame format must be a FrameFormat, got {type(fmt).__name__}")
         frame = await self.next_frame(camera_id, after_seq, timeout_s)
         if frame is None:
             return None
@@ -308,7 +308,7 @@ class VideoHub(CaptureThreads):
         feed = self._feeds.get(camera_id) if isinstance(camera_id, str) else None
         if feed is None:
             log.error("video: unknown camera %r requested; known: %s", camera_id, ", ".join(self._feeds))
-            raise CommandError(f"unknown camera {camera_id!r}; known: {', '.join(self._feeds) or 'none'}")
+            raise CommandDeclined(f"unknown camera {camera_id!r}; known: {', '.join(self._feeds) or 'none'}")
         return feed
 
     def _watch(self, feed: _Feed) -> None:

@@ -29,6 +29,7 @@ from typing import Any
 
 import numpy as np
 
+from agent.compat import websockets as ws_compat
 from agent.video.links import wait_drained
 
 __all__ = ["FRAGMENT_BYTES", "FragmentWriter", "frame_header", "mask_into"]
@@ -92,8 +93,7 @@ class FragmentWriter:
 
     def open(self) -> bool:
         """The connection still takes data (open, transport not closing)."""
-        transport = self._conn.transport
-        return transport is not None and not transport.is_closing() and self._conn.protocol.state.name == "OPEN"
+        return ws_compat.is_open(self._conn)
 
     async def send(self, parts: Sequence[bytes | memoryview]) -> tuple[int, float]:
         """Send ``parts`` joined as one binary message (never copied into one buffer).
@@ -127,7 +127,7 @@ class FragmentWriter:
                            poll_s=POLL_S, clock=asyncio.get_running_loop().time, max_poll_s=MAX_POLL_S)
 
     async def _fragments(self, chunks: list[memoryview]) -> tuple[int, float]:
-        transport, sent, cpu = self._conn.transport, 0, 0.0
+        transport, sent, cpu = ws_compat.transport(self._conn), 0, 0.0
         for index, chunk in enumerate(chunks):
             await self._emptied(transport)
             if not self.open():
