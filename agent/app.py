@@ -36,6 +36,7 @@ from agent.simtank import SimTank, serves
 
 if TYPE_CHECKING:
     from agent.ports import Adapter
+    from agent.video.hub import VideoHub
 
 log = logging.getLogger(__name__)
 
@@ -97,7 +98,7 @@ class Agent:
         self.sim = SimTank(cfg) if serves(cfg) else None
         self.physics = self.sim.physics if self.sim is not None else None
         self.hardware = Hardware.from_config(cfg, self.sim)
-        self.video = None       # the VideoHub, built by start() (its OpenCV loads while the devices open)
+        self.video: VideoHub | None = None       # the VideoHub, built by start() (its OpenCV loads while the devices open)
         self.control = ControlLoop(cfg, self.hardware)
         self.hardware.watch_estop(LoopEstop(self.control))   # the e-stop input, if configured
         from agent.recorder.recorder import Recorder
