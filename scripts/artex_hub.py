@@ -120,17 +120,25 @@ class _Console:
         self.quit = asyncio.Event()
 
     async def send(self, payload: Any) -> None:
-        self.motion = payload if is_motion(payload) else None
+        self.motion = None          # repeated only once sent: a payload the encoder cannot send is not
         try:
             await self.hub.command(payload)
         except ConnectionError as err:
             print(f"not sent: {err}", flush=True)
+            return
+        self.motion = payload if is_motion(payload) else None
 
     async def repeat(self) -> None:
+        """Resend the held motion every ``repeat_s``; a failed send is reported and the repeat goes
+        on (one that raised used to end the task silently: no key repeated again until restart)."""
         while self.repeat_s:
             await asyncio.sleep(self.repeat_s)
             if self.motion is not None and self.hub.connected:
-                await self.hub.command(self.motion)
+                try:
+                    await self.hub.command(self.motion)
+                except (ConnectionError, TimeoutError, socketio.exceptions.SocketIOError,
+                        RecursionError, ValueError, TypeError) as err:
+                    print(f"repeat not sent: {type(err).__name__}: {str(err)[:120]}", flush=True)
 
     async def demo(self) -> None:
         while True:

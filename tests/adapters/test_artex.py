@@ -420,7 +420,8 @@ async def test_hub_script_repeats_motion_until_stop():
             await asyncio.sleep(1.5)  # three watchdog timeouts: only the repeat keeps it going
             # (a loaded machine may delay one repeat past the watchdog: the next one drives again)
             await wait_for(lambda: agent.control.snapshot().watchdog == "ok" and distance(agent) > 0.2, 5)
-            assert agent.control.snapshot().watchdog == "ok" and distance(agent) > 0.2
+            assert agent.control.snapshot().watchdog == "ok" and distance(agent) > 0.2, \
+                [x for x in lines if not x.startswith(("video", "telem"))]
             proc.stdin.write(b"stop\n")
             await proc.stdin.drain()
             assert await wait_for(lambda: agent.control.snapshot().stopped, 5)
