@@ -32,15 +32,12 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "scripts"))
-from bench_watchdog import DutyLog  # noqa: E402
+from bench_watchdog import DutyLog, motor_only_tank  # noqa: E402
 
 from agent.config import load  # noqa: E402
-from agent.config.control import SourceConfig  # noqa: E402
 from agent.control import ControlLoop  # noqa: E402
 from agent.estopctl import ControlServer, request  # noqa: E402
-from agent.hardware import Hardware  # noqa: E402
 from agent.model import BaseVelocity, Reset  # noqa: E402
-from agent.simtank import SimTank  # noqa: E402
 
 SOURCE = "robot_msg"
 
@@ -83,18 +80,7 @@ def main() -> int:
     if cfg.drivers.motor is None or cfg.drivers.motor.port != "sim://":
         print("the config needs a sim:// motor controller", file=sys.stderr)
         return 2
-    sources = dict(cfg.control.sources)
-    sources[SOURCE] = SourceConfig(priority=sources[SOURCE].priority, timeout_s=5.0)
-    cfg = cfg.model_copy(update={
-        "drivers": cfg.drivers.model_copy(update={"imu": None, "power": None, "servo": None, "cameras": []}),
-        "control": cfg.control.model_copy(update={"sources": sources}),
-    })
-    sim = SimTank(cfg)
-    hw = Hardware.from_config(cfg, sim)
-    hw.start()
-    duty = DutyLog(sim.physics)
-    loop = ControlLoop(cfg, hw)
-    loop.start()
+    cfg, sim, hw, loop, duty = motor_only_tank(cfg, SOURCE)
     tmp = tempfile.TemporaryDirectory(prefix="bench-estop-")
     path = Path(tmp.name) / "control.sock"
     aloop = asyncio.new_event_loop()

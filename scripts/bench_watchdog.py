@@ -29,7 +29,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-from agent.config import load
+from agent.config import AgentConfig, load
 from agent.config.control import SourceConfig
 from agent.control import ControlLoop
 from agent.hardware import Hardware
@@ -146,20 +146,13 @@ def print_results(trials: int, cfg, results: dict, stats, confirmed: bool, silen
           f"over {silent['ticks']} ticks")
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--trials", type=int, default=20)
-    ap.add_argument("--config", default=str(ROOT / "config" / "params.json"))
-    args = ap.parse_args()
-    logging.basicConfig(level=logging.ERROR, format="%(levelname)s %(name)s: %(message)s")
-
-    cfg = load(args.config)
-    motor = cfg.drivers.motor
-    if motor is None or motor.port != "sim://":
-        print("the config needs a sim:// motor controller", file=sys.stderr)
-        return 2
+def motor_only_tank(cfg: AgentConfig, long_source: str) -> tuple[AgentConfig, SimTank, Hardware, ControlLoop,
+                                                                   DutyLog]:
+    """The simulated tank with its motor controller only (no IMU, power, servos, cameras), ``long_source``
+    given a 5 s velocity timeout (a stream the benchmark stops by other means), the loop started.
+    Returns (cfg, sim, hw, loop, duty); the caller closes loop, hw and sim."""
     sources = dict(cfg.control.sources)
-    sources["robot_msg"] = SourceConfig(priority=sources["robot_msg"].priority if "robot_msg" in sources else 0,
+    sources[long_source] = SourceConfig(priority=sources[long_source].priority if long_source in sources else 0,
                                         timeout_s=5.0)
     cfg = cfg.model_copy(update={
         "drivers": cfg.drivers.model_copy(update={"imu": None, "power": None, "servo": None, "cameras": []}),
@@ -171,6 +164,21 @@ def main() -> int:
     duty = DutyLog(sim.physics)
     loop = ControlLoop(cfg, hw)
     loop.start()
+    return cfg, sim, hw, loop, duty
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--trials", type=int, default=20)
+    ap.add_argument("--config", default=str(ROOT / "config" / "params.json"))
+    args = ap.parse_args()
+    logging.basicConfig(level=logging.ERROR, format="%(levelname)s %(name)s: %(message)s")
+
+    cfg = load(args.config)
+    if cfg.drivers.motor is None or cfg.drivers.motor.port != "sim://":
+        print("the config needs a sim:// motor controller", file=sys.stderr)
+        return 2
+    cfg, sim, hw, loop, duty = motor_only_tank(cfg, "robot_msg")
     results: dict[str, list[float]] = {"watchdog": [], "stop": [], "release": []}
     try:
         for _ in range(args.trials):
