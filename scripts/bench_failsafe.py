@@ -24,51 +24,20 @@ import argparse
 import logging
 import statistics
 import sys
-import threading
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "scripts"))
+from bench_watchdog import DutyLog, motor_only_tank  # noqa: E402
+
 from agent.config import load
-from agent.config.control import SourceConfig
 from agent.control import ControlLoop
 from agent.hardware import Hardware
 from agent.model import BaseVelocity
 from agent.simtank import SimTank
 
 SOURCE = "robot_msg"        # given a 5 s timeout here: one submit keeps it driving through a trial
-
-
-class DutyLog:
-    """Records (monotonic time, left, right) of every duty the emulated controller applies."""
-
-    def __init__(self, physics) -> None:
-        self.events: list[tuple[float, float, float]] = []
-        self.wall: dict[int, float] = {}     # index -> Unix time of the same event
-        self.changed = threading.Condition()
-        original = physics.set_duty
-
-        def set_duty(left: float, right: float) -> None:
-            original(left, right)
-            with self.changed:
-                self.events.append((time.monotonic(), left, right))
-                self.wall[len(self.events) - 1] = time.time()
-                self.changed.notify_all()
-
-        physics.set_duty = set_duty
-
-    def first(self, after: float, test, timeout_s: float) -> tuple[float, float] | None:
-        """(monotonic, Unix) time of the first applied duty after ``after`` with ``test(left, right)``, or None."""
-        deadline = time.monotonic() + timeout_s
-        with self.changed:
-            while True:
-                for i, (t, left, right) in enumerate(self.events):
-                    if t > after and test(left, right):
-                        return t, self.wall[i]
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    return None
-                self.changed.wait(remaining)
 
 
 def wait(predicate, timeout_s: float, what: str) -> None:
@@ -88,7 +57,7 @@ class Bench:
         t = time.monotonic()
         self.loop.submit(SOURCE, BaseVelocity(0.0, 0.0))        # re-engages after a halt it streamed into
         self.loop.submit(SOURCE, BaseVelocity(vx, 0.0))
-        if self.duty.first(t, lambda l, r: l >= vx * 0.99, 3.0) is None:
+        if self.duty.first_where(t, lambda l, r: l >= vx * 0.99, 3.0) is None:
             raise RuntimeError("the motor never reached the commanded duty")
         wait(lambda: (fb := self.hw.read_motor()) is not None and (fb.left_cps or 0) > 0.5 * vx * 4000, 3, "motion")
 
@@ -105,7 +74,7 @@ class Bench:
         self.drive(vx)
         t0 = time.monotonic()
         apply()
-        at = self.duty.first(t0, zero, 10.0)
+        at = self.duty.first_where(t0, zero, 10.0)
         if at is None:
             raise RuntimeError("the failsafe did not act within 10 s")
         halts = self.loop.snapshot().safety.halts
@@ -138,17 +107,8 @@ def main() -> int:
     if d.motor is None or d.motor.port != "sim://" or d.imu is None or d.power is None:
         print("the config needs a sim:// motor controller, IMU and power monitor", file=sys.stderr)
         return 2
-    sources = dict(cfg.control.sources)
-    sources[SOURCE] = SourceConfig(priority=sources[SOURCE].priority, timeout_s=5.0)
-    cfg = cfg.model_copy(update={"drivers": d.model_copy(update={"servo": None, "cameras": []}),
-                                 "control": cfg.control.model_copy(update={"sources": sources})})
+    cfg, sim, hw, loop, duty = motor_only_tank(cfg, SOURCE, drop=("servo",))
     f = cfg.failsafe
-    sim = SimTank(cfg)
-    hw = Hardware.from_config(cfg, sim)
-    hw.start()
-    duty = DutyLog(sim.physics)
-    loop = ControlLoop(cfg, hw)
-    loop.start()
     b = Bench(loop, hw, sim, duty)
     tick_s = 1.0 / cfg.control.rate_hz
     imu_s = max(1.0 / d.imu.rate_hz, 4.0 / d.imu.rate_hz if d.imu.kind == "mpu6050" else 0.0)   # FIFO polled every 4 samples

@@ -39,17 +39,18 @@ from drivers.serialport import transfer_s
 
 
 class DutyLog:
-    """Records (monotonic time, left, right) of every duty the emulated controller applies."""
+    """Records (monotonic time, Unix time, left, right) of every duty the emulated controller applies
+    (the newest 1000)."""
 
     def __init__(self, physics) -> None:
-        self.events: list[tuple[float, float, float]] = []
+        self.events: list[tuple[float, float, float, float]] = []
         self.changed = threading.Condition()
         original = physics.set_duty
 
         def set_duty(left: float, right: float) -> None:
             original(left, right)
             with self.changed:
-                self.events.append((time.monotonic(), left, right))
+                self.events.append((time.monotonic(), time.time(), left, right))
                 del self.events[:-1000]
                 self.changed.notify_all()
 
@@ -57,12 +58,17 @@ class DutyLog:
 
     def first(self, after: float, zero: bool, timeout_s: float) -> float | None:
         """Time of the first applied duty after ``after`` that is zero (or non-zero), or None."""
+        found = self.first_where(after, lambda left, right: (left == 0.0 and right == 0.0) == zero, timeout_s)
+        return None if found is None else found[0]
+
+    def first_where(self, after: float, test, timeout_s: float) -> tuple[float, float] | None:
+        """(monotonic, Unix) time of the first applied duty after ``after`` with ``test(left, right)``, or None."""
         deadline = time.monotonic() + timeout_s
         with self.changed:
             while True:
-                for t, left, right in self.events:
-                    if t > after and ((left == 0.0 and right == 0.0) == zero):
-                        return t
+                for t, wall, left, right in self.events:
+                    if t > after and test(left, right):
+                        return t, wall
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     return None
@@ -146,16 +152,16 @@ def print_results(trials: int, cfg, results: dict, stats, confirmed: bool, silen
           f"over {silent['ticks']} ticks")
 
 
-def motor_only_tank(cfg: AgentConfig, long_source: str) -> tuple[AgentConfig, SimTank, Hardware, ControlLoop,
-                                                                   DutyLog]:
-    """The simulated tank with its motor controller only (no IMU, power, servos, cameras), ``long_source``
+def motor_only_tank(cfg: AgentConfig, long_source: str, drop: tuple[str, ...] = ("imu", "power", "servo")
+                    ) -> tuple[AgentConfig, SimTank, Hardware, ControlLoop, DutyLog]:
+    """The simulated tank without the devices in ``drop`` and without cameras, ``long_source``
     given a 5 s velocity timeout (a stream the benchmark stops by other means), the loop started.
     Returns (cfg, sim, hw, loop, duty); the caller closes loop, hw and sim."""
     sources = dict(cfg.control.sources)
     sources[long_source] = SourceConfig(priority=sources[long_source].priority if long_source in sources else 0,
                                         timeout_s=5.0)
     cfg = cfg.model_copy(update={
-        "drivers": cfg.drivers.model_copy(update={"imu": None, "power": None, "servo": None, "cameras": []}),
+        "drivers": cfg.drivers.model_copy(update={**{name: None for name in drop}, "cameras": []}),
         "control": cfg.control.model_copy(update={"sources": sources}),
     })
     sim = SimTank(cfg)

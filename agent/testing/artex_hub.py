@@ -15,16 +15,17 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import sys
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from typing import Any, Self
 
 import socketio
 from aiohttp import web
 
 from agent.compat.socketio import AckHookServer
-from agent.testing.running_agent import running_agent, sim_config, wait_for
+from agent.testing.running_agent import ROOT, running_agent, sim_config, wait_for
 
 NAMESPACE = "/robot"
 MOTION_TYPES = ("com", "drive", "tracks")
@@ -352,3 +353,37 @@ async def driving(hub, payload, period_s=0.1):
 
 def distance(agent) -> float:
     return agent.control.snapshot().odom.distance_m
+
+
+@contextlib.asynccontextmanager
+async def hub_script(port: int, *args: str) -> AsyncIterator[tuple[asyncio.subprocess.Process, list[str]]]:
+    """``scripts/artex_hub.py`` on 127.0.0.1:``port`` with ``args`` as a process, once it listens.
+
+    Yields (process, its stdout lines so far, kept up to date); on exit types ``quit`` and waits
+    up to 10 s before killing it.
+    """
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, str(ROOT / "scripts" / "artex_hub.py"), "--host", "127.0.0.1", "--port", str(port),
+        *args, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL)
+    lines: list[str] = []
+
+    async def read() -> None:
+        assert proc.stdout is not None
+        async for line in proc.stdout:
+            lines.append(line.decode(errors="replace"))
+
+    reader = asyncio.ensure_future(read())
+    try:
+        assert await wait_for(lambda: any("ARTEX test hub on" in x for x in lines), 15)
+        yield proc, lines
+    finally:
+        assert proc.stdin is not None
+        proc.stdin.write(b"quit\n")
+        with contextlib.suppress(ConnectionError):
+            await proc.stdin.drain()
+        try:
+            await asyncio.wait_for(proc.wait(), 10)
+        except TimeoutError:
+            proc.kill()
+            await proc.wait()
+        reader.cancel()

@@ -8,11 +8,9 @@ emulators. Timing bounds are deliberately loose (shared CI machine); figures are
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import logging
 import math
-import sys
 
 import cv2
 import numpy as np
@@ -22,9 +20,9 @@ from agent.config import load
 from agent.logtail import LogTail
 from agent.model import BaseVelocity
 from agent.testing import artex_hub
-from agent.testing.artex_hub import agent_on, artex_params, distance, drive, driving
+from agent.testing.artex_hub import agent_on, artex_params, distance, drive, driving, hub_script
 from agent.testing.ports import free_port
-from agent.testing.running_agent import ROOT, running_agent, sim_config, wait_for
+from agent.testing.running_agent import running_agent, sim_config, wait_for
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -396,19 +394,7 @@ def test_hub_console_lines():
 
 async def test_hub_script_repeats_motion_until_stop():
     port = free_port()
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable, str(ROOT / "scripts" / "artex_hub.py"), "--host", "127.0.0.1", "--port", str(port),
-        "--repeat-ms", "150", stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.DEVNULL)
-    lines: list[str] = []
-
-    async def read() -> None:
-        async for line in proc.stdout:
-            lines.append(line.decode(errors="replace"))
-
-    reader = asyncio.ensure_future(read())
-    try:
-        assert await wait_for(lambda: any("ARTEX test hub on" in x for x in lines), 15)
+    async with hub_script(port, "--repeat-ms", "150") as (proc, lines):
         params = sim_config(server="http://127.0.0.1", port=port)
         async with running_agent(params) as agent:
             assert await wait_for(lambda: any(x.startswith("heartbeat") for x in lines), 10)
@@ -431,16 +417,6 @@ async def test_hub_script_repeats_motion_until_stop():
         assert "passport" in text and '"name":"tank-01"' in text
         assert "telem motors " in text and "| estop off | {" in text and "video {'front':" in text
         assert max(len(x) for x in lines) < 1000  # compact, clipped output
-    finally:
-        proc.stdin.write(b"quit\n")
-        with contextlib.suppress(ConnectionError):
-            await proc.stdin.drain()
-        try:
-            await asyncio.wait_for(proc.wait(), 10)
-        except TimeoutError:
-            proc.kill()
-            await proc.wait()
-        reader.cancel()
 
 
 async def test_device_faults_reach_the_hub_in_telem(hub):

@@ -8,10 +8,8 @@ steps the loop's time. The duty is read back from the tank physics the RoboClaw 
 
 from __future__ import annotations
 
-import asyncio
 import threading
 import time
-from dataclasses import dataclass
 
 import pytest
 
@@ -21,28 +19,15 @@ from agent.errors import CommandDeclined
 from agent.hardware import Hardware
 from agent.model import BaseVelocity
 from agent.simtank import SimTank
+from tests.agent.test_control import DT, Clock
+from tests.agent.test_control import Rig as ControlRig
 from tests.conftest import deep_merge, sim_config
 
-RATE = 50
-DT = 1.0 / RATE
 WALL0 = 1_764_612_000.0
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.t = 0.0
-
-    def __call__(self) -> float:
-        return self.t
-
-
-@dataclass
-class Rig:
-    loop: ControlLoop
-    hw: Hardware
-    sim: SimTank
-    clock: Clock
-    k: int = 0
+class Rig(ControlRig):
+    """tests.agent.test_control's rig; ``tick`` can also stream a command."""
 
     def tick(self, n: int = 1, source: str | None = None, cmd=None):
         """``n`` ticks of DT; with ``source``, ``cmd`` is submitted before each (a stream)."""
@@ -50,15 +35,8 @@ class Rig:
         for _ in range(n):
             if source is not None:
                 self.loop.submit(source, cmd)
-            self.k += 1
-            self.clock.t = self.k * DT
-            snap = self.loop.tick()
+            snap = super().tick()
         return snap
-
-    @property
-    def duty(self) -> tuple[float, float]:
-        left, right = self.sim.physics.duty
-        return left, right
 
 
 def until(predicate, timeout_s: float = 5.0) -> bool:

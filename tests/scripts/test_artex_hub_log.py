@@ -3,13 +3,11 @@ running the script, the agent on the simulated tank connected to it)."""
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import importlib.util
-import sys
 
 import pytest
 
+from agent.testing.artex_hub import hub_script
 from agent.testing.ports import free_port
 from agent.testing.running_agent import ROOT, running_agent, sim_config, wait_for
 
@@ -25,18 +23,7 @@ def _script():
 
 async def test_the_hub_log_leads_each_telemetry_line_with_the_estop():
     port = free_port()
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable, str(ROOT / "scripts" / "artex_hub.py"), "--host", "127.0.0.1", "--port", str(port),
-        stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL)
-    lines: list[str] = []
-
-    async def read() -> None:
-        async for line in proc.stdout:
-            lines.append(line.decode(errors="replace"))
-
-    reader = asyncio.ensure_future(read())
-    try:
-        assert await wait_for(lambda: any("ARTEX test hub on" in x for x in lines), 15)
+    async with hub_script(port) as (proc, lines):
         async with running_agent(sim_config(server="http://127.0.0.1", port=port)) as agent:
             assert await wait_for(lambda: any(x.startswith("telem motors at zero") and " | estop off | {" in x
                                               for x in lines), 15), lines[-3:]
@@ -49,16 +36,6 @@ async def test_the_hub_log_leads_each_telemetry_line_with_the_estop():
             assert await wait_for(lambda: any(x.startswith("telem motors ") and " | estop off | {" in x
                                               for x in lines[n:]), 15)
         assert max(len(x) for x in lines) < 5000  # still bounded
-    finally:
-        proc.stdin.write(b"quit\n")
-        with contextlib.suppress(ConnectionError):
-            await proc.stdin.drain()
-        try:
-            await asyncio.wait_for(proc.wait(), 10)
-        except TimeoutError:
-            proc.kill()
-            await proc.wait()
-        reader.cancel()
 
 
 def test_a_failsafe_halt_and_the_speed_cap_lead_too():
