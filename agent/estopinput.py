@@ -79,12 +79,8 @@ class LoopEstop:
         return None if halt is None else halt.by
 
     def release(self) -> bool:
-        with self._loop.locked():   # check and release at once: never a console's or CLI's e-stop
-            halt = self._loop.safety.state().estop
-            if halt is None or halt.by != BY:
-                return False
-            self._loop.safety.release_estop(BY)
-            return True
+        # never a console's or CLI's e-stop; through the front, so the kept e-stop file is updated too
+        return self._loop.release_own_estop(BY)
 
     def hold(self, why: Callable[[], str | None]) -> None:
         with self._loop.locked():

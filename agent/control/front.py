@@ -394,6 +394,21 @@ class Front:
         except CommandError as err:
             log.log(_refusal_level(err), "emergency stop release refused: %s", err)
             raise
+        self._released()
+
+    def release_own_estop(self, by: str) -> bool:
+        """Release the e-stop only if ``by`` set it (checked and released under one lock: never
+        another setter's); wakes a tick and tells the listeners as :meth:`release_estop` does.
+        Returns True when released."""
+        with self._lock:
+            halt = self._state.safety.state().estop
+            if halt is None or halt.by != by:
+                return False
+            self._state.safety.release_estop(by)
+        self._released()
+        return True
+
+    def _released(self) -> None:
         self._wake()
         self._estop_changed(None)
 

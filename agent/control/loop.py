@@ -122,6 +122,10 @@ class ControlLoop:
         """
         self._front.release_estop(by)
 
+    def release_own_estop(self, by: str) -> bool:
+        """Release the emergency stop only if ``by`` set it (the e-stop input's own); True when released."""
+        return self._front.release_own_estop(by)
+
     def restore_estop(self, halt: Halt) -> bool:
         """Put back an e-stop kept across a restart (its setter and time unchanged); True when set now."""
         return self._front.restore_estop(halt)

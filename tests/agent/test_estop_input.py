@@ -273,3 +273,18 @@ def test_a_kept_console_estop_is_not_adopted(wrig):
     for _ in range(int(DEBOUNCE_S / DT) + 5):
         wrig.poll()
     assert wrig.rig.tick().safety.estop.by == "console"
+
+
+def test_the_inputs_release_reaches_the_estop_listeners(wrig):
+    """The kept e-stop file (agent.estopctl.EstopStore.save) listens here: the input's own release
+    must reach it, or a released input e-stop comes back at every restart."""
+    seen: list[object] = []
+    wrig.loop.on_estop_change(seen.append)
+    wrig.emu.open_switch()
+    wrig.watch.poll_once()
+    wrig.emu.close_switch()
+    t_closed = wrig.rig.clock.t
+    while wrig.rig.clock.t - t_closed < DEBOUNCE_S + 2 * DT:
+        wrig.poll()
+    assert wrig.rig.tick().safety.estop is None
+    assert [getattr(h, "by", h) for h in seen] == ["input", None]
