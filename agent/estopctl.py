@@ -34,11 +34,12 @@ import math
 import os
 import socket
 import struct
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
+from agent.atomicfile import write_text_atomically
+from agent.config.base import state_directory
 from agent.errors import CommandError
 from agent.model import Halt
 from agent.ratelimit import safe
@@ -78,8 +79,8 @@ def store_path(status_file: Path) -> Path:
     else ``estop.json`` beside ``status_file``."""
     if os.environ.get(STORE_ENV):
         return Path(os.environ[STORE_ENV])
-    state = os.environ.get("STATE_DIRECTORY", "").split(":")[0]
-    return Path(state) / STORE_NAME if state else Path(status_file).parent / STORE_NAME
+    state = state_directory()
+    return state / STORE_NAME if state else Path(status_file).parent / STORE_NAME
 
 
 # ----------------------------------------------------------------------------- the kept e-stop
@@ -203,16 +204,7 @@ class EstopStore:
         data = {"version": 1, "estop": None if halt is None else
                 {"by": halt.by, "reason": halt.reason, "since_unix_s": halt.since_unix_s}}
         try:
-            fd, tmp = tempfile.mkstemp(prefix=".estop-", dir=self.path.parent)
-            try:
-                with os.fdopen(fd, "w") as f:
-                    json.dump(data, f)
-                    f.flush()
-                    os.fsync(f.fileno())
-                os.replace(tmp, self.path)
-            except BaseException:
-                Path(tmp).unlink(missing_ok=True)
-                raise
+            write_text_atomically(self.path, json.dumps(data), prefix=".estop-", durable=True)
         except OSError as err:
             log.error("cannot keep the e-stop in %s (%s): after a restart the robot would not remember it",
                       self.path, err)

@@ -31,10 +31,11 @@ import asyncio
 import json
 import logging
 import os
-import tempfile
 import time
 from pathlib import Path
 from typing import Any, Callable
+
+from agent.atomicfile import write_text_atomically
 
 log = logging.getLogger(__name__)
 
@@ -147,9 +148,8 @@ def summary(health: dict[str, Any]) -> str:
     if safety.get("speed_cap_mps") is not None:
         halt += f"speed capped at {safety['speed_cap_mps']:g} m/s: {safety.get('speed_cap_reason', '')}; "
     # the motors are not in this line: it changes only with the health (STATUS=, one INFO line per change)
-    motors = ""
     return (f"{halt}{health['state']}; devices {devices}; links {links}; source {health['active_source'] or '-'}; "
-            f"watchdog {health['watchdog']}{' (stopped)' if health['stopped'] else ''}{motors}; loop {loop}")
+            f"watchdog {health['watchdog']}{' (stopped)' if health['stopped'] else ''}; loop {loop}")
 
 
 # ----------------------------------------------------------------------------- write
@@ -161,15 +161,7 @@ def write_atomically(path: Path, health: dict[str, Any]) -> None:
     Raises:
         OSError: the directory is missing or not writable.
     """
-    fd, tmp = tempfile.mkstemp(prefix=".status-", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w") as f:
-            json.dump(health, f)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_text_atomically(path, json.dumps(health), prefix=".status-", mode=0o644)
 
 
 class StatusReporter:

@@ -38,7 +38,6 @@ import json
 import logging
 import os
 import re
-import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -47,8 +46,9 @@ from typing import Any
 from pydantic import ValidationError
 
 from agent.adapters.artex_commands import WebSettings, describe
+from agent.atomicfile import write_text_atomically
 from agent.config import AgentConfig, problems_of
-from agent.errors import CommandError, CommandRejected, ConfigError
+from agent.errors import CommandRejected, ConfigError
 
 __all__ = ["WEB_SETTINGS", "SettingSpec", "persist_settings", "persistent", "remove_stale_temp_files", "temp_file_pattern",
            "validate_settings"]
@@ -201,23 +201,8 @@ def temp_file_pattern(name: str) -> re.Pattern[str]:
 
 def _atomic_write(target: Path, text: str) -> None:
     """Replace ``target`` (no symlink) with ``text`` atomically, via a temporary file beside it."""
-    mode = target.stat().st_mode & 0o7777
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.{TEMP_TAG}", suffix=TEMP_SUFFIX, dir=target.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, mode)
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    dir_fd = os.open(target.parent, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
+    write_text_atomically(target, text, prefix=f".{target.name}.{TEMP_TAG}", suffix=TEMP_SUFFIX,
+                          mode=target.stat().st_mode & 0o7777, durable=True)
 
 
 def remove_stale_temp_files(path: str | os.PathLike[str]) -> list[Path]:

@@ -31,6 +31,7 @@ from websockets.exceptions import InvalidStatus, WebSocketException
 
 from agent.adapters.sim2bot_commands import ParseContext, Parsed, normalize_room
 from agent.adapters.sim2bot_telemetry import TelemetryBuilder
+from agent.compat import websockets as ws_compat
 from agent.video.links import transport_backlog
 from agent.config.robotmsg import is_local_address
 from agent.config.sim2bot import Sim2botConfig
@@ -267,7 +268,7 @@ class RoomLink:
                 await self._sleep(delay)
             else:
                 due = clock()  # fell behind: skip, never burst
-            if transport_backlog(getattr(ws, "transport", None)) > TELEMETRY_BACKLOG_BYTES:
+            if transport_backlog(ws_compat.transport(ws)) > TELEMETRY_BACKLOG_BYTES:
                 # the path is slower than telemetry: this packet is skipped (the next one carries the
                 # samples since the last sent), so pongs and replies never queue behind old telemetry
                 self.telemetry_skipped += 1

@@ -8,12 +8,11 @@ reads back up to its last whole chunk and an export sees data at most ``chunk_ma
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 from pydantic import Field
 
-from agent.config.base import Section
+from agent.config.base import Section, state_directory
 
 #: where recordings go under systemd when ``dir`` is not set: ``$STATE_DIRECTORY/recordings``
 STATE_SUBDIR = "recordings"
@@ -52,5 +51,5 @@ class RecorderConfig(Section):
         """The recordings directory: ``dir``, else ``$STATE_DIRECTORY/recordings``, else None (off)."""
         if self.dir:
             return Path(self.dir)
-        state = os.environ.get("STATE_DIRECTORY", "").split(":")[0]
-        return Path(state) / STATE_SUBDIR if state else None
+        state = state_directory()
+        return state / STATE_SUBDIR if state else None

@@ -16,6 +16,8 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
+from agent.config.base import state_directory
+from agent.config.recorder import STATE_SUBDIR
 from agent.recorder.export import export
 from agent.recorder.incidents import IncidentLog, iso
 
@@ -35,8 +37,8 @@ def recordings_dir(explicit: str | None, config: str | None) -> Path:
             return d
     if os.environ.get(RECORDINGS_ENV):
         return Path(os.environ[RECORDINGS_ENV])
-    state = os.environ.get("STATE_DIRECTORY", "").split(":")[0]
-    return Path(state) / "recordings" if state else Path(SYSTEM_RECORDINGS)
+    state = state_directory()
+    return state / STATE_SUBDIR if state else Path(SYSTEM_RECORDINGS)
 
 
 def list_incidents(directory: Path, write: Callable[[str], None], as_json: bool = False, last: int = 50) -> int:

@@ -206,8 +206,9 @@ class VideoHub(CaptureThreads):
             The encoded frame, or None on close or an encoder failure.
         """
         feed = self._feed(frame.camera_id)
+        fmt = fmt.resolved(frame.width, frame.height)   # _encoding's own resolve then returns it as is
         with feed.lock:
-            cached = (frame.seq, fmt.resolved(frame.width, frame.height)) in feed.encodes
+            cached = (frame.seq, fmt) in feed.encodes
         if not cached and (wait := self.cpu.wait_s()) > 0:
             await asyncio.sleep(wait)
             frame = feed.latest or frame
