@@ -296,10 +296,6 @@ class RobotMsgAdapter:
     def _apply(self, ch: _Channel, message: object) -> None:
         try:
             translation = self._translate(message)
-        except Rejected as rejected:
-            self._reject(ch, rejected)
-            return
-        try:
             self._stop_order.check(message, translation, time.monotonic())
         except Rejected as rejected:
             self._reject(ch, rejected)

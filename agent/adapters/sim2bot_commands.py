@@ -19,7 +19,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from agent.errors import CommandDeclined, CommandRejected
+from agent.errors import CommandDeclined, CommandError, CommandRejected
 from agent.model import (
     MAX_JOINTS,
     MAX_TRAJECTORY_POINTS,
@@ -133,12 +133,14 @@ def normalize_room(room: str | None) -> str:
     return room if room else DEFAULT_ROOM
 
 
-def decode(raw: object, max_bytes: int) -> dict[str, Any]:
+def decode(raw: object, max_bytes: int, object_pairs_hook: Any = None) -> dict[str, Any]:
     """One WebSocket message -> a JSON object.
 
     Args:
         raw: the received message (``str`` for text frames, ``bytes`` for binary).
         max_bytes: longest accepted message, bytes (UTF-8).
+        object_pairs_hook: passed to ``json.loads`` (the console refuses duplicate keys with it);
+            a CommandError it raises goes out as it is.
 
     Raises:
         CommandError: binary frame, too long, not JSON, too deeply nested, or not an object.
@@ -150,9 +152,11 @@ def decode(raw: object, max_bytes: int) -> dict[str, Any]:
     if len(raw) > max_bytes or len(raw.encode("utf-8", "surrogatepass")) > max_bytes:
         raise CommandRejected(f"message of {len(raw)} characters exceeds max_message_bytes={max_bytes}")
     try:
-        data = json.loads(raw)
+        data = json.loads(raw, object_pairs_hook=object_pairs_hook)
     except RecursionError as err:
         raise CommandRejected("message nests too deeply") from err
+    except CommandError:
+        raise
     except ValueError as err:
         raise CommandRejected(f"message is not valid JSON: {err}") from err
     if not isinstance(data, dict):

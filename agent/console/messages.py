@@ -21,9 +21,7 @@ naming the field (``drive.vx 3.0 is outside -1.0..1.0 m/s``). A rejected message
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
-from typing import cast
 
 from agent.adapters.sim2bot_commands import decode as json_object
 from agent.errors import CommandError, CommandRejected
@@ -91,8 +89,7 @@ def decode(raw: object, max_bytes: int) -> dict:
             nested too deeply, not an object, or a key given twice in an object.
     """
     try:
-        data = json_object(raw, max_bytes)
-        json.loads(cast(str, raw), object_pairs_hook=_unique)   # text, bounded and valid by now: duplicate keys
+        data = json_object(raw, max_bytes, object_pairs_hook=_unique)   # a key given twice: refused
     except CommandError as err:
         err.source = SOURCE
         raise
