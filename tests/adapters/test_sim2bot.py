@@ -243,6 +243,9 @@ async def test_stop_freezes_everything_and_reset_returns_home(bridge):
         robot.stop()
         assert await asyncio.to_thread(emu.wait_for, lambda: emu.motor_duty == [0.0, 0.0], 2.0)
         assert await wait_for(lambda: agent.control.snapshot().stopped, 1)
+        # the servo writes go out on the I2C bus thread, after the snapshot: wait for the held position's
+        held = agent.control.snapshot().joints.q[0]
+        assert await wait_for(lambda: abs(pulses[0] - pulse_us(held)) < 5, 2), (pulses[0], pulse_us(held))
         frozen = pulses[0]
         await asyncio.sleep(0.5)
         assert pulses[0] == frozen and frozen < pulse_us(1.4)   # stopped short of the target
