@@ -222,6 +222,7 @@ class RobotMsgAdapter:
             while True:
                 message = await read_message(drain, first, MAX_PARTS, self._cfg.max_frame_bytes)
                 read += 1
+                self._received += 1     # counted before its outcome: received never lags rejected
                 if isinstance(message, Dropped):
                     rejected, now_evict = self._drops.judge(ch.name, message, asyncio.get_running_loop().time())
                     self._reject(ch, rejected)
@@ -235,7 +236,6 @@ class RobotMsgAdapter:
                     first = drain.recv(zmq.NOBLOCK, copy=False)
                 except zmq.Again:
                     break
-            self._received += read
             if evict:
                 await self._evict(ch)
             if not batch:
