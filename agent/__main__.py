@@ -5,15 +5,15 @@
   JSON path and exits 2 when there is any, 0 when the file is valid.
 - ``robot-agent probe``: list serial ports, scan I2C buses for supported chips, list cameras,
   print a suggested ``drivers`` section.
-- ``robot-agent status``: the health of the running agent as a table (agent.status); exit 0
+- ``robot-agent status``: the health of the running agent as a table (agent.ops.status); exit 0
   healthy, 1 degraded, 2 no agent, 3 stale status.
 - ``robot-agent estop [--release] [--reason TEXT]``: set or release the running agent's emergency
-  stop through its control socket (agent.estopctl); exit 0 done, 1 refused (release without an
+  stop through its control socket (agent.ops.estopctl); exit 0 done, 1 refused (release without an
   e-stop), 2 no agent running, 3 permission denied.
 - ``robot-agent incidents`` / ``robot-agent export INCIDENT [-o FILE]``: the flight recorder's
   incidents and one incident's window as an MCAP file (agent.recorder.cli; docs/recorder.md).
 - ``robot-agent selftest [--config PATH] [--yes]``: open, read and check every configured device,
-  pulse each track after a confirmation (agent.selftest); exit 0 all passed, 1 any failed.
+  pulse each track after a confirmation (agent.devices.selftest); exit 0 all passed, 1 any failed.
 
 ``--log-level`` overrides params.json ``logger_level``. Logs go to stderr with a timestamp;
 under systemd (stderr is the journal stream named by ``JOURNAL_STREAM``) they go to the
@@ -160,7 +160,7 @@ def setup_logging(cfg: AgentConfig | None, override: str | None):
     The root logger gets one :class:`LogQueueHandler`; a ``QueueListener`` thread formats and
     writes the records to the real handlers (stopped and flushed at exit).
     """
-    from agent.logtail import LogTail
+    from agent.support.logtail import LogTail
 
     level = _level(override) if override else _level(cfg.logger_level) if cfg else logging.INFO
     root = logging.getLogger()
@@ -204,19 +204,19 @@ def cmd_run(args: argparse.Namespace) -> int:
     cfg, tail = _config_and_logging(args, args.log_level)
     if cfg is None:
         return EXIT_CONFIG
-    from agent.service import run
-    from agent.status import status_path
+    from agent.ops.service import run
+    from agent.ops.status import status_path
     return asyncio.run(run(cfg, config_path=args.config, logs=tail, status_file=status_path(args.status_file)))
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    from agent.status import report, status_path
+    from agent.ops.status import report, status_path
     return report(status_path(args.status_file), print)
 
 
 def cmd_estop(args: argparse.Namespace) -> int:
-    from agent.estopctl import command, socket_path
-    from agent.status import status_path
+    from agent.ops.estopctl import command, socket_path
+    from agent.ops.status import status_path
     path = Path(args.socket) if args.socket else socket_path(status_path(args.status_file))
     return command(path, args.release, args.reason, print)
 
@@ -290,14 +290,14 @@ def cmd_selftest(args: argparse.Namespace) -> int:
     cfg, _ = _config_and_logging(args, args.log_level or "warning")
     if cfg is None:
         return EXIT_CONFIG
-    from agent.selftest import run
+    from agent.devices.selftest import run
     ask = input if sys.stdin is not None and sys.stdin.isatty() else None
     return run(cfg, yes=args.yes, ask=ask, write=print, duty=args.duty, pulse_s=args.pulse_s)
 
 
 def cmd_probe(args: argparse.Namespace) -> int:
     setup_logging(None, args.log_level or "warning")
-    from agent.probe import format_probe, probe
+    from agent.devices.probe import format_probe, probe
     result = probe([int(b) if str(b).isdigit() else b for b in args.bus])
     if args.json:
         print(json.dumps(result, indent=2, default=str))

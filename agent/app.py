@@ -14,7 +14,7 @@ video hub and the devices close.
 Every adapter runs under a supervisor (:meth:`Agent._supervise`): a ``run()`` that
 ends by itself (a bug: they run until cancelled) or raises is logged (with its
 traceback, at most every :data:`BUG_LOG_S`), its source is released at once, and
-it is started again after :func:`agent.ratelimit.backoff_s` (1 s doubling to
+it is started again after :func:`agent.support.ratelimit.backoff_s` (1 s doubling to
 30 s), forever; the rest of the agent keeps running.
 """
 
@@ -29,10 +29,10 @@ from typing import TYPE_CHECKING, Any
 
 from agent.config import AgentConfig
 from agent.control import ControlLoop
-from agent.estopinput import LoopEstop
-from agent.hardware import Hardware
-from agent.ratelimit import RateLimitedLog, backoff_s
-from agent.simtank import SimTank, serves
+from agent.devices.estopinput import LoopEstop
+from agent.devices.hardware import Hardware
+from agent.support.ratelimit import RateLimitedLog, backoff_s
+from agent.devices.simtank import SimTank, serves
 
 if TYPE_CHECKING:
     from agent.ports import Adapter
@@ -85,7 +85,7 @@ class Agent:
 
     Attributes:
         cfg: the validated configuration.
-        sim: the simulated tank (agent.simtank.SimTank) when any device is ``sim://``, else None.
+        sim: the simulated tank (agent.devices.simtank.SimTank) when any device is ``sim://``, else None.
         physics: the simulated tank's TankPhysics, or None on real hardware.
         hardware, control, video: the parts (``video``: the VideoHub once started, None without
             cameras); ``adapters``: name -> running adapter.

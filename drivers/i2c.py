@@ -12,7 +12,7 @@
   ``close()`` raises :class:`drivers.errors.DeviceClosed`.
 
 Drivers never close the bus object: several chips share one bus, and its
-owner (agent/hardware.py) closes it.
+owner (agent/devices/hardware.py) closes it.
 """
 
 from __future__ import annotations

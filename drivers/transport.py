@@ -2,7 +2,7 @@
 
 A driver's ``port`` (serial) or ``bus`` (I2C) is a device path or a URL. A
 scheme is served by an opener registered in an :class:`Openers` table the
-driver is given: the simulated tank (agent/simtank.py) registers ``sim`` for
+driver is given: the simulated tank (agent/devices/simtank.py) registers ``sim`` for
 both transports, and the drivers just open the URL. Serial URLs pyserial
 knows (``loop://``, ``socket://``, ``rfc2217://``...) need no opener; any other
 scheme is rejected with :class:`drivers.errors.DriverConfigError` naming the

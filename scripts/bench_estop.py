@@ -1,13 +1,13 @@
 #!/usr/bin/env python3
 """Measure the emergency stop on the simulated tank: how soon zero duty reaches the motor controller.
 
-Builds the simulated tank (RoboClaw emulator on a pty, real driver, real agent.hardware.Hardware)
+Builds the simulated tank (RoboClaw emulator on a pty, real driver, real agent.devices.hardware.Hardware)
 and runs the real control loop thread; the tank is driven at 20 Hz by a source with a 5 s
 timeout (so only the e-stop can stop it). Cases, ``--trials`` each:
 
 - loop: ``ControlLoop.estop("console", ...)`` (what the console's STOP calls) -> the first zero
   duty the emulated controller applies;
-- socket: ``robot-agent estop``'s request on the control socket (agent.estopctl.ControlServer
+- socket: ``robot-agent estop``'s request on the control socket (agent.ops.estopctl.ControlServer
   on its own event loop, the client's ``request``) -> the first zero duty;
 - cli (once per trial, wall time): the whole ``python -m agent estop`` process, start to exit.
 
@@ -36,7 +36,7 @@ from bench_watchdog import DutyLog, motor_only_tank  # noqa: E402
 
 from agent.config import load  # noqa: E402
 from agent.control import ControlLoop  # noqa: E402
-from agent.estopctl import ControlServer, request  # noqa: E402
+from agent.ops.estopctl import ControlServer, request  # noqa: E402
 from agent.model import BaseVelocity, Reset  # noqa: E402
 
 SOURCE = "robot_msg"

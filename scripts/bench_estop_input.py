@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Measure the e-stop input on the simulated tank: from opening the switch to zero duty at the motor.
 
-Builds the simulated tank (agent.simtank.SimTank: RoboClaw emulator on a pty, the GPIO chip
-emulator behind the real gpiod-API driver, real agent.hardware.Hardware with its e-stop watch
+Builds the simulated tank (agent.devices.simtank.SimTank: RoboClaw emulator on a pty, the GPIO chip
+emulator behind the real gpiod-API driver, real agent.devices.hardware.Hardware with its e-stop watch
 thread) and runs the real control loop thread. Per trial: drive at 0.3 m/s until the emulated
 controller applies non-zero duty, open the switch, and time until the emulator applies zero duty;
 then close the switch and time until the input's e-stop is released (the debounce), and send an
@@ -33,10 +33,10 @@ sys.path.insert(0, str(ROOT / "scripts"))
 
 from agent.config import load  # noqa: E402
 from agent.control import ControlLoop  # noqa: E402
-from agent.estopinput import LoopEstop  # noqa: E402
-from agent.hardware import Hardware  # noqa: E402
+from agent.devices.estopinput import LoopEstop  # noqa: E402
+from agent.devices.hardware import Hardware  # noqa: E402
 from agent.model import BaseVelocity  # noqa: E402
-from agent.simtank import SimTank  # noqa: E402
+from agent.devices.simtank import SimTank  # noqa: E402
 from bench_watchdog import DutyLog, report  # noqa: E402
 
 

@@ -2,9 +2,9 @@
 """Measure the robot's own failsafes on the simulated tank: condition -> zero duty at the motor emulator.
 
 Builds the simulated tank of ``config/params.json`` (RoboClaw emulator on a pty, MPU-6050 and
-INA219 on the simulated I2C bus, real drivers, real agent.hardware.Hardware) and runs the real
+INA219 on the simulated I2C bus, real drivers, real agent.devices.hardware.Hardware) and runs the real
 control loop thread. For each failsafe, ``--trials`` times: drive, apply the emulator control
-(agent.simtank.SimTank ``tilt``, ``drain_battery``, ``obstacle``), and time from that call to
+(agent.devices.simtank.SimTank ``tilt``, ``drain_battery``, ``obstacle``), and time from that call to
 the first zero duty the emulated controller applies (the battery's low level: to the first duty
 at or under the speed cap). Then undo the condition, wait for it to clear, re-engage and drive
 again for the next trial.
@@ -33,9 +33,9 @@ from bench_watchdog import DutyLog, motor_only_tank  # noqa: E402
 
 from agent.config import load
 from agent.control import ControlLoop
-from agent.hardware import Hardware
+from agent.devices.hardware import Hardware
 from agent.model import BaseVelocity
-from agent.simtank import SimTank
+from agent.devices.simtank import SimTank
 
 SOURCE = "robot_msg"        # given a 5 s timeout here: one submit keeps it driving through a trial
 

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Measure the safety path on the simulated tank: how soon zero duty reaches the motor controller.
 
-Builds the simulated tank (agent.simtank.SimTank: RoboClaw emulator on a pty,
-real driver, real agent.hardware.Hardware) and runs the real control loop
+Builds the simulated tank (agent.devices.simtank.SimTank: RoboClaw emulator on a pty,
+real driver, real agent.devices.hardware.Hardware) and runs the real control loop
 thread. Three cases, ``--trials`` each:
 
 - watchdog: stream BaseVelocity at 20 Hz, stop sending; time from the last
@@ -32,9 +32,9 @@ ROOT = Path(__file__).resolve().parent.parent
 from agent.config import AgentConfig, load
 from agent.config.control import SourceConfig
 from agent.control import ControlLoop
-from agent.hardware import Hardware
+from agent.devices.hardware import Hardware
 from agent.model import BaseVelocity, Reset, Stop
-from agent.simtank import SimTank
+from agent.devices.simtank import SimTank
 from drivers.serialport import transfer_s
 
 

@@ -22,7 +22,7 @@ from agent.testing.running_agent import (
 )
 
 # The suite's parallel workers are not one robot's threads sharing one budget: a camera thread niced
-# below another worker's test starves (agent/threadprio.py). Agents started here and their
+# below another worker's test starves (agent/support/threadprio.py). Agents started here and their
 # subprocesses keep background threads at their process's priority; tests/agent/test_threadprio.py
 # checks the agent's own step.
 os.environ.setdefault("ROBOT_AGENT_BACKGROUND_NICE", "0")

@@ -30,7 +30,7 @@ import aiohttp
 import pytest
 import robot_msg as rm
 
-from agent.status import StatusReporter
+from agent.ops.status import StatusReporter
 from agent.testing.artex_hub import ArtexHub, artex_params
 from agent.testing.ports import free_port
 from agent.testing.running_agent import ROOT, deep_merge, running_agent, wait_for

@@ -10,7 +10,7 @@ docs/artex.md has the tables):
   as the SDK's shared dict shows it), ``Ready`` -> ``"ok"`` and the telemetry and
   video streams start; ``token_ask`` -> the ``/robot`` sid;
 - ``command`` events (only once ready): motion (agent.adapters.artex_commands),
-  ``file`` (the :class:`agent.logtail.LogTail`) and ``web_settings``
+  ``file`` (the :class:`agent.support.logtail.LogTail`) and ``web_settings``
   (agent.adapters.artex_settings);
 - ``telem`` (agent.adapters.artex_telem) and ``video`` (camera id -> JPEG bytes)
   at most every ``max_send_freq`` seconds, only what changed.
@@ -52,11 +52,11 @@ from agent.adapters.artex_settings import persist_settings, persistent, validate
 from agent.adapters.artex_streams import ArtexStreams
 from agent.config import AgentConfig
 from agent.errors import CommandDeclined, CommandError, ConfigError
-from agent.logtail import LogTail
+from agent.support.logtail import LogTail
 from agent.model import Stop
 from agent.ports import LinkStatus, RobotPort, VideoPort
-from agent.ratelimit import RateLimitedLog, safe
-from agent.reconnect import Reconnector
+from agent.support.ratelimit import RateLimitedLog, safe
+from agent.support.reconnect import Reconnector
 
 log = logging.getLogger(__name__)
 
@@ -156,7 +156,7 @@ class ArtexAdapter:
                                  connected=bool(client is not None and client.connected))
 
     async def run(self) -> None:
-        """Connect, serve, reconnect forever (agent.reconnect). Returns only by cancellation; never
+        """Connect, serve, reconnect forever (agent.support.reconnect). Returns only by cancellation; never
         raises on link errors (an unexpected exception propagates to the agent, which logs it)."""
         self._settings_lock = asyncio.Lock()
         self._apply_speed_limit()

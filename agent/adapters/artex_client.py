@@ -38,7 +38,7 @@ from socketio import packet as sio_packet
 
 from agent.compat import engineio as eio_compat
 from agent.compat.socketio import HookedAsyncClient
-from agent.ratelimit import safe
+from agent.support.ratelimit import safe
 
 log = logging.getLogger(__name__)
 

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from agent.config.artex import BUILTIN_STOP, MotionConfig
 from agent.errors import CommandError, CommandRejected
 from agent.model import BaseVelocity, Command, Stop, TrackDuty, finite_number
-from agent.ratelimit import safe
+from agent.support.ratelimit import safe
 
 __all__ = [
     "file_answer",
@@ -272,10 +272,10 @@ def file_answer(logs: object, kind: str, max_message_bytes: int) -> dict[str, st
     """The ``file`` answer payload ``{"type": kind, "content": text}`` for a ``log`` / ``error`` request.
 
     Args:
-        logs: the agent.logtail.LogTail, or None (empty content).
+        logs: the agent.support.logtail.LogTail, or None (empty content).
         kind: ``log`` or ``error``.
         max_message_bytes: the ``video`` section's message budget, bytes on the wire; the content
-            keeps the newest lines that fit (JSON-escaped size, agent.logtail.wire_size).
+            keeps the newest lines that fit (JSON-escaped size, agent.support.logtail.wire_size).
     """
     if logs is None:
         return {"type": kind, "content": ""}

@@ -46,7 +46,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from agent.adapters.artex_commands import WebSettings, describe
-from agent.atomicfile import write_text_atomically
+from agent.support.atomicfile import write_text_atomically
 from agent.config import AgentConfig, problems_of
 from agent.errors import CommandRejected, ConfigError
 

@@ -53,8 +53,8 @@ from agent.config.robotmsg import SocketConfig
 from agent.errors import CommandError
 from agent.model import CalibrateImu, Stop
 from agent.ports import LinkStatus, RobotPort, VideoPort
-from agent.ratelimit import RateLimitedLog, safe
-from agent.reconnect import Reconnector
+from agent.support.ratelimit import RateLimitedLog, safe
+from agent.support.reconnect import Reconnector
 
 log = logging.getLogger(__name__)
 
@@ -145,7 +145,7 @@ class RobotMsgAdapter:
 
     async def run(self) -> None:
         """Open the sockets and serve until cancelled; on any failure release the source and retry with
-        jittered, capped backoff (agent.reconnect). Never raises but CancelledError."""
+        jittered, capped backoff (agent.support.reconnect). Never raises but CancelledError."""
         try:
             await self._link.run(self._session, errors=(zmq.ZMQError, OSError))
         finally:

@@ -12,7 +12,7 @@ holds the whole message until then, and no socket option bounds a message's part
   as libzmq drops the peer of a single frame that large, or of so many parts that their message
   structures, :data:`PART_COST_BYTES` each, take more than that; at most once per
   :data:`EVICT_INTERVAL_S`), and gives the freed heap back to the OS after drops
-  (:func:`agent.heap.release_memory`).
+  (:func:`agent.support.heap.release_memory`).
 - :func:`rebind` drops a socket's peers (unbind and bind again, or disconnect and connect again);
   ZeroMQ does not say which peer sent a SUB message, so the sender cannot be singled out.
 """
@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import zmq
 
 from agent.adapters.robotmsg_inbound import Rejected
-from agent.heap import release_memory
+from agent.support.heap import release_memory
 
 #: Parts a robot_msg message may have: ``[envelope]`` or ``[topic, envelope]``.
 MAX_PARTS = 2

@@ -23,7 +23,7 @@ from robot_msg import RobotState
 from robot_msg.types import MessageMetadata, NamedArray, Timestamp, Vec3, Wrench
 
 from agent.model import RobotDescription, Snapshot
-from agent.ratelimit import RateLimitedLog
+from agent.support.ratelimit import RateLimitedLog
 
 log = logging.getLogger(__name__)
 #: one WARNING per dropped aux name per minute

@@ -38,7 +38,7 @@ from agent.config.sim2bot import Sim2botConfig
 from agent.errors import CommandError
 from agent.model import RobotDescription
 from agent.ports import LinkStatus, RobotPort
-from agent.reconnect import Reconnector
+from agent.support.reconnect import Reconnector
 
 if TYPE_CHECKING:  # imported only with cameras: it pulls in the video pipeline (OpenCV)
     from agent.adapters.sim2bot_video import VideoStreams

@@ -111,7 +111,7 @@ class AgentConfig(Section):
     failsafe: FailsafeConfig = Field(default_factory=FailsafeConfig)
     recorder: RecorderConfig = Field(default_factory=RecorderConfig)
     log_dir: str | None = Field(None, description="directory of robot-agent.log when logger_type is 'file'; "
-                                "ARTEX `file` requests are served from memory (agent.logtail) either way")
+                                "ARTEX `file` requests are served from memory (agent.support.logtail) either way")
 
     @field_validator("server")
     @classmethod

@@ -37,7 +37,7 @@ from aiohttp import web
 
 from agent.config.console import ConsoleConfig, GENERATE_TOKEN
 from agent.console.throttle import Throttle
-from agent.ratelimit import RateLimitedLog, safe
+from agent.support.ratelimit import RateLimitedLog, safe
 
 log = logging.getLogger(__name__)
 

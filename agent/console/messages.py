@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 from agent.adapters.sim2bot_commands import decode as json_object
 from agent.errors import CommandError, CommandRejected
-from agent.ratelimit import safe
+from agent.support.ratelimit import safe
 from agent.model import BaseVelocity, Stop, finite_number
 
 SOURCE = "console"

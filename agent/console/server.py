@@ -28,8 +28,8 @@ from agent.console.session import Session
 from agent.control.safety import describe_halt
 from agent.errors import CommandDeclined
 from agent.ports import LinkStatus
-from agent.ratelimit import RateLimitedLog
-from agent.reconnect import Reconnector
+from agent.support.ratelimit import RateLimitedLog
+from agent.support.reconnect import Reconnector
 from agent.video import FrameFormat
 
 log = logging.getLogger(__name__)

@@ -27,7 +27,7 @@ from aiohttp import WSMsgType, web
 from agent.console.messages import SOURCE, Drive, EStop, FrameReady, ReleaseEStop, TakeControl, decode, parse
 from agent.console.state import state_message
 from agent.errors import CommandError
-from agent.ratelimit import safe
+from agent.support.ratelimit import safe
 from agent.model import BaseVelocity, Stop
 
 if TYPE_CHECKING:

@@ -1,6 +1,6 @@
 """The control loop's device I/O: the only place it writes to or reads from the hardware.
 
-:class:`HardwarePort` is what the loop needs from agent.hardware.Hardware
+:class:`HardwarePort` is what the loop needs from agent.devices.hardware.Hardware
 (docs/architecture.md, "Hardware"). :class:`DeviceIO` does one tick's exchange:
 the duty first, the servo pulses only when they changed, then the readings the
 pure tick (agent.control.tick) folds into the snapshot; and the zero writes of
@@ -32,7 +32,7 @@ SETTLE_TIMEOUT_S = 2.0
 
 
 class HardwarePort(Protocol):
-    """What the loop needs from agent.hardware.Hardware (docs/architecture.md, "Hardware")."""
+    """What the loop needs from agent.devices.hardware.Hardware (docs/architecture.md, "Hardware")."""
 
     def set_duty(self, left: float, right: float) -> bool: ...
     def settle_motor(self, timeout_s: float) -> bool: ...

@@ -2,7 +2,7 @@
 
 :class:`Front` validates commands and writes them into the tick's
 :class:`~agent.control.tick.ControlState` under the loop's lock: velocity
-commands become arbitration claims (agent.arbitration), latched commands set
+commands become arbitration claims (agent.control.arbitration), latched commands set
 joint targets, ``Stop`` drops every claim and latches out the *other* sources that
 were streaming until they re-engage (the stop latch, docs/safety.md). It also holds
 the snapshot ring the tick publishes into (``snapshot``, ``samples_since``) and the
@@ -24,7 +24,7 @@ import threading
 from collections import deque
 from collections.abc import Callable
 
-from agent.arbitration import BASE, JOINTS, is_zero
+from agent.control.arbitration import BASE, JOINTS, is_zero
 from agent.config import AgentConfig
 from agent.config.control import SOURCES
 from agent.control.devices import HardwarePort
@@ -46,7 +46,7 @@ from agent.model import (
     Stop,
     TrackDuty,
 )
-from agent.ratelimit import RateLimitedLog
+from agent.support.ratelimit import RateLimitedLog
 
 log = logging.getLogger(__name__)
 
@@ -149,7 +149,7 @@ class Front:
         if self._closed:
             raise CommandDeclined("the control loop is closed")
         if isinstance(command, Stop):
-            self._stop(source)  # never refused by a halt; it re-engages its source (agent.arbitration)
+            self._stop(source)  # never refused by a halt; it re-engages its source (agent.control.arbitration)
         elif isinstance(command, CalibrateImu):
             self._calibrate_imu(source)
         elif isinstance(command, (BaseVelocity, TrackDuty, JointVelocity)):
@@ -371,7 +371,7 @@ class Front:
 
     def on_estop_change(self, listener: Callable[[Halt | None], None]) -> None:
         """Call ``listener(halt)`` after the e-stop is set (the Halt) or released (None), on the caller's
-        thread, outside the lock; it must not block (agent.estopctl hands the write to its own thread)."""
+        thread, outside the lock; it must not block (agent.ops.estopctl hands the write to its own thread)."""
         self._estop_listeners.append(listener)
 
     def _estop_changed(self, halt: Halt | None) -> None:

@@ -50,7 +50,7 @@ class ControlLoop:
 
     Args:
         cfg: validated configuration (base geometry, sources, joints, rate).
-        hardware: the supervised devices (agent.hardware.Hardware or the same interface).
+        hardware: the supervised devices (agent.devices.hardware.Hardware or the same interface).
         clock: monotonic clock, s; injected in tests to drive :meth:`tick` deterministically.
         wall: Unix clock, s, for ``Snapshot.t_unix_s``.
 

@@ -13,7 +13,7 @@ claims dropped and zero duty while a halt holds; ``cap``: the speed cap in the k
   naming the halt, who set it and since when; ``Stop`` is never refused.
 - A halt ending moves nothing: claims were dropped when it began. A source that was still sending
   motion commands into the halt is latched out by the front as by a stop
-  (``agent.arbitration.Arbiter.latch_out``, worded with :meth:`SafetyLatches.cause`): it
+  (``agent.control.arbitration.Arbiter.latch_out``, worded with :meth:`SafetyLatches.cause`): it
   re-engages before it drives (a pause of its timeout, an explicit zero velocity, a ``Stop`` or a
   ``Reset``), and its claim held at zero keeps lower-priority sources off meanwhile. So a hub
   streaming ``forward`` through an e-stop does not drive off the moment the operator releases it,
@@ -28,7 +28,7 @@ from collections.abc import Callable
 
 from agent.errors import CommandDeclined, CommandRejected
 from agent.model import Command, Halt, SafetyState
-from agent.ratelimit import safe
+from agent.support.ratelimit import safe
 
 log = logging.getLogger(__name__)
 
@@ -93,7 +93,7 @@ class SafetyLatches:
         return True
 
     def restore_estop(self, halt: Halt) -> bool:
-        """Put back an e-stop kept across a restart (agent.estopctl), its setter and time unchanged.
+        """Put back an e-stop kept across a restart (agent.ops.estopctl), its setter and time unchanged.
         True when set now; False when an e-stop already holds."""
         if halt.kind != "estop":
             raise CommandRejected(f"restore_estop: a {safe(halt.kind, 20)} halt is not an e-stop")

@@ -35,7 +35,7 @@ from typing import Generic, NamedTuple, TypeVar
 
 T = TypeVar("T")
 
-from agent.ratelimit import RateLimitedLog
+from agent.support.ratelimit import RateLimitedLog
 
 log = logging.getLogger(__name__)
 

@@ -6,11 +6,11 @@ One tick is two calls with the device I/O between them (agent.control.loop does
 that I/O: the duty goes out before the feedback is read, so feedback never
 delays the duty):
 
-1. :func:`command` at ``now``: arbitrates each channel (agent.arbitration),
+1. :func:`command` at ``now``: arbitrates each channel (agent.control.arbitration),
    updates the watchdog, turns the winning base command into track speeds
-   (agent.kinematics: skid-steer, speed limit preserving curvature, acceleration
+   (agent.control.kinematics: skid-steer, speed limit preserving curvature, acceleration
    ramp; no fresh base command gives zero at once, no ramp) and duty, steps the
-   joints (agent.joints). Returns the :class:`Plan`: duty and servo pulses to write.
+   joints (agent.control.joints). Returns the :class:`Plan`: duty and servo pulses to write.
 2. :func:`motor_answered` with the duty write's result: a failed write drops every
    base command, so the tracks stay at zero until a command arrives after the
    motor answers again.
@@ -33,12 +33,12 @@ import logging
 from collections.abc import Mapping
 from typing import NamedTuple
 
-from agent.arbitration import BASE, JOINTS, Arbiter, Selection, Watchdog
+from agent.control.arbitration import BASE, JOINTS, Arbiter, Selection, Watchdog
 from agent.config import AgentConfig
 from agent.control.failsafes import resolve as resolve_failsafes
 from agent.control.safety import SafetyLatches
-from agent.joints import JointController
-from agent.kinematics import Odometer, limited_tracks, ramp, scale_to_limit, tracks_to_duty
+from agent.control.joints import JointController
+from agent.control.kinematics import Odometer, limited_tracks, ramp, scale_to_limit, tracks_to_duty
 from agent.model import (
     BaseVelocity,
     Command,

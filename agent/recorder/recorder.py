@@ -31,7 +31,7 @@ from typing import Any
 from agent.config import AgentConfig
 from agent.errors import CommandDeclined
 from agent.model import BaseVelocity, JointVelocity, Snapshot, Stop, TrackDuty
-from agent.ratelimit import RateLimitedLog
+from agent.support.ratelimit import RateLimitedLog
 from agent.recorder import channels, feeds
 from agent.recorder.incidents import Detector, Incident, IncidentLog, moving
 from agent.recorder.writer import RotatingWriter

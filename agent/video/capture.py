@@ -7,7 +7,7 @@ hub's ``idle_after_s``) the thread reads one frame every ``probe_period_s`` only
 a health probe, so a failed camera is still noticed; the first request wakes it.
 
 Supervision, per camera, with health ``ok`` / ``degraded`` / ``lost`` kept by
-an :class:`agent.health.HealthTracker` (each transition logged once):
+an :class:`agent.devices.health.HealthTracker` (each transition logged once):
 
 - a failed read -> ``degraded``; no frame for ``stale_s`` -> ``lost``, reopen;
 - identical frame content (CRC of a subsample) for ``stale_s`` -> ``lost``, reopen;
@@ -30,10 +30,10 @@ import numpy as np
 
 from agent.config.drivers import CameraConfig
 from agent.errors import DriverError
-from agent.heap import release_memory
-from agent.health import DEGRADED, LOST, OK, HealthTracker
-from agent.ratelimit import backoff_s
-from agent.threadprio import background_thread
+from agent.support.heap import release_memory
+from agent.devices.health import DEGRADED, LOST, OK, HealthTracker
+from agent.support.ratelimit import backoff_s
+from agent.support.threadprio import background_thread
 from agent.video.frames import Frame, FrameFormat, content_digest
 from drivers.camera import Camera
 

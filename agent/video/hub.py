@@ -35,7 +35,7 @@ from agent.config import AgentConfig
 from agent.config.drivers import CameraConfig
 from agent.errors import CommandDeclined, CommandError, CommandRejected, ConfigError
 from agent.model import DeviceHealth
-from agent.threadprio import background_thread
+from agent.support.threadprio import background_thread
 from agent.video.budget import CpuBudget, fit_ladder
 from agent.video.capture import CaptureThreads, _Feed
 from agent.video.frames import EncodedFrame, Frame, FrameFormat, encode

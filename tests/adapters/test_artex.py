@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from agent.config import load
-from agent.logtail import LogTail
+from agent.support.logtail import LogTail
 from agent.model import BaseVelocity
 from agent.testing import artex_hub
 from agent.testing.artex_hub import agent_on, artex_params, distance, drive, driving, hub_script

@@ -1,7 +1,7 @@
 """Absurd finite joint targets over real peers: refused with the field and joint named, the servos
 (PCA9685 emulator pulses behind the real driver) stay where they were.
 
-One rule (agent/joints.py ``TARGET_MARGIN_RAD``: more than a full turn outside a joint's limits)
+One rule (agent/control/joints.py ``TARGET_MARGIN_RAD``: more than a full turn outside a joint's limits)
 holds for every protocol: the real ``sim2bot bridge`` and client, and robot_msg over ZeroMQ.
 """
 
@@ -12,7 +12,7 @@ import logging
 import pytest
 from robot_msg import ControllerCommand, RobotAction, RobotActionRealTimeAction, RobotActionTrajectoryAction
 
-from agent.joints import angle_to_pulse_us
+from agent.control.joints import angle_to_pulse_us
 from agent.testing.running_agent import running_agent, wait_for
 from agent.testing.sim2bot_bridge import Bridge, agent_params, controller
 from tests.adapters.test_robotmsg import controlled, envelope, moving, rm_config

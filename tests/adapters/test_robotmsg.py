@@ -29,7 +29,7 @@ from hypothesis import strategies as st
 from robot_msg import ControllerCommand, RobotAction, RobotActionRealTimeAction, RobotActionTrajectoryAction
 from robot_msg.types import MessageMetadata, Timestamp
 
-from agent.joints import angle_to_pulse_us
+from agent.control.joints import angle_to_pulse_us
 from agent.testing.running_agent import deep_merge, running_agent, sim_config, wait_for
 
 pytestmark = pytest.mark.timeout(60)

@@ -20,7 +20,7 @@ from websockets.sync.client import connect as ws_connect
 
 from agent.adapters.sim2bot import Sim2botAdapter
 from agent.adapters.sim2bot_room import video_url, with_query
-from agent.ratelimit import backoff_s
+from agent.support.ratelimit import backoff_s
 from agent.testing.running_agent import deep_merge, running_agent, sim_config, wait_for
 from agent.testing.sim2bot_bridge import Bridge, agent_params, controller
 

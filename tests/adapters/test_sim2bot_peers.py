@@ -18,7 +18,7 @@ import pytest
 import websockets
 from websockets.sync.client import connect as ws_connect
 
-from agent.status import format_table, gather
+from agent.ops.status import format_table, gather
 from agent.testing.ports import free_port
 from agent.testing.running_agent import deep_merge, running_agent, wait_for
 from agent.testing.sim2bot_bridge import Bridge, agent_params, controller

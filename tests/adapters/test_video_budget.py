@@ -167,7 +167,7 @@ async def test_cyrillic_log_answer_fits_the_default_buffer() -> None:
     """``log_tail_kib`` 900 of Cyrillic text is ~2.7 MB JSON-escaped: the answer is cut to the budget."""
     import logging
 
-    from agent.logtail import LogTail, wire_size
+    from agent.support.logtail import LogTail, wire_size
     from agent.testing.artex_hub import artex_params
     from agent.testing.running_agent import running_agent
 

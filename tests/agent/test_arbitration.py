@@ -1,4 +1,4 @@
-"""Source arbitration and the watchdog state machine (agent/arbitration.py)."""
+"""Source arbitration and the watchdog state machine (agent/control/arbitration.py)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import logging
 
 import pytest
 
-from agent.arbitration import BASE, EXPIRED, IDLE, JOINTS, OK, Arbiter, SenderLatch, Watchdog, is_zero
+from agent.control.arbitration import BASE, EXPIRED, IDLE, JOINTS, OK, Arbiter, SenderLatch, Watchdog, is_zero
 from agent.config import AgentConfig
 from agent.model import BaseVelocity, JointVelocity, TrackDuty
 
@@ -119,7 +119,7 @@ def test_watchdog_states_and_logs(arb, caplog):
     assert wd.update((arb.select(BASE, 0.0), arb.select(JOINTS, 0.0))) == IDLE
     arb.offer("artex", BASE, FWD, 0.0)
     assert wd.update((arb.select(BASE, 0.1), arb.select(JOINTS, 0.1))) == OK
-    with caplog.at_level(logging.INFO, logger="agent.arbitration"):
+    with caplog.at_level(logging.INFO, logger="agent.control.arbitration"):
         assert wd.update((arb.select(BASE, 0.5), arb.select(JOINTS, 0.5))) == EXPIRED
         assert wd.update((arb.select(BASE, 0.6), arb.select(JOINTS, 0.6))) == EXPIRED
         fired = [r for r in caplog.records if "older than" in r.getMessage()]

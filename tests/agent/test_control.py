@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from agent.config import AgentConfig
 from agent.control import ControlLoop, describe
 from agent.errors import CommandError, CommandRejected
-from agent.hardware import Hardware
+from agent.devices.hardware import Hardware
 from agent.model import (
     BaseVelocity,
     CalibrateImu,
@@ -35,7 +35,7 @@ from agent.model import (
     TrackDuty,
     TrajectoryPoint,
 )
-from agent.simtank import SimTank
+from agent.devices.simtank import SimTank
 from tests.conftest import deep_merge, sim_config
 
 RATE = 50

@@ -16,9 +16,9 @@ import pytest
 
 from agent.config import AgentConfig
 from agent.control import ControlLoop
-from agent.hardware import Hardware
+from agent.devices.hardware import Hardware
 from agent.model import BaseVelocity
-from agent.simtank import SimTank
+from agent.devices.simtank import SimTank
 from tests.conftest import deep_merge, sim_config
 
 #: A tick (post the duty, read what the devices' threads published) blocked longer than this is a bug.

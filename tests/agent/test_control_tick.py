@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from agent.arbitration import BASE
+from agent.control.arbitration import BASE
 from agent.config import AgentConfig
 from agent.control.tick import ControlState, Readings, command, motor_answered, observe
 from agent.model import BaseVelocity, DeviceHealth, TrackDuty

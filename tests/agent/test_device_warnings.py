@@ -7,7 +7,7 @@ import logging
 import time
 
 from agent.config.drivers import CameraConfig
-from agent.supervisor import Supervised
+from agent.devices.supervisor import Supervised
 from agent.video import VideoHub
 from drivers.camera import Camera
 from drivers.errors import DriverError
@@ -21,11 +21,11 @@ def test_missing_port_is_logged_once_at_warning_with_the_reason(caplog):
     def factory():
         raise DriverError("motor: cannot open /dev/ttyACM9: no such port", device="motor", errno=errno.ENOENT)
 
-    caplog.set_level(logging.DEBUG, logger="agent.supervisor")
+    caplog.set_level(logging.DEBUG, logger="agent.devices.supervisor")
     dev = Supervised("motor", factory)
     assert not dev.try_open()
     assert not dev.try_open()
-    lines = _warnings(caplog, "agent.supervisor")
+    lines = _warnings(caplog, "agent.devices.supervisor")
     assert len(lines) == 1 and "no such port" in lines[0].getMessage()
     assert (lines[0].device, lines[0].fault) == ("motor", "motor: cannot open /dev/ttyACM9: no such port")
 
@@ -41,7 +41,7 @@ def test_a_lost_device_logs_its_reason_with_extras(caplog):
         def read(self):
             raise DriverError("imu: [Errno 121] Remote I/O error", device="imu", errno=121)
 
-    caplog.set_level(logging.DEBUG, logger="agent.supervisor")
+    caplog.set_level(logging.DEBUG, logger="agent.devices.supervisor")
     dev = Supervised("imu", Flaky, lost_after=1)
     assert dev.try_open()
     dev.call(lambda d: d.read())

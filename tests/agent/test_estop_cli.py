@@ -1,6 +1,6 @@
 """``robot-agent estop`` against a running agent process: the control socket, the e-stop kept across
 a restart, STATUS= / the status file / ``robot-agent status`` while it holds, and the CLI's errors
-(agent.estopctl, agent.service)."""
+(agent.ops.estopctl, agent.ops.service)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.estopctl import EXIT_DENIED, EXIT_DONE, EXIT_NO_AGENT, EXIT_REFUSED, EstopStore, command
+from agent.ops.estopctl import EXIT_DENIED, EXIT_DONE, EXIT_NO_AGENT, EXIT_REFUSED, EstopStore, command
 from agent.model import Halt
 from tests.agent.test_status import NotifySocket, status_cli, wait_until
 from tests.conftest import ROOT, sim_config

@@ -1,4 +1,4 @@
-"""The e-stop input (agent/estopinput.py) on the simulated tank: the real GPIO driver on its gpiod-API
+"""The e-stop input (agent/devices/estopinput.py) on the simulated tank: the real GPIO driver on its gpiod-API
 emulator, the real control loop, the duty read back from the tank physics the RoboClaw emulator
 writes into.
 
@@ -16,11 +16,11 @@ import pytest
 
 from agent.control import ControlLoop
 from agent.errors import CommandDeclined
-from agent.estopinput import RELEASE, SET, EstopDebounce, EstopWatch, LoopEstop
-from agent.hardware import Hardware
+from agent.devices.estopinput import RELEASE, SET, EstopDebounce, EstopWatch, LoopEstop
+from agent.devices.hardware import Hardware
 from agent.model import BaseVelocity
-from agent.simtank import SimTank
-from agent.supervisor import Supervised
+from agent.devices.simtank import SimTank
+from agent.devices.supervisor import Supervised
 from drivers.gpio import GpioSwitch
 from tests.agent.test_control import DT, Clock, Rig, config
 from tests.conftest import running_agent, sim_config, wait_for
@@ -241,7 +241,7 @@ async def test_the_running_agent_stops_on_the_input_and_shows_the_device_in_heal
 
 def test_selftest_passes_a_closed_input_and_fails_an_open_one_with_the_reason():
     from agent.config import AgentConfig
-    from agent.selftest import FAIL, PASS, run_checks
+    from agent.devices.selftest import FAIL, PASS, run_checks
     cfg = AgentConfig.model_validate(sim_config(drivers={"cameras": []}))
     tank = SimTank(cfg)
     try:
@@ -276,7 +276,7 @@ def test_a_kept_console_estop_is_not_adopted(wrig):
 
 
 def test_the_inputs_release_reaches_the_estop_listeners(wrig):
-    """The kept e-stop file (agent.estopctl.EstopStore.save) listens here: the input's own release
+    """The kept e-stop file (agent.ops.estopctl.EstopStore.save) listens here: the input's own release
     must reach it, or a released input e-stop comes back at every restart."""
     seen: list[object] = []
     wrig.loop.on_estop_change(seen.append)

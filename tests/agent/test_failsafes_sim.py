@@ -1,6 +1,6 @@
 """The failsafes on the simulated tank: real Hardware, real drivers, emulators, the real control loop.
 
-Each condition is made by an emulator control (agent.simtank.SimTank: ``drain_battery``, ``tilt``,
+Each condition is made by an emulator control (agent.devices.simtank.SimTank: ``drain_battery``, ``tilt``,
 ``obstacle``), never by a flag in the agent. The loop runs on an injected clock (``tick``); the
 devices run in real time, so a test first waits until the drivers report the condition, then
 steps the loop's time. The duty is read back from the tank physics the RoboClaw emulator writes.
@@ -16,9 +16,9 @@ import pytest
 from agent.config import AgentConfig
 from agent.control import ControlLoop
 from agent.errors import CommandDeclined
-from agent.hardware import Hardware
+from agent.devices.hardware import Hardware
 from agent.model import BaseVelocity
-from agent.simtank import SimTank
+from agent.devices.simtank import SimTank
 from tests.agent.test_control import DT, Clock
 from tests.agent.test_control import Rig as ControlRig
 from tests.conftest import deep_merge, sim_config
@@ -247,7 +247,7 @@ def test_failsafes_off_without_their_devices_warn_once(rig, caplog):
 
 
 async def test_running_agent_tilt_trip_shows_on_artex_telem_and_status_and_holds_against_the_stream():
-    from agent.status import gather
+    from agent.ops.status import gather
     from agent.testing.artex_hub import ArtexHub, agent_on, driving
     from tests.conftest import wait_for
     hub = ArtexHub(ready_delay_s=0.05)

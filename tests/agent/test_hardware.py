@@ -13,8 +13,8 @@ import pytest
 
 from agent.config import AgentConfig, load
 from agent.errors import DriverConfigError
-from agent.hardware import Hardware, driver_class
-from agent.simtank import SimTank
+from agent.devices.hardware import Hardware, driver_class
+from agent.devices.simtank import SimTank
 from agent.model import BaseVelocity
 from tests.conftest import ROOT, running_agent, sim_config, wait_for
 
@@ -62,7 +62,7 @@ async def test_serial_unplug_while_driving_stops_motors_and_reconnects():
 
 
 async def test_i2c_error_burst_degrades_then_recovers(caplog):
-    caplog.set_level("INFO", logger="agent.supervisor")
+    caplog.set_level("INFO", logger="agent.devices.supervisor")
     async with running_agent(_no_cameras()) as agent:
         bus = agent.sim.i2c_bus()
         imu_addr = agent.cfg.drivers.imu.address
@@ -71,7 +71,7 @@ async def test_i2c_error_burst_degrades_then_recovers(caplog):
         bus.inject(imu_addr, 121, 2)  # fewer than the 3 consecutive errors that mean "lost"
         assert await wait_for(lambda: {h.name: h for h in agent.hardware.health()}["imu"].errors == errors + 2, 3)
         assert await wait_for(lambda: _health(agent, "imu") == "ok", 3)
-        msgs = [r.getMessage() for r in caplog.records if r.name == "agent.supervisor" and r.getMessage().startswith("imu:")]
+        msgs = [r.getMessage() for r in caplog.records if r.name == "agent.devices.supervisor" and r.getMessage().startswith("imu:")]
         degraded = [m for m in msgs if "-> degraded" in m]
         assert len(degraded) == 1 and "121" in degraded[0], msgs  # logged once going down
         assert msgs[-1] == "imu: degraded -> ok", msgs               # and once coming back

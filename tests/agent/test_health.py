@@ -1,10 +1,10 @@
-"""HealthTracker.report (agent/health.py): follows every change, one object while nothing changes."""
+"""HealthTracker.report (agent/devices/health.py): follows every change, one object while nothing changes."""
 
 from __future__ import annotations
 
 import logging
 
-from agent.health import DEGRADED, LOST, OK, HealthTracker
+from agent.devices.health import DEGRADED, LOST, OK, HealthTracker
 
 
 def test_report_follows_every_change_and_is_reused_while_nothing_changes():

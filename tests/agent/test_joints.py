@@ -1,4 +1,4 @@
-"""Servo joints and gripper (agent/joints.py), worked numbers."""
+"""Servo joints and gripper (agent/control/joints.py), worked numbers."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import pytest
 
 from agent.config.drivers import GripperConfig, ServoJointConfig
 from agent.errors import CommandError, CommandRejected
-from agent.joints import (
+from agent.control.joints import (
     HOLD,
     TARGET_MARGIN_RAD,
     POSITION,

@@ -1,4 +1,4 @@
-"""Skid-steer kinematics and odometry (agent/kinematics.py), worked numbers."""
+"""Skid-steer kinematics and odometry (agent/control/kinematics.py), worked numbers."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from agent.kinematics import (
+from agent.control.kinematics import (
     Odometer,
     integrate,
     limited_tracks,

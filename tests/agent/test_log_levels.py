@@ -12,7 +12,7 @@ import logging
 import aiohttp
 import pytest
 
-from agent import status
+from agent.ops import status
 from agent.model import BaseVelocity
 from agent.testing.artex_hub import ArtexHub, artex_params, driving
 from tests.conftest import deep_merge, free_port, running_agent, wait_for

@@ -1,4 +1,4 @@
-"""agent/logtail.py: the bounded in-memory log tail behind ARTEX ``file`` requests."""
+"""agent/support/logtail.py: the bounded in-memory log tail behind ARTEX ``file`` requests."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import threading
 
 import pytest
 
-from agent.logtail import LogTail
+from agent.support.logtail import LogTail
 
 
 @pytest.fixture
@@ -100,7 +100,7 @@ def test_sizes_count_json_escaped_wire_bytes() -> None:
     """Cyrillic is 2 bytes of UTF-8 but 6 on the wire (``\\uXXXX``, as python-socketio sends it)."""
     from socketio import packet
 
-    from agent.logtail import clip_to_wire, wire_size
+    from agent.support.logtail import clip_to_wire, wire_size
 
     text = "Привет, мир \"q\"\n" * 3
     encoded = packet.Packet(packet.EVENT, data=["file", {"content": text}], namespace="/robot").encode()
@@ -111,7 +111,7 @@ def test_sizes_count_json_escaped_wire_bytes() -> None:
 
 
 def test_cyrillic_tail_keeps_within_its_wire_budget() -> None:
-    from agent.logtail import wire_size
+    from agent.support.logtail import wire_size
 
     logger = logging.getLogger("test.logtail.cyrillic")
     tail = attach(logger, max_bytes=10_000)

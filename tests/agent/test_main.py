@@ -42,15 +42,15 @@ def test_under_systemd_records_go_to_the_journal_with_priority_and_fields_and_no
     pytest.importorskip("systemd.journal", reason="systemd-python (robot-agent[systemd]) is not installed")
     sent: list[tuple[str, dict]] = []
     handler = console_handler(journal=True, sender=lambda MESSAGE, **fields: sent.append((MESSAGE, fields)))
-    logger = logging.getLogger("agent.hardware")
-    record = logger.makeRecord("agent.hardware", logging.ERROR, __file__, 1, "motor: lost (%s)", ("no such port",),
+    logger = logging.getLogger("agent.devices.hardware")
+    record = logger.makeRecord("agent.devices.hardware", logging.ERROR, __file__, 1, "motor: lost (%s)", ("no such port",),
                                None, extra={"device": "motor", "fault": "lost"})
     handler.handle(record)
     info = logger.makeRecord("agent.control", logging.INFO, __file__, 2, "source %s drives", ("artex",), None,
                              extra={"source": "artex"})
     handler.handle(info)
     (message, fields), (message2, fields2) = sent
-    assert message == "agent.hardware: motor: lost (no such port)"          # no second timestamp
+    assert message == "agent.devices.hardware: motor: lost (no such port)"          # no second timestamp
     assert fields["PRIORITY"] == "3" and fields["DEVICE"] == "motor" and fields["FAULT"] == "lost"
     assert fields["SYSLOG_IDENTIFIER"] == "robot-agent" and "SOURCE" not in fields
     assert message2 == "agent.control: source artex drives"

@@ -1,4 +1,4 @@
-"""The motor controller's thread (agent/motorworker.py) against the real RoboClaw driver and its
+"""The motor controller's thread (agent/devices/motorworker.py) against the real RoboClaw driver and its
 emulator on a pty: a duty posted while a feedback transaction is on the line goes out before the
 next transaction (and one posted while that duty is written, right after it: never behind a second
 transaction); an unchanged duty is not written again until its refresh is due.
@@ -14,8 +14,8 @@ import threading
 import pytest
 
 from agent.config.drivers import RoboclawConfig
-from agent.motorworker import DUTY_REFRESH_S, MotorWorker, duty_refresh_s
-from agent.supervisor import Supervised
+from agent.devices.motorworker import DUTY_REFRESH_S, MotorWorker, duty_refresh_s
+from agent.devices.supervisor import Supervised
 from drivers import roboclaw as rc
 from drivers.emulators.roboclaw import RoboclawEmulator
 from drivers.emulators.tank import TankPhysics

@@ -9,7 +9,7 @@ import pytest
 import serial
 
 from agent.config.drivers import DriversConfig
-from agent.probe import format_probe, probe, scan_bus
+from agent.devices.probe import format_probe, probe, scan_bus
 from drivers.emulators.bno055 import Bno055Chip
 from drivers.emulators.i2c import FakeSMBus
 from drivers.emulators.ina2xx import Ina219Chip, Ina226Chip

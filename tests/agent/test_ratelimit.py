@@ -1,4 +1,4 @@
-"""agent/ratelimit.py: rate-limited log lines and reconnect backoff."""
+"""agent/support/ratelimit.py: rate-limited log lines and reconnect backoff."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import random
 import threading
 
 from agent.errors import CommandDeclined, CommandRejected, NonFiniteValue
-from agent.ratelimit import RateLimitedLog, backoff_s, safe
+from agent.support.ratelimit import RateLimitedLog, backoff_s, safe
 
 LOGGER = "test.ratelimit"
 

@@ -1,4 +1,4 @@
-"""agent/reconnect.py: the one reconnect loop, on a virtual clock (no wall-clock waits)."""
+"""agent/support/reconnect.py: the one reconnect loop, on a virtual clock (no wall-clock waits)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import random
 import pytest
 
 from agent.ports import LinkState, LinkStatus
-from agent.reconnect import Reconnector, backoff_s
+from agent.support.reconnect import Reconnector, backoff_s
 from agent.testing.clock import VirtualClock
 
 LOGGER = "test.reconnect"
@@ -126,5 +126,5 @@ async def test_cancellation_ends_the_loop_in_a_real_pause():
 
 
 def test_backoff_is_importable_from_ratelimit_too():
-    from agent.ratelimit import backoff_s as again
+    from agent.support.ratelimit import backoff_s as again
     assert again is backoff_s

@@ -12,7 +12,7 @@ import pytest
 
 from agent.control import ControlLoop
 from agent.errors import CommandDeclined, CommandRejected
-from agent.hardware import Hardware
+from agent.devices.hardware import Hardware
 from agent.model import (
     BaseVelocity,
     Gripper,
@@ -22,7 +22,7 @@ from agent.model import (
     Stop,
     TrackDuty,
 )
-from agent.simtank import SimTank
+from agent.devices.simtank import SimTank
 from tests.agent.test_control import DT, Clock, Rig, config
 
 WALL0 = 1_764_612_000.0   # 2025-12-01 18:00:00 UTC

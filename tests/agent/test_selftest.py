@@ -9,8 +9,8 @@ import pytest
 
 from agent.__main__ import main
 from agent.config import loads
-from agent.selftest import FAIL, PASS, SKIP, run_checks
-from agent.simtank import SimTank
+from agent.devices.selftest import FAIL, PASS, SKIP, run_checks
+from agent.devices.simtank import SimTank
 from tests.conftest import PARAMS, sim_config
 
 pytestmark = pytest.mark.usefixtures("root_handlers")  # the command sets up logging: undo it

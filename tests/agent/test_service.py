@@ -70,7 +70,7 @@ def test_ready_watchdog_stopping_and_sigterm(tmp_path, notify_socket):
             proc.communicate()
     assert proc.returncode == 0, err
     # SIGTERM: the zero duty is confirmed by the controller before the process exits, said once
-    assert "zero duty confirmed" in err and err.index("zero duty confirmed") < err.index("agent.service: stopped")
+    assert "zero duty confirmed" in err and err.index("zero duty confirmed") < err.index("agent.ops.service: stopped")
 
 
 def test_unit_passes_systemd_analyze_verify(tmp_path):

@@ -1,5 +1,5 @@
 """Health reporting: STATUS= to a real NOTIFY_SOCKET as a device is lost and found, the status
-file and ``robot-agent status`` (agent.status, agent.service)."""
+file and ``robot-agent status`` (agent.ops.status, agent.ops.service)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.status import (EXIT_DEGRADED, EXIT_NO_AGENT, EXIT_OK, EXIT_STALE, STALE_S, StatusReporter, gather,
+from agent.ops.status import (EXIT_DEGRADED, EXIT_NO_AGENT, EXIT_OK, EXIT_STALE, STALE_S, StatusReporter, gather,
                           read, summary, write_atomically)
 from drivers.emulators.roboclaw import RoboclawEmulator
 from tests.conftest import ROOT, running_agent, sim_config, wait_for
@@ -171,7 +171,7 @@ async def test_read_tells_healthy_degraded_stale_and_missing_apart(tmp_path):
 def test_a_killed_agent_not_yet_reaped_is_stale_at_once(tmp_path):
     """After ``kill -9`` the process is a zombie until its parent reaps it: kill(pid, 0) still
     succeeds then, but the agent is gone and status must say so at once."""
-    from agent.status import _alive
+    from agent.ops.status import _alive
 
     proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
     try:
@@ -188,7 +188,7 @@ def test_a_killed_agent_not_yet_reaped_is_stale_at_once(tmp_path):
 
 def test_summary_and_table_lead_with_the_halts():
     from agent.model import Halt, SafetyState
-    from agent.status import format_table
+    from agent.ops.status import format_table
 
     health = {"state": "ok", "devices": [{"name": "motor", "state": "ok"}], "links": {}, "active_source": "",
               "watchdog": "idle", "stopped": False, "loop": {"keeps_rate": True}, "faults": [],
@@ -210,7 +210,7 @@ def test_summary_and_table_lead_with_the_halts():
 
 async def test_status_shows_the_duty_and_track_speed_at_a_glance(tmp_path):
     from agent.model import BaseVelocity
-    from agent.status import format_table
+    from agent.ops.status import format_table
 
     cfg = sim_config(drivers={"cameras": []})
     async with running_agent(cfg) as agent:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.threadprio import BACKGROUND_NICE_STEP, NICE_STEP_ENV, background_thread
+from agent.support.threadprio import BACKGROUND_NICE_STEP, NICE_STEP_ENV, background_thread
 from agent.video import FrameFormat
 from tests.agent.test_video import Recorder, hubs, running  # noqa: F401 - the fixture
 
@@ -60,7 +60,7 @@ async def test_camera_capture_and_encode_threads_are_background(hubs):  # noqa: 
 
 
 def test_the_step_can_be_set_and_a_bad_value_keeps_the_default(monkeypatch, caplog):
-    from agent.threadprio import nice_step
+    from agent.support.threadprio import nice_step
     monkeypatch.setenv(NICE_STEP_ENV, "0")
     base = os.getpriority(os.PRIO_PROCESS, 0)
     seen: list[int] = []

@@ -215,7 +215,7 @@ async def test_agent_shutdown_with_a_tab_driving_stops_and_closes_it() -> None:
 
 
 async def test_health_shows_the_console_link() -> None:
-    from agent.status import gather
+    from agent.ops.status import gather
 
     port = free_port()
     async with console_agent(port) as agent:

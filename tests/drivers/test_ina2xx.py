@@ -11,7 +11,7 @@ from drivers.emulators.i2c import FakeSMBus, ManualClock
 from drivers.emulators.ina2xx import Ina219Chip, Ina226Chip
 from drivers.emulators.tank import TankPhysics
 from drivers.ina2xx import Ina219, Ina226, calibration, current_lsb_a
-from agent.supervisor import Supervised
+from agent.devices.supervisor import Supervised
 
 ADDR = 0x40
 

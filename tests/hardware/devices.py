@@ -28,7 +28,7 @@ import os
 from typing import Any
 
 from agent.config import AgentConfig
-from agent.simtank import SimTank
+from agent.devices.simtank import SimTank
 from drivers.config import CameraConfig
 from drivers.i2c import open_bus
 from drivers.registry import driver_class

@@ -15,7 +15,7 @@ from mcap.reader import make_reader
 
 from agent.model import BaseVelocity
 from agent.recorder.writer import _File, recordings
-from agent.status import gather
+from agent.ops.status import gather
 from agent.testing.running_agent import running_agent, sim_config
 from tests.recorder.test_writer import small_tmpfs
 

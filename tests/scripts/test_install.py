@@ -93,7 +93,7 @@ def test_root_install_lays_out_unit_rules_venv_and_config(installed):
     assert oct((root / "etc/robot-agent/params.json").stat().st_mode & 0o777) == oct(0o640)
     venv = root / "opt/robot-agent/venv"
     assert "include-system-site-packages = true" in (venv / "pyvenv.cfg").read_text()
-    assert (root / "opt/robot-agent/src/agent/status.py").is_file()
+    assert (root / "opt/robot-agent/src/agent/ops/status.py").is_file()
     assert os.readlink(root / "usr/local/bin/robot-agent") == "/opt/robot-agent/venv/bin/robot-agent"
     assert not (root / "opt/robot-agent/src/.git").exists()
     # the installed entry point runs the installed package (not this checkout)

@@ -5,7 +5,7 @@ rejected message a hundred times a second, the same unreachable server every
 few seconds. :class:`RateLimitedLog` logs the first of a kind and then at most
 one per interval, saying how many it held back; :func:`backoff_s` spaces
 retries (doubled per failure, capped, jittered so a fleet does not retry in step), for the
-one reconnect loop (:mod:`agent.reconnect`) and device and camera supervision.
+one reconnect loop (:mod:`agent.support.reconnect`) and device and camera supervision.
 
 Untrusted text (keys, message types, field names, authors) goes through :func:`safe`
 before it reaches a log line, so a newline or an escape sequence sent by a peer cannot

@@ -2,19 +2,19 @@
 
 :class:`Hardware` is what the control loop talks to (docs/architecture.md,
 "Hardware"). Its methods never raise: a failing device is marked ``degraded``
-or ``lost`` (agent/supervisor.py) and reopened in the background while the
+or ``lost`` (agent/devices/supervisor.py) and reopened in the background while the
 agent keeps running without it. The motor controller is served by its own
-thread (agent/motorworker.py: the control thread posts the newest duty and
+thread (agent/devices/motorworker.py: the control thread posts the newest duty and
 reads the published feedback, never waiting for the serial line); I2C devices (IMU, power monitor, servo chip) are served by one worker thread
 per bus so transactions on a bus never interleave and a hung bus never
 stalls the control loop. The e-stop input (a normally-closed switch on a GPIO
-line) is watched by its own thread (agent/estopinput.py), which calls the
+line) is watched by its own thread (agent/devices/estopinput.py), which calls the
 control loop's e-stop API through :meth:`Hardware.watch_estop`.
 
 Driver classes are found by the config ``kind`` in the drivers' registry
 (drivers/registry.py); transports by value through an opener table
 (drivers/transport.py: ``sim://`` -> the simulated tank's emulators,
-agent/simtank.py). Hardware owns the I2C buses it opens and closes them.
+agent/devices/simtank.py). Hardware owns the I2C buses it opens and closes them.
 """
 
 from __future__ import annotations
@@ -26,12 +26,12 @@ from typing import Any, Callable
 
 from agent.config import AgentConfig
 from agent.errors import DriverError
-from agent.estopinput import EstopSink, EstopWatch
-from agent.health import LOST, OK
+from agent.devices.estopinput import EstopSink, EstopWatch
+from agent.devices.health import LOST, OK
 from agent.model import DeviceHealth, ImuSample, PowerSample
-from agent.i2cworker import I2cWorker
-from agent.motorworker import DUTY_REFRESH_S, MotorWorker, duty_refresh_s
-from agent.supervisor import Reopener, Supervised
+from agent.devices.i2cworker import I2cWorker
+from agent.devices.motorworker import DUTY_REFRESH_S, MotorWorker, duty_refresh_s
+from agent.devices.supervisor import Reopener, Supervised
 from drivers.base import (DEFAULT_FEEDBACK_HZ, Imu, MotorController, MotorFeedback, PowerMonitor, ServoController,
                           SwitchInput)
 from drivers.i2c import bus_key, open_bus
@@ -100,8 +100,8 @@ class Hardware:
     or directly from :class:`Supervised` devices (tests, other rigs).
 
     Attributes:
-        motor_worker: the motor controller's thread (agent/motorworker.py), None without a motor.
-        estop_watch: the e-stop input's thread (agent/estopinput.py), None without an input.
+        motor_worker: the motor controller's thread (agent/devices/motorworker.py), None without a motor.
+        estop_watch: the e-stop input's thread (agent/devices/estopinput.py), None without an input.
     """
 
     def __init__(self, *, motor: Supervised[MotorController] | None = None,
@@ -142,7 +142,7 @@ class Hardware:
     @classmethod
     def from_config(cls, cfg: AgentConfig, sim: Any = None) -> "Hardware":
         """Build every configured device from the drivers' registry. ``sim`` is the
-        :class:`agent.simtank.SimTank` whose openers serve ``sim://`` ports and buses."""
+        :class:`agent.devices.simtank.SimTank` whose openers serve ``sim://`` ports and buses."""
         d = cfg.drivers
         openers = sim.openers() if sim is not None else Openers()
         for kind, dcfg in d.devices():  # an unknown scheme fails here, not at every reopen
@@ -189,7 +189,7 @@ class Hardware:
             self._buses.close()
 
     def watch_estop(self, sink: EstopSink) -> None:
-        """Send the e-stop input's verdicts to ``sink`` (agent.estopinput.LoopEstop on the control
+        """Send the e-stop input's verdicts to ``sink`` (agent.devices.estopinput.LoopEstop on the control
         loop). No-op without an input; call before :meth:`start`."""
         if self.estop_watch is not None:
             self.estop_watch.connect(sink)

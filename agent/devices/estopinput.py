@@ -16,7 +16,7 @@
 
 :class:`EstopWatch` runs it: a thread (never the event loop) that waits for an edge
 of the line or ``1 / poll_hz`` s, whichever comes first, reads the line through
-its :class:`agent.supervisor.Supervised` driver and acts on the verdicts through an
+its :class:`agent.devices.supervisor.Supervised` driver and acts on the verdicts through an
 :class:`EstopSink` (:class:`LoopEstop`: the control loop's ``estop("input", reason)``,
 and the release under the loop's lock only while the e-stop is the input's). Opening
 therefore reaches the control loop within one poll period, or at once with edge
@@ -32,8 +32,8 @@ import time
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from agent.ratelimit import RateLimitedLog
-from agent.supervisor import Supervised
+from agent.support.ratelimit import RateLimitedLog
+from agent.devices.supervisor import Supervised
 from drivers.base import SwitchInput
 
 log = logging.getLogger(__name__)
@@ -185,7 +185,7 @@ class EstopWatch:
         self._thread.start()
 
     def adopt_kept(self) -> bool:
-        """An e-stop the input set before a restart (put back by agent.estopctl) is the input's again:
+        """An e-stop the input set before a restart (put back by agent.ops.estopctl) is the input's again:
         the circuit reading closed for ``debounce_s`` releases it. True when one was adopted."""
         sink = self._sink_now()
         if sink is None or sink.holder() != BY:

@@ -35,7 +35,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from agent.atomicfile import write_text_atomically
+from agent.support.atomicfile import write_text_atomically
 
 log = logging.getLogger(__name__)
 

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from agent.config import AgentConfig
-from agent.hardware import Buses, driver_class
+from agent.devices.hardware import Buses, driver_class
 from drivers.camera import Camera
 from drivers.errors import DriverError
 from drivers.transport import Openers
@@ -265,7 +265,7 @@ def run(cfg: AgentConfig, *, yes: bool, ask: Callable[[str], str] | None, write:
         else:
             answer = ask(f"Tracks off the ground? Pulse each track at {duty:.0%} duty for {pulse_s:g} s [y/N] ")
             motion = answer.strip().lower() in ("y", "yes")
-    from agent.simtank import SimTank, serves
+    from agent.devices.simtank import SimTank, serves
     sim = SimTank(cfg) if serves(cfg) else None
     try:
         checks = run_checks(cfg, motion=motion, sim=sim, duty=duty, pulse_s=pulse_s)

@@ -9,7 +9,7 @@ sockets, the robot_msg ZeroMQ sockets) runs its session under a
 
 ``session()`` connects, calls ``link.up()`` once the link is established and
 serves until the link drops (returns or raises). Between attempts the loop
-sleeps :func:`agent.ratelimit.backoff_s` (doubled per failed attempt, capped, jittered down to
+sleeps :func:`agent.support.ratelimit.backoff_s` (doubled per failed attempt, capped, jittered down to
 50..100 % so a fleet does not retry in step); a session that got ``up()``
 starts the count again. The first failure of a streak is logged at ``level``,
 the rest at DEBUG, and the recovery once at INFO. An exception outside
@@ -37,9 +37,9 @@ from collections.abc import Awaitable, Callable
 from typing import Any, NoReturn
 
 from agent.ports import LinkState, LinkStatus
-from agent.ratelimit import RateLimitedLog, backoff_s
+from agent.support.ratelimit import RateLimitedLog, backoff_s
 
-__all__ = ["Reconnector", "backoff_s"]  # backoff_s: from agent.ratelimit
+__all__ = ["Reconnector", "backoff_s"]  # backoff_s: from agent.support.ratelimit
 
 #: default pause after a deliberate refusal by the peer, s
 REFUSED_S = 60.0

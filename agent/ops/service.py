@@ -8,7 +8,7 @@ systemd (``Type=notify``, ``WatchdogSec=``) is told, through the well-kept
   the control loop keeps its rate (``ControlLoop.keeps_rate()``), so a stalled
   event loop *or* a stalled control loop lets systemd restart the service;
 - ``STATUS=<one-line health>`` whenever the health changes, at most once a second
-  (agent.status.StatusReporter, which also keeps the status file that
+  (agent.ops.status.StatusReporter, which also keeps the status file that
   ``robot-agent status`` reads);
 - ``STOPPING=1`` when shutdown starts.
 
@@ -29,8 +29,8 @@ from typing import Callable
 
 from agent.app import Agent
 from agent.config import AgentConfig
-from agent.estopctl import ControlServer, EstopStore, socket_path, store_path
-from agent.status import StatusReporter
+from agent.ops.estopctl import ControlServer, EstopStore, socket_path, store_path
+from agent.ops.status import StatusReporter
 
 log = logging.getLogger(__name__)
 
@@ -95,7 +95,7 @@ async def run(cfg: AgentConfig, *, config_path: str | None = None, logs=None,
     Args:
         status_file: where the health is written for ``robot-agent status`` (None: none). The control
             socket of ``robot-agent estop`` sits beside it and the e-stop is kept across restarts in
-            the state directory or beside it (agent.estopctl); None: neither.
+            the state directory or beside it (agent.ops.estopctl); None: neither.
     """
     stop = stop or asyncio.Event()
     loop = asyncio.get_running_loop()

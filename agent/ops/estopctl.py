@@ -38,11 +38,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from agent.atomicfile import write_text_atomically
+from agent.support.atomicfile import write_text_atomically
 from agent.config.base import state_directory
 from agent.errors import CommandError
 from agent.model import Halt
-from agent.ratelimit import safe
+from agent.support.ratelimit import safe
 
 log = logging.getLogger(__name__)
 

@@ -7,7 +7,7 @@ what the worker published (:attr:`acked`, :attr:`feedback`). The worker writes a
 posted duty before anything else, and between duties reads the feedback set at
 ``feedback_hz``. A silent controller therefore costs the control thread nothing:
 its timeouts and retries run here, and when the supervisor declares it lost the
-driver is closed here too (agent/supervisor.py drops it inside the failed call).
+driver is closed here too (agent/devices/supervisor.py drops it inside the failed call).
 
 An unchanged duty is not written again (latest wins, and it is already on the
 controller) until ``refresh_s`` after its acknowledged write (:func:`duty_refresh_s`:
@@ -33,8 +33,8 @@ import threading
 import time
 from collections.abc import Callable
 
-from agent.health import LOST
-from agent.supervisor import Supervised
+from agent.devices.health import LOST
+from agent.devices.supervisor import Supervised
 from drivers.base import MotorController, MotorFeedback
 from drivers.registry import driver_class
 

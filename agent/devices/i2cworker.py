@@ -1,6 +1,6 @@
 """One worker thread per I2C bus: servo writes (latest wins), IMU and power reads at their rates.
 
-Part of agent/hardware.py's Hardware (docs/architecture.md, "Hardware"): the
+Part of agent/devices/hardware.py's Hardware (docs/architecture.md, "Hardware"): the
 transactions of one bus never interleave and a hung bus never stalls the
 control loop. A sensor is read every ``1 / rate_hz``, or every ``poll_period_s`` of its
 driver when that is longer (the MPU-6050 gathers samples in its FIFO and is polled
@@ -18,9 +18,9 @@ import time
 from typing import Any, Callable
 
 from agent.errors import DriverError
-from agent.health import LOST
+from agent.devices.health import LOST
 from agent.model import ImuSample, PowerSample
-from agent.supervisor import Supervised
+from agent.devices.supervisor import Supervised
 from drivers.base import GyroCalibrationSteps, Imu, PowerMonitor, ServoController
 
 log = logging.getLogger(__name__)

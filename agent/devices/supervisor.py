@@ -4,10 +4,10 @@ A :class:`Supervised` wraps one driver. Calls go through :meth:`Supervised.call`
 which never raises: a :class:`~drivers.errors.DriverError` marks the device
 ``degraded`` (the first errors) or ``lost`` (``lost_after`` consecutive errors,
 or a closed/unplugged transport); the state lives in an
-:class:`agent.health.HealthTracker`, which logs each transition once (ERROR
+:class:`agent.devices.health.HealthTracker`, which logs each transition once (ERROR
 going down, INFO on recovery, the Home Assistant coordinator pattern). A lost
 device is closed and reopened by :class:`Reopener` after
-:func:`agent.ratelimit.backoff_s` (jittered, capped, doubled per failed open)
+:func:`agent.support.ratelimit.backoff_s` (jittered, capped, doubled per failed open)
 while the agent runs without it.
 """
 
@@ -19,9 +19,9 @@ import time
 from typing import Any, Callable, Generic, TypeVar
 
 from agent.errors import DeviceClosed, DriverError
-from agent.health import DEGRADED, LOST, OK, Health, HealthTracker
+from agent.devices.health import DEGRADED, LOST, OK, Health, HealthTracker
 from agent.model import DeviceHealth
-from agent.ratelimit import backoff_s
+from agent.support.ratelimit import backoff_s
 from drivers.base import Device
 
 log = logging.getLogger(__name__)
@@ -39,7 +39,7 @@ class Supervised(Generic[D]):
         factory: builds a new, not yet opened driver (transport included).
         lost_after: consecutive errors that turn ``degraded`` into ``lost``.
         on_open: called with the freshly opened driver (e.g. command zero), may raise DriverError.
-        backoff_s / backoff_max_s: first and largest reopen delay, s (:func:`agent.ratelimit.backoff_s`).
+        backoff_s / backoff_max_s: first and largest reopen delay, s (:func:`agent.support.ratelimit.backoff_s`).
     """
 
     def __init__(self, name: str, factory: Callable[[], D], *, lost_after: int = 3,
@@ -63,7 +63,7 @@ class Supervised(Generic[D]):
     # ------------------------------------------------------------------ state
     @property
     def state(self) -> Health:
-        """``ok`` | ``degraded`` | ``lost`` (a :class:`agent.health.Health`, equal to its string)."""
+        """``ok`` | ``degraded`` | ``lost`` (a :class:`agent.devices.health.Health`, equal to its string)."""
         return self._health.state
 
     @property

@@ -1,0 +1,8 @@
+"""Small utilities every layer uses (docs/architecture.md, "Layers").
+
+Rate-limited logging and backoff (:mod:`agent.support.ratelimit`), the reconnect loop of every
+link (:mod:`agent.support.reconnect`), atomic file writes (:mod:`agent.support.atomicfile`),
+returning freed heap to the OS (:mod:`agent.support.heap`), per-thread nice values
+(:mod:`agent.support.threadprio`) and the in-memory log tail (:mod:`agent.support.logtail`).
+Imports only the standard library and agent.ports.
+"""
