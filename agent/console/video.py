@@ -135,6 +135,8 @@ class TabVideo:
         took = self.clock() - start_s
         self.pacer.drained(nbytes, took)
         self.rate.drained(nbytes, took)
+        log.debug("console video: %d bytes drained in %.3f s; rate %s B/s, level %d", nbytes, took,
+                  self.rate.bps, self.pacer.level)
         self.due = max(start_s + self.period_s, self.clock() + self.rate.spacing_s(nbytes))
 
     def stats(self) -> dict[str, Any]:
