@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The web console on a slow path: drops, drives delivered, STOP latency, frame and state age (prints only).
+"""The web console (and ARTEX) on a slow path: drops, commands delivered, STOP latency, frame age (prints only).
 
 The simulated tank's agent (in this process; a 640x480 test-pattern camera at 20 fps, the
 console's defaults: JPEG q70, at most 15 frames/s) serves its console through one
@@ -24,8 +24,15 @@ Per rate (default 1 Mbit/s and 300 kbit/s), for ``--seconds`` s on the slow path
   one this agent delivered through the unthrottled proxy for 3 s before the slow spell (at most
   15/s; on a loaded machine less).
 
+ARTEX on the same kind of path (``--protocols artex``; :func:`artex_rate`): the agent's one Socket.IO
+connection (commands up, telemetry and video down) through the proxy to an in-process
+:class:`agent.testing.artex_hub.ArtexHub` that drives, stops every 2 s and records frames: control
+drops (reconnects), commands lost, stop -> zero duty, frame age at the hub (its capture time from
+the hub's encode of the same bytes), recovery.
+
 The one-minute load average is printed beside each figure.
-Usage: ``scripts/bench_slowlink_console.py [--seconds 15] [--rates 125000,37500]`` (~25 s per rate).
+Usage: ``scripts/bench_slowlink_console.py [--seconds 15] [--rates 125000,37500] [--protocols console,artex]``
+(~25 s per rate and protocol).
 """
 
 from __future__ import annotations
@@ -220,9 +227,107 @@ async def one_rate(rate_bps: float, seconds: float) -> dict:
         proxy.close()
 
 
+async def artex_rate(rate_bps: float, seconds: float) -> dict:
+    """ARTEX through the same kind of path: the agent's one Socket.IO connection (control and video) via
+    the proxy to an in-process hub, which drives (``{"com": "forward"}`` every 100 ms), stops every 2 s
+    and records frames; a frame's capture time is the hub's encode of the same bytes (ARTEX frames
+    carry none)."""
+    from agent.testing.artex_hub import ArtexHub, artex_params
+
+    proxy_module.RCVBUF = max(4096, int(rate_bps // 8))
+    encodes: dict[bytes, float] = {}
+    frames: list[tuple[float, float]] = []
+    async with ArtexHub(ready_delay_s=0.05) as hub:
+        proxy = ProxyThread(hub.port, rate_bps)
+        try:
+            params = artex_params(hub, max_send_freq=1 / FPS)
+            params["port"] = proxy.proxy.port
+            params["drivers"]["cameras"][0].update({"fps": FPS, "width": 640, "height": 480})
+            unknown = [0]
+
+            def on_event(kind: str, sid: str, data) -> None:
+                if kind != "video":
+                    return
+                now = time.time()
+                for frame in (hub.last_video or {}).values():
+                    if isinstance(frame, (bytes, bytearray)):
+                        t = encodes.get(hashlib.blake2b(bytes(frame), digest_size=16).digest())
+                        if t is None:
+                            unknown[0] += 1
+                        else:
+                            frames.append((now, t))
+
+            hub.on_event = on_event
+            async with running_agent(params) as agent:
+                spy_encodes(agent.video, encodes)
+                adapter, emu = agent.adapters["artex"], agent.sim.motor_emulator
+                await wait_for(lambda: frames, 30)
+                proxy.set_rate(None)
+                await asyncio.sleep(1.0)
+                t_base = time.time()
+                await asyncio.sleep(BASELINE_S)
+                full_fps = len([f for f in frames if f[0] >= t_base]) / (time.time() - t_base)
+                proxy.set_rate(rate_bps)
+                connects0, received0 = adapter.counters["connects"], adapter.counters["received"]
+                sent, stops = 0, []
+                t0 = time.time()
+                end = time.monotonic() + seconds
+                next_stop = time.monotonic() + 2.0
+                while time.monotonic() < end:
+                    with contextlib.suppress(ConnectionError, KeyError, ValueError):
+                        await hub.command({"com": "forward"})
+                        sent += 1
+                    if time.monotonic() >= next_stop and emu.motor_duty[0] > 0.05:
+                        t_stop = time.monotonic()
+                        with contextlib.suppress(ConnectionError, KeyError, ValueError):
+                            await hub.command({"com": "stop"})
+                            sent += 1
+                            if await wait_for(lambda: emu.motor_duty == [0.0, 0.0], 5.0, 0.002):
+                                stops.append(time.monotonic() - t_stop)
+                        next_stop = time.monotonic() + 2.0
+                    await asyncio.sleep(0.1)
+                await asyncio.sleep(1.0)
+                t_slow_end = time.time()
+                received = adapter.counters["received"] - received0
+                drops = adapter.counters["connects"] - connects0
+                load = os.getloadavg()[0]
+                slow = [f for f in frames if t0 <= f[0] <= t_slow_end]
+                stats = adapter.status().detail.get("video")
+                proxy.set_rate(None)
+                t_rec, recovered = time.time(), None
+                while time.time() - t_rec < 15:
+                    await asyncio.sleep(0.25)
+                    now = time.time()
+                    if now - t_rec >= 1.0 and len([f for f in frames if now - 1.0 <= f[0] <= now]) >= 0.9 * full_fps:
+                        recovered = now - t_rec
+                        break
+                ages = [r - c for r, c in slow]
+                return {"rate": rate_bps, "drops": drops, "sent": sent, "lost": sent - received,
+                        "frames": len(slow), "fps": len(slow) / max(1e-9, t_slow_end - t0),
+                        "p50": pct(ages, 50), "p99": pct(ages, 99), "max": max(ages) if ages else float("nan"),
+                        "stop50": pct(stops, 50), "stopmax": max(stops) if stops else float("nan"),
+                        "stops": len(stops), "recovered": recovered, "load": load, "full_fps": full_fps,
+                        "stats": stats, "unknown": unknown[0]}
+        finally:
+            proxy.close()
+
+
 async def main(args: argparse.Namespace) -> None:
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    protocols = args.protocols.split(",")
     for rate in (float(r) for r in args.rates.split(",")):
+        if "artex" in protocols:
+            r = await artex_rate(rate, args.seconds)
+            rec = "not within 15 s" if r["recovered"] is None else f"{r['recovered']:.1f} s"
+            print(f"ARTEX, path {r['rate'] * 8 / 1000:.0f} kbit/s, {args.seconds:.0f} s: control drops {r['drops']}, "
+                  f"commands lost {r['lost']} of {r['sent']}, stop -> zero duty p50 {r['stop50'] * 1000:.0f} ms "
+                  f"max {r['stopmax'] * 1000:.0f} ms ({r['stops']} stops); frames {r['frames']} ({r['fps']:.1f}/s), "
+                  f"frame age p50 {r['p50']:.2f} s p99 {r['p99']:.2f} s max {r['max']:.2f} s; full rate "
+                  f"({r['full_fps']:.1f}/s) again {rec} after the path recovered   load {r['load']:.2f}", flush=True)
+            if args.verbose:
+                print(f"   agent's view: {r['stats']}; frames without a known capture time {r['unknown']}")
+        if "console" not in protocols:
+            continue
         r = await one_rate(rate, args.seconds)
         rec = "not within 15 s" if r["recovered"] is None else f"{r['recovered']:.1f} s"
         print(f"console, path {r['rate'] * 8 / 1000:.0f} kbit/s, {args.seconds:.0f} s: control drops {r['drops']}, "
@@ -240,6 +345,7 @@ if __name__ == "__main__":
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--seconds", type=float, default=15.0, help="seconds on the slow path per rate (default 15)")
     p.add_argument("--rates", default="125000,37500", help="path rates, bytes/s (default 1 Mbit/s, 300 kbit/s)")
+    p.add_argument("--protocols", default="console,artex", help="console, artex or both (default both)")
     p.add_argument("--log-level", default="ERROR")
     p.add_argument("-v", "--verbose", action="store_true")
     asyncio.run(main(p.parse_args()))
