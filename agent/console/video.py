@@ -106,17 +106,20 @@ class TabVideo:
 
     async def next(self) -> tuple[EncodedFrame, bytes] | None:
         """The newest frame after the last one sent, once it is due, fitted to the link: ``(frame,
-        message bytes)``; None on timeout, close, or a frame too old by the time it was encoded."""
+        message bytes)``; None on timeout, close, or a frame too old by the time it was encoded
+        (the next call then waits a frame period first: a closed hub is not asked in a busy loop)."""
         wait = self.due - self.clock()
         if wait > 0:
             await asyncio.sleep(wait)
         frame = await self.hub.next_frame(self.camera, self.seq, FRAME_WAIT_S)
-        if frame is None:
+        if frame is None:       # a closed hub answers at once: the next look waits a period
+            self.due = self.clock() + self.period_s
             return None
         self.seq = frame.seq
         out, too_big = await fit_to_link(self.hub, frame, self.fmt, self.rate, self.pacer)
         self.too_big += too_big
         if out is None or not self.pacer.fresh(out.t_mono_s):
+            self.due = self.clock() + self.period_s
             return None
         return out, stamped(out.data, out.seq, out.t_unix_s)
 
