@@ -2,8 +2,10 @@
 
 Pure functions, no I/O: :func:`decode` turns one WebSocket text message into a
 JSON object, :func:`parse` turns that object into what the adapter does with
-it. Everything from the network is untrusted: types, shapes, sizes and
-finiteness are checked here and a bad message raises
+it. Everything from the network is untrusted: types, shapes and sizes are
+checked here, finiteness once per number by :func:`agent.model.finite_number`
+(the agent.model constructors for the values they hold, e.g. base_velocity's
+``vx``/``omega``; here for wire-only ones), and a bad message raises
 :class:`agent.errors.CommandError` naming the message type and the field.
 The control loop checks what depends on the robot's state (joint limits).
 
@@ -218,10 +220,13 @@ def _check_address(message: dict[str, Any], ctx: ParseContext) -> None:
 
 
 def _base_velocity(message: dict[str, Any]) -> Submit:
-    vx = _optional(message, "vx")
-    omega = _optional(message, "omega")
+    # vx and omega go to the model as they came: its constructor is their one finite check (agent.model);
+    # vy and vz never become model values, so they are checked here, once
+    get = message.get
+    command = BaseVelocity(vx=0.0 if get("vx") is None else get("vx"),
+                           omega=0.0 if get("omega") is None else get("omega"))
     ignored = tuple(k for k in ("vy", "vz") if _optional(message, k) != 0.0)
-    return Submit("base_velocity", BaseVelocity(vx=vx, omega=omega), ignored)
+    return Submit("base_velocity", command, ignored)
 
 
 def _trajectory(message: dict[str, Any], dof: int) -> Submit:
