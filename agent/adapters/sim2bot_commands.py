@@ -222,9 +222,8 @@ def _check_address(message: dict[str, Any], ctx: ParseContext) -> None:
 def _base_velocity(message: dict[str, Any]) -> Submit:
     # vx and omega go to the model as they came: its constructor is their one finite check (agent.model);
     # vy and vz never become model values, so they are checked here, once
-    get = message.get
-    command = BaseVelocity(vx=0.0 if get("vx") is None else get("vx"),
-                           omega=0.0 if get("omega") is None else get("omega"))
+    vx, omega = message.get("vx"), message.get("omega")
+    command = BaseVelocity(vx=0.0 if vx is None else vx, omega=0.0 if omega is None else omega)
     ignored = tuple(k for k in ("vy", "vz") if _optional(message, k) != 0.0)
     return Submit("base_velocity", command, ignored)
 
