@@ -184,13 +184,21 @@ def _string(where: str, value: object) -> str:
     return value
 
 
-def _joints(where: str, value: object, dof: int) -> tuple[float, ...]:
+def _joint_list(where: str, value: object, dof: int) -> list:
+    """A joint array's shape: a list of at most dof (and 32) entries, as it came; the model's
+    constructor checks the numbers (``q[1] must be finite``), once."""
     if not isinstance(value, list):
         raise CommandRejected(f"{where} must be a list of numbers, got {type(value).__name__}")
     limit = min(dof, MAX_JOINTS)
     if len(value) > limit:
         raise CommandRejected(f"{where} has {len(value)} values; the robot has dof {dof} (at most {limit})")
-    return tuple(_number(f"{where}[{i}]", v) for i, v in enumerate(value))
+    return value
+
+
+def _joints(where: str, value: object, dof: int) -> tuple[float, ...]:
+    """A trajectory point's joint array, each number checked here to name it by its path
+    (``points[2].q[1] must be finite``)."""
+    return tuple(_number(f"{where}[{i}]", v) for i, v in enumerate(_joint_list(where, value, dof)))
 
 
 def _optional(message: dict[str, Any], key: str, default: float = 0.0) -> float:
@@ -332,9 +340,9 @@ def parse(message: dict[str, Any], ctx: ParseContext) -> Parsed:
     if kind == "base_velocity":
         return _base_velocity(message)
     if kind == "joint_position":
-        return Submit(kind, JointPosition(q=_joints("q", message.get("q"), ctx.dof)))
+        return Submit(kind, JointPosition(q=tuple(_joint_list("q", message.get("q"), ctx.dof))))
     if kind == "joint_velocity":
-        return Submit(kind, JointVelocity(qd=_joints("qd", message.get("qd"), ctx.dof)))
+        return Submit(kind, JointVelocity(qd=tuple(_joint_list("qd", message.get("qd"), ctx.dof))))
     if kind == "joint_trajectory":
         return _trajectory(message, ctx.dof)
     if kind == "joint_trajectory_stop":
