@@ -83,19 +83,12 @@ class ControlLoop:
         self._scheduler = Scheduler(self._step, self._recover, self._deadline,
                                     rate_hz=cfg.control.rate_hz, clock=clock)
         self._front = front = Front(state, hardware, wall=wall, wake=self._scheduler.wake)
-        # the robot port and the e-stop are the front's own methods, documented there (composition)
-        self.submit = front.submit
-        self.release = front.release
-        self.snapshot = front.snapshot
-        self.samples_since = front.samples_since
-        self.set_limits = front.set_limits
-        self.limits = front.limits
-        self.estop = front.estop
-        self.release_estop = front.release_estop
-        self.release_own_estop = front.release_own_estop
-        self.restore_estop = front.restore_estop
+        # the robot port (agent.ports.RobotPort), the e-stop and the command tap: the front's own methods
+        self.submit, self.release, self.snapshot = front.submit, front.release, front.snapshot
+        self.samples_since, self.set_limits, self.limits = front.samples_since, front.set_limits, front.limits
+        self.estop, self.release_estop, self.restore_estop = front.estop, front.release_estop, front.restore_estop
+        self.release_own_estop, self.on_estop_change = front.release_own_estop, front.on_estop_change
         self.on_command = front.on_command
-        self.on_estop_change = front.on_estop_change
 
     @property
     def safety(self):  # -> agent.control.safety.SafetyLatches
