@@ -149,14 +149,14 @@ class ControlState:
                 claim is held at zero, its pause starts again). Nothing else changes then.
         """
         channel = JOINTS if isinstance(command, JointVelocity) else BASE
-        state, arbiter = self, self.arbiter
+        arbiter, safety = self.arbiter, self.safety
         with self.lock:
             now = self._clock()
             try:
-                state.safety.check(source, command)
+                safety.check(source, command)
             except CommandDeclined:
                 if not is_zero(command):
-                    arbiter.latch_out(source, channel, state.safety.setter(), state.safety.cause(), now)
+                    arbiter.latch_out(source, channel, safety.setter(), safety.cause(), now)
                 raise
             engaged = arbiter.velocity_latched(source, channel, command, now)
             if engaged is not None and engaged.refused:
@@ -164,13 +164,13 @@ class ControlState:
                 raise CommandDeclined(f"{source} was driving when {engaged.latched.cause}; its velocity commands "
                                       f"are refused and the tank held still until it re-engages: "
                                       f"{re_engage_hint(source, timeout)}", reason="reengage")
-            state.safety.admitted(source, command)      # ends cleared failsafe latches
+            safety.admitted(source, command)      # ends cleared failsafe latches
             # a repeat of the command the source's fresh claim already carries changes nothing; the same
             # value after its claim timed out, was dropped or stopped is a new command
             prev = arbiter.claim(source, channel)
-            changed = prev is None or prev.command != command or not prev.fresh(now) or state.stopped
+            changed = prev is None or prev.command != command or not prev.fresh(now) or self.stopped
             arbiter.offer(source, channel, command, now)
-            state.stopped = False
+            self.stopped = False
         return Offered(changed, engaged)
 
     def set_joints(self, source: str, command: JointPosition | JointTrajectory | Gripper | Reset) -> None:
