@@ -32,7 +32,11 @@ D = TypeVar("D", bound=Device)
 
 T = TypeVar("T")
 
-__all__ = ["DEGRADED", "LOST", "OK", "DriverGuard", "Supervised"]
+__all__ = ["DEGRADED", "LOST", "OK", "DriverBug", "DriverGuard", "Supervised"]
+
+
+class DriverBug(DriverError):
+    """A driver raised something other than DriverError (its ``__cause__``): a bug in the driver."""
 
 
 class DriverGuard:
@@ -54,7 +58,7 @@ class DriverGuard:
 
     def call(self, fn: Callable[[], T], what: str = "driver") -> T:
         """``fn()``; a DriverError passes through, any other exception is raised as
-        ``DriverError("unexpected <Type>: <message>")`` after logging it (``what`` names the step:
+        ``DriverBug("unexpected <Type>: <message>")`` (a DriverError) after logging it (``what`` names the step:
         ``driver``, ``open``, ``capture``, ``gyro calibration``)."""
         try:
             result = fn()
@@ -66,7 +70,7 @@ class DriverGuard:
                 self._log.error("%s: %s raised %s instead of DriverError", self.device, what,
                                 type(err).__name__, exc_info=True)
             self._last = error
-            raise DriverError(error, device=self.device) from err
+            raise DriverBug(error, device=self.device) from err
         self._last = ""
         return result
 

@@ -20,11 +20,19 @@ import math
 import threading
 import time
 from collections.abc import Callable, Hashable, Sequence
-from typing import Any
+from typing import Any, Protocol
 
-from agent.devices.supervisor import Supervised
+__all__ = ["DeviceWorker", "Poll", "Reopenable"]
 
-__all__ = ["DeviceWorker", "Poll"]
+
+class Reopenable(Protocol):
+    """A device a worker reopens: :class:`agent.devices.supervisor.Supervised`, or a camera's capture run."""
+
+    def reopen_in(self) -> float | None:
+        """Seconds until its reopen is due (0.0: now), or None while it is open."""
+
+    def try_open(self) -> bool:
+        """Open it now (blocking); True on success, else the next attempt is scheduled."""
 
 
 class Poll:
@@ -46,26 +54,31 @@ class Poll:
 
 
 class DeviceWorker:
-    """One thread serving posted values, polls and reopens of some supervised devices.
+    """One thread serving posted values, polls and reopens of some devices.
 
     Args:
         name: the thread's name (``motor``, ``i2c-/dev/i2c-1``).
-        devices: the supervised devices this thread reopens when lost.
+        devices: the devices this thread reopens when lost (:class:`Reopenable`).
         serve: called on the thread while values are pending; takes them with :meth:`take` and
             reports each batch served with :meth:`finish` (for :meth:`settle`).
         polls: periodic jobs, run one at a time between posts.
         on_reopen: called on the thread with a device just reopened (write again what it lost).
+        on_start / on_exit: called on the thread first (e.g. lower its priority) and last, however
+            it ends (e.g. release what a replaced thread still holds).
         clock: monotonic clock of the polls' due times, s.
     """
 
-    def __init__(self, name: str, devices: Sequence[Supervised], *, serve: Callable[[], None] | None = None,
-                 polls: Sequence[Poll] = (), on_reopen: Callable[[Supervised], None] | None = None,
+    def __init__(self, name: str, devices: Sequence[Reopenable], *, serve: Callable[[], None] | None = None,
+                 polls: Sequence[Poll] = (), on_reopen: Callable[[Any], None] | None = None,
+                 on_start: Callable[[], None] | None = None, on_exit: Callable[[], None] | None = None,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.name = name
         self.devices = tuple(devices)
         self.polls = list(polls)
         self._serve = serve
         self._on_reopen = on_reopen
+        self._on_start = on_start
+        self._on_exit = on_exit
         self._clock = clock
         self._cond = threading.Condition()
         self._pending: dict[Hashable, Any] = {}
@@ -79,6 +92,16 @@ class DeviceWorker:
     def start(self) -> None:
         """Start the thread (once)."""
         self._thread.start()
+
+    @property
+    def alive(self) -> bool:
+        """The thread runs (started and not ended)."""
+        return self._thread.is_alive()
+
+    @property
+    def stopping(self) -> bool:
+        """:meth:`close` was called."""
+        return self._stop
 
     def post(self, key: Hashable, value: Any) -> None:
         """Queue ``value`` under ``key`` (a newer value replaces one not yet taken). Never blocks on I/O."""
@@ -104,7 +127,7 @@ class DeviceWorker:
             return self._done >= self._posted
 
     def close(self, timeout_s: float = 3.0) -> None:
-        """Stop the thread (a call in progress finishes). Idempotent."""
+        """Stop the thread (a call in progress finishes), waiting up to ``timeout_s`` (0: not at all). Idempotent."""
         with self._cond:
             self._stop = True
             self._cond.notify_all()
@@ -135,6 +158,15 @@ class DeviceWorker:
         return max(0.0, min(waits, default=math.inf))
 
     def _run(self) -> None:
+        try:
+            if self._on_start is not None:
+                self._on_start()
+            self._loop()
+        finally:
+            if self._on_exit is not None:
+                self._on_exit()
+
+    def _loop(self) -> None:
         while True:
             with self._cond:
                 while not self._stop and not self._pending and (wait := self._due_in()) > 0:
