@@ -94,9 +94,14 @@ class MotorIO:
     def post(self, left: float, right: float) -> bool:
         """Queue (left, right) duty for the worker (latest wins); returns whether the last write was acknowledged.
 
-        Never blocks on the controller. False while the controller is lost.
+        Never blocks on the controller. False while the controller is lost. A duty equal to the
+        last one acknowledged, its refresh not yet due, with nothing else posted or being written,
+        is counted as skipped here and does not wake the thread (the control loop posts every tick).
         """
-        self.worker.post("duty", (left, right))
+        if self.worker.idle() and self._fresh((left, right)):     # idle first: then _last is final
+            self.skipped += 1
+        else:
+            self.worker.post("duty", (left, right))
         return self.acked and self.motor.state != LOST
 
     def settle(self, timeout_s: float) -> bool:
@@ -115,13 +120,17 @@ class MotorIO:
         if taken is None:
             return None
         duty, serial = taken[0]["duty"], taken[1]
-        last = self._last
-        if (last is not None and last[0] == duty and last[2] is self.motor.driver
-                and self._clock() - last[1] < self._refresh_s):
+        if self._fresh(duty):
             self.skipped += 1
             self.worker.finish(serial)
             return None
         return duty, serial
+
+    def _fresh(self, duty: Duty) -> bool:
+        """``duty`` is the last one the current driver acknowledged, less than ``refresh_s`` ago."""
+        last = self._last
+        return (last is not None and last[0] == duty and last[2] is self.motor.driver
+                and self._clock() - last[1] < self._refresh_s)
 
     def _written(self, duty: Duty, serial: int, ok: bool, driver: object, count: int = 1) -> None:
         self.acked = ok

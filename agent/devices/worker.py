@@ -110,6 +110,11 @@ class DeviceWorker:
             self._posted += 1
             self._cond.notify_all()
 
+    def idle(self) -> bool:
+        """Every value posted so far was served (none pending, none being served)."""
+        with self._cond:
+            return self._done >= self._posted
+
     def wake(self) -> None:
         """Make the thread look at its polls again now (a poll's due time was moved earlier)."""
         with self._cond:
