@@ -55,7 +55,7 @@ class I2cBusIO:
         self._slices.due = math.inf
         self.worker = DeviceWorker(f"i2c-{bus_name}", [d for d in (imu, power, servo) if d is not None],
                                    serve=self._serve, polls=polls + [self._slices],
-                                   on_reopen=lambda dev: self._write_servos() if dev is servo else None)
+                                   on_reopen=self._reopened)
 
     def start(self) -> None:
         """Start the bus's thread (once)."""
@@ -109,8 +109,7 @@ class I2cBusIO:
         if self.servo is None or not self._unwritten:
             return
         if self.servo.state == LOST:
-            self._written.clear()                   # rewrite everything once the chip is back
-            return
+            return                                  # kept: written once the chip is reopened
         for ch, us in list(self._unwritten.items()):
             if self._written.get(ch, -1.0) != us:
                 ok = self.servo.call(
@@ -119,6 +118,14 @@ class I2cBusIO:
                     continue                        # kept: written at the next pass
                 self._written[ch] = us
             del self._unwritten[ch]
+
+    def _reopened(self, dev: Supervised) -> None:
+        """The servo chip is back (maybe power-cycled, its outputs off): write every channel again."""
+        if dev is self.servo:
+            for ch, us in self._written.items():
+                self._unwritten.setdefault(ch, us)
+            self._written.clear()
+            self._write_servos()
 
     def _start_calibration(self) -> None:
         """Begin the first waiting calibration unless one runs (one at a time); no I/O yet."""

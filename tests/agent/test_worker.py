@@ -4,7 +4,8 @@ an I2C bus (agent/devices/i2cbus.py) with a PCA9685 emulator, a camera (agent/vi
 on the test pattern.
 
 What is checked: a lost device is reopened on the thread that serves it (no reopen thread), and
-what was posted meanwhile reaches the device once it is back (latest wins); an idle thread does
+what was posted meanwhile reaches the device once it is back (latest wins; a servo chip gets
+every channel again); an idle thread does
 not wake (no periodic timeout of its own) while another thread polls, and a post or a request
 wakes it at once. Nothing here sleeps: every wait is for a condition.
 """
@@ -101,7 +102,7 @@ async def test_a_lost_motor_controller_is_reopened_on_its_own_thread_and_takes_t
 async def test_servo_pulses_posted_while_the_chip_is_gone_are_written_when_its_thread_reopens_it(closing):
     bus, chip, servo, io = servo_bus(closing)
     io.start()
-    io.set_servo_pulses({0: 1500.0, 1: 1200.0})
+    io.set_servo_pulses({0: 1500.0, 1: 1200.0, 2: 1300.0})
     assert io.worker.settle(SETTLE_S)
     assert chip.pulse_us(0) == pytest.approx(1500.0, abs=5) and chip.pulse_us(1) == pytest.approx(1200.0, abs=5)
     bus.remove(chip_address := 0x40)
@@ -115,6 +116,7 @@ async def test_servo_pulses_posted_while_the_chip_is_gone_are_written_when_its_t
     assert await wait_for(lambda: servo.state == "ok", SETTLE_S)
     assert await wait_for(lambda: chip.pulse_us(0) == pytest.approx(1750.0, abs=5), SETTLE_S)
     assert chip.pulse_us(1) == 0.0                       # released, as posted last
+    assert chip.pulse_us(2) == pytest.approx(1300.0, abs=5)   # not posted again: rewritten after the power cycle
 
 
 async def test_an_idle_bus_thread_sleeps_until_a_value_is_posted(closing):
