@@ -83,10 +83,10 @@ class I2cBusIO:
             return
         posted, serial = taken
         for key, value in posted.items():
-            if isinstance(key, tuple):
-                self._requests.append(value)
-            else:
+            if isinstance(key, int):
                 self._unwritten[key] = value
+            else:
+                self._requests.append(value)
         self._write_servos()
         self._start_calibration()
         self.worker.finish(serial)

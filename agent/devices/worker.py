@@ -183,8 +183,8 @@ class DeviceWorker:
             if posted:
                 if self._serve is not None:
                     self._serve()
-                else:
-                    self.finish(self.take()[1])
+                elif (taken := self.take()) is not None:    # nothing to serve them: done
+                    self.finish(taken[1])
                 continue
             self._reopen_due()
             self._poll_due()
