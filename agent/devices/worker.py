@@ -43,6 +43,11 @@ class Poll:
             (None: ``period_s``). A sensor returns a longer period while its driver buffers samples.
         period_s: the period, s; the first run is due at once, then one every period from when
             it was due (a late run does not shift the rate; runs missed are not made up).
+
+    Attributes:
+        due: when the next run is due on the worker's clock, s (None: at once; inf: not until
+            moved). Its owner may move it, on the worker's thread only (from ``serve``, a poll or
+            ``on_reopen``): e.g. a calibration started, a camera reopened.
     """
 
     __slots__ = ("run", "period_s", "due")
