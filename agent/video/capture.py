@@ -155,6 +155,7 @@ class CaptureRun:
 
     def try_open(self) -> bool:
         made: list[Camera] = []
+        self._seq_at_open = self.feed.seq           # frames since: the next backoff starts over
 
         def open_new() -> None:
             made.append(self._cap.camera_factory(self.feed.cfg))
@@ -167,7 +168,7 @@ class CaptureRun:
             self._lost(str(err), made[0] if made else None)
             return False
         self.busy = None
-        self._camera, self._seq_at_open = made[0], self.feed.seq
+        self._camera = made[0]
         self._last_digest, self._changed_at, self._failing_since = None, self._cap.clock(), None
         return True
 
