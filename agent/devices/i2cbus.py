@@ -51,7 +51,7 @@ class I2cBusIO:
         self.reads = 0
         polls = [Poll(self._reader(dev, attr, 1.0 / rate), 1.0 / rate) for dev, attr, rate in
                  ((imu, "latest_imu", imu_rate_hz), (power, "latest_power", power_rate_hz)) if dev is not None]
-        self._slices = Poll(self._calibration_slice, math.inf)
+        self._slices = Poll(self._calibration_slice, math.inf, pause=True)
         self._slices.due = math.inf
         self.worker = DeviceWorker(f"i2c-{bus_name}", [d for d in (imu, power, servo) if d is not None],
                                    serve=self._serve, polls=polls + [self._slices],

@@ -43,6 +43,8 @@ class Poll:
             (None: ``period_s``). A sensor returns a longer period while its driver buffers samples.
         period_s: the period, s; the first run is due at once, then one every period from when
             it was due (a late run does not shift the rate; runs missed are not made up).
+        pause: the period is a pause to keep between the end of a run and the next (a chip's
+            sample period between two reads of a calibration), not a rate.
 
     Attributes:
         due: when the next run is due on the worker's clock, s (None: at once; inf: not until
@@ -50,11 +52,12 @@ class Poll:
             ``on_reopen``): e.g. a calibration started, a camera reopened.
     """
 
-    __slots__ = ("run", "period_s", "due")
+    __slots__ = ("run", "period_s", "pause", "due")
 
-    def __init__(self, run: Callable[[], float | None], period_s: float) -> None:
+    def __init__(self, run: Callable[[], float | None], period_s: float, *, pause: bool = False) -> None:
         self.run = run
         self.period_s = period_s
+        self.pause = pause
         self.due: float | None = None     # None: at once
 
 
@@ -207,5 +210,8 @@ class DeviceWorker:
             if due is None or due <= started:
                 period = poll.run()
                 step = poll.period_s if period is None else period
-                poll.due = started + step if due is None else max(due + step, started)
+                if poll.pause:
+                    poll.due = self._clock() + step
+                else:
+                    poll.due = started + step if due is None else max(due + step, started)
                 return
