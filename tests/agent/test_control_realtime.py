@@ -95,7 +95,7 @@ def test_the_same_value_after_its_command_timed_out_wakes_the_loop(tank):
 def test_the_motor_thread_writes_the_latest_duty_and_drops_the_older_ones(tank):
     _, hw, sim = tank()
     assert _wait(lambda: hw.motor.state == "ok")
-    worker = hw.motor_worker
+    worker = hw.motor_io
     writes = worker.writes
     sim.motor_emulator.drop_next_reply()                 # the next write waits out a reply timeout and retries
     posts = [(i / 400, -i / 400) for i in range(1, 201)]
