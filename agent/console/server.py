@@ -147,6 +147,10 @@ class Console:
                 "camera": self.camera, "limits": {"vx_mps": self.limits.vx_mps, "omega_radps": self.limits.omega_radps},
                 "repeat_ms": self.settings.repeat_ms, "watchdog_s": self.watchdog_s}
 
+    def warnings(self) -> list[str]:
+        """Trouble an operator should read, one sentence each (the console shows them); [] when none."""
+        return []
+
     def status(self) -> LinkStatus:
         """The console's :class:`~agent.ports.LinkStatus`: ``connected`` while listening (a console
         that cannot bind is a link down), the counters, ``open`` (tabs connected now),
