@@ -7,6 +7,8 @@ they are re-exported here for the tests that import them from ``tests.conftest``
 from __future__ import annotations
 
 import os
+import resource
+import time
 
 import pytest
 
@@ -132,3 +134,26 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log):
             return module if module in ONE_WORKER else nodeid
 
     return PerTest(config, log)
+
+
+def _cpu_s() -> float:
+    """CPU seconds (user + sys) of this process and its reaped children."""
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
+    """``ROBOT_AGENT_TEST_TIMELINE=FILE``: each test appends ``worker start end cpu nodeid`` to FILE
+    (monotonic seconds; cpu: CPU seconds of the worker and the subprocesses it reaped meanwhile),
+    to see how the workers fill (which test ends the run, where one idles) and what costs CPU."""
+    path = os.environ.get("ROBOT_AGENT_TEST_TIMELINE")
+    if not path:
+        return (yield)
+    start, cpu = time.monotonic(), _cpu_s()
+    try:
+        return (yield)
+    finally:
+        with open(path, "a", encoding="utf-8") as out:
+            out.write(f"{os.environ.get('PYTEST_XDIST_WORKER', 'main')} {start:.3f} {time.monotonic():.3f} "
+                      f"{_cpu_s() - cpu:.3f} {item.nodeid}\n")
