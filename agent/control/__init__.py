@@ -1,11 +1,12 @@
 """The control loop, the only writer to the motors and servos (docs/architecture.md, "Layers").
 
-Parts: agent.control.front (what adapters call, thread-safe), agent.control.tick
+Parts: agent.control.front (what adapters call, thread-safe: validation),
+agent.control.state (the loop's state and its transitions), agent.control.tick
 (the pure tick), agent.control.devices (the tick's device I/O),
 agent.control.scheduler (the control thread) and agent.control.loop
 (:class:`ControlLoop`, which puts them together). Motion: agent.control.kinematics
-(skid-steer), agent.control.arbitration (who may move the tank) and agent.control.joints
-(servo joints).
+(skid-steer), agent.control.arbitration (who may move the tank), agent.control.stoplatch
+(the stop latch, also used by the Sim2Bot rooms) and agent.control.joints (servo joints).
 
 The names below load their module when first used (PEP 562), so an adapter importing
 :mod:`agent.control.arbitration` does not load the whole loop.
@@ -13,8 +14,9 @@ The names below load their module when first used (PEP 562), so an adapter impor
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from agent.support.lazy import lazy_names
 
 _WHERE = {
     "agent.control.devices": ("HardwarePort",),
@@ -22,7 +24,6 @@ _WHERE = {
     "agent.control.loop": ("ControlLoop",),
     "agent.control.scheduler": ("RATE_SHARE", "RATE_WINDOW_S", "TickStats"),
 }
-_MODULE_OF = {name: module for module, names in _WHERE.items() for name in names}
 
 if TYPE_CHECKING:
     from agent.control.devices import HardwarePort
@@ -30,15 +31,7 @@ if TYPE_CHECKING:
     from agent.control.loop import ControlLoop
     from agent.control.scheduler import RATE_SHARE, RATE_WINDOW_S, TickStats
 
-
-def __getattr__(name: str) -> Any:
-    module = _MODULE_OF.get(name)
-    if module is None:
-        raise AttributeError(f"module 'agent.control' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
+__getattr__ = lazy_names(__name__, _WHERE)
 
 __all__ = ["RATE_SHARE", "RATE_WINDOW_S", "RING_SIZE", "STILL_MPS", "ControlLoop", "HardwarePort", "TickStats",
            "describe"]
