@@ -157,3 +157,13 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
         with open(path, "a", encoding="utf-8") as out:
             out.write(f"{os.environ.get('PYTEST_XDIST_WORKER', 'main')} {start:.3f} {time.monotonic():.3f} "
                       f"{_cpu_s() - cpu:.3f} {item.nodeid}\n")
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """With ``ROBOT_AGENT_TEST_TIMELINE``: the run's start (``main``/a worker ``<session>`` line), so the
+    time before the first test (workers starting, collecting) shows."""
+    path = os.environ.get("ROBOT_AGENT_TEST_TIMELINE")
+    if path:
+        now = time.monotonic()
+        with open(path, "a", encoding="utf-8") as out:
+            out.write(f"{os.environ.get('PYTEST_XDIST_WORKER', 'main')} {now:.3f} {now:.3f} 0.000 <session>\n")
