@@ -40,7 +40,8 @@ WALK = ("agent/model.py", "agent/adapters/sim2bot.py", "agent/adapters/sim2bot_c
         "agent/adapters/sim2bot_room.py", "agent/adapters/artex_commands.py",
         "agent/adapters/robotmsg_inbound.py", "agent/console/messages.py",
         *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "agent" / "control").glob("*.py")),
-        "agent/devices/hardware.py", "agent/devices/motorworker.py", "agent/devices/supervisor.py",
+        "agent/devices/hardware.py", "agent/devices/motorio.py", "agent/devices/worker.py",
+        "agent/devices/supervisor.py",
         "drivers/base.py", "drivers/serialport.py", "drivers/roboclaw.py", "drivers/sabertooth.py",
         "drivers/linemotor.py")
 
