@@ -28,6 +28,9 @@ from agent.testing.running_agent import (
 # subprocesses keep background threads at their process's priority; tests/agent/test_threadprio.py
 # checks the agent's own step.
 os.environ.setdefault("ROBOT_AGENT_BACKGROUND_NICE", "0")
+# The run that writes ROBOT_AGENT_TEST_TIMELINE (see _timeline): set before xdist starts its workers.
+if os.environ.get("ROBOT_AGENT_TEST_TIMELINE"):
+    os.environ.setdefault("ROBOT_AGENT_TEST_TIMELINE_OWNER", str(os.getpid()))
 
 __all__ = ["FIXTURES", "PARAMS", "ROOT", "deep_merge", "free_port", "free_ports", "running_agent",
            "sim_config", "wait_for"]
@@ -136,6 +139,15 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log):
     return PerTest(config, log)
 
 
+def _timeline() -> str | None:
+    """The ``ROBOT_AGENT_TEST_TIMELINE`` file, for this run's own processes only: the first pytest
+    to see it (the controller, or the one process without xdist) and its workers (its children),
+    not a pytest that a test runs in a subprocess (tests/drivers/test_hardware_suite.py)."""
+    path = os.environ.get("ROBOT_AGENT_TEST_TIMELINE")
+    owner = os.environ.get("ROBOT_AGENT_TEST_TIMELINE_OWNER")
+    return path if path and owner in (str(os.getpid()), str(os.getppid())) else None
+
+
 def _cpu_s() -> float:
     """CPU seconds (user + sys) of this process and its reaped children."""
     own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -147,7 +159,7 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
     """``ROBOT_AGENT_TEST_TIMELINE=FILE``: each test appends ``worker start end cpu nodeid`` to FILE
     (monotonic seconds; cpu: CPU seconds of the worker and the subprocesses it reaped meanwhile),
     to see how the workers fill (which test ends the run, where one idles) and what costs CPU."""
-    path = os.environ.get("ROBOT_AGENT_TEST_TIMELINE")
+    path = _timeline()
     if not path:
         return (yield)
     start, cpu = time.monotonic(), _cpu_s()
@@ -162,7 +174,7 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
 def pytest_sessionstart(session: pytest.Session) -> None:
     """With ``ROBOT_AGENT_TEST_TIMELINE``: the run's start (``main``/a worker ``<session>`` line), so the
     time before the first test (workers starting, collecting) shows."""
-    path = os.environ.get("ROBOT_AGENT_TEST_TIMELINE")
+    path = _timeline()
     if path:
         now = time.monotonic()
         with open(path, "a", encoding="utf-8") as out:
