@@ -13,6 +13,8 @@ PY=$(scripts/bootstrap.sh)
 # every `python -m agent` a test starts compiles the agent and the tests again (~6 s of CPU per
 # worker, on every run).
 unset PYTHONDONTWRITEBYTECODE
+# compiled once here (both cores) rather than by every worker at once on a fresh clone
+"$PY" -m compileall -q -j 0 agent drivers >/dev/null
 workers=(-n "${ROBOT_AGENT_TEST_WORKERS:-5}")
 for arg in "$@"; do
   case "$arg" in -n|-n[0-9]*|--numprocesses*|*no:xdist) workers=() ;; esac
