@@ -47,6 +47,7 @@ from agent.adapters.robotmsg_guard import MAX_PARTS, DropPolicy, Dropped, read_m
 from agent.adapters.robotmsg_sockets import (
     CLOSED, HANDSHAKE_FAILED, OPENED, CurveKeys, load_curve, open_socket, start_authenticator,
 )
+from agent.adapters.robotmsg_encode import StateEncoder
 from agent.adapters.robotmsg_state import StateFrames, monotonic_clock_id, robot_state
 from agent.config import AgentConfig
 from agent.config.robotmsg import SocketConfig
@@ -116,6 +117,7 @@ class RobotMsgAdapter:
         self._keys: CurveKeys | None = load_curve(self._cfg.curve, base_dir) if self._cfg.curve else None
         self._frames = StateFrames(self._cfg.frame_id, self._cfg.odom_frame_id, self._cfg.imu_world_frame_id)
         self._clock_id = monotonic_clock_id()
+        self._encoder = StateEncoder(robot.description, self._clock_id, self._frames)
         self._channels = {
             "state": _Channel("state", self._cfg.state, zmq.PUB, None),
             "command": _Channel("command", self._cfg.command, zmq.SUB, rm.ControllerCommand),
@@ -348,9 +350,12 @@ class RobotMsgAdapter:
 
     def _publish_state(self, pub: zmq.Socket, topic: bytes | None) -> None:
         try:
-            state = robot_state(self._robot.snapshot(), self._robot.description, sequence=self._sequence,
-                                clock_id=self._clock_id, frames=self._frames, send_unix_s=time.time())
-            data = rm.encode(state) if self._cfg.encoding == "binary" else rm.encode_json(state).encode()
+            if self._cfg.encoding == "binary":   # the constant parts encoded once (robotmsg_encode.py)
+                data = self._encoder.encode(self._robot.snapshot(), sequence=self._sequence, send_unix_s=time.time())
+            else:
+                state = robot_state(self._robot.snapshot(), self._robot.description, sequence=self._sequence,
+                                    clock_id=self._clock_id, frames=self._frames, send_unix_s=time.time())
+                data = rm.encode_json(state).encode()
         except rm.RobotMsgError as err:
             self._state_errors += 1
             self._warn.log(logging.WARNING, "state-encode",
