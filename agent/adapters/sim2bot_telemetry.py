@@ -13,6 +13,12 @@ all filled; what each carries on a tracked robot is in docs/sim2bot.md:
   control ticks, like the protocol's own derivatives;
 - ``sensors`` are named entries whose keys carry units (``voltage_v``); the ``control`` entry
   carries the halts (e-stop, failsafes) and the speed cap (docs/safety.md).
+
+:func:`change_key` says when a packet is worth sending: the robot's values rounded and compared with
+noise deadbands, the same rule as ARTEX telemetry (agent.adapters.artex_telem: its dict and
+:class:`~agent.adapters.artex_telem.TelemGate`) plus what only Sim2Bot carries (joint targets and rates,
+IMU orientation and temperature, battery power, device errors, the room's warning). Times are left out:
+they change at every tick.
 """
 
 from __future__ import annotations
@@ -21,6 +27,8 @@ import math
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from agent.adapters.artex_telem import DEADBANDS as ARTEX_DEADBANDS
+from agent.adapters.artex_telem import telemetry as robot_values
 from agent.config import AgentConfig
 from agent.model import RobotDescription, Snapshot
 
@@ -264,3 +272,36 @@ class TelemetryBuilder:
         packet["samples"] = [sample_entry(s) for s in batch]
         packet["roomDevices"] = []   # robot 0 carries the scene's doors and windows; the tank has none
         return packet
+
+
+#: Deadbands of :func:`change_key`: ARTEX's, and those of the keys only Sim2Bot carries.
+DEADBANDS: dict[str, float] = {
+    **ARTEX_DEADBANDS,
+    "target": 0.005,            # rad
+    "qd": 0.005,                # rad/s
+    "orientation": 0.005,       # quaternion components
+    "temperature_c": 0.5,       # degC
+    "power_w": 0.1,             # W
+}
+
+
+def _round(value: float | None, decimals: int) -> float | None:
+    if value is None or not math.isfinite(value):
+        return None
+    return round(float(value), decimals) + 0.0
+
+
+def change_key(snap: Snapshot, warning: str = "") -> dict[str, Any]:
+    """What a telemetry packet of ``snap`` says, without its times and rounded: compare two with
+    ``TelemGate(deadbands=DEADBANDS)`` (agent.adapters.artex_telem) to tell a change from noise."""
+    key = robot_values(snap)
+    imu, power = snap.imu, snap.power
+    key["target"] = [_round(v, 3) for v in snap.joints.target]
+    key["qd"] = [_round(v, 3) for v in snap.joints.qd]
+    key["orientation"] = (None if imu is None or imu.orientation_xyzw is None
+                          else [_round(v, 3) for v in imu.orientation_xyzw])
+    key["temperature_c"] = None if imu is None else _round(imu.temperature_c, 1)
+    key["power_w"] = None if power is None else _round(power.power_w, 2)
+    key["device_errors"] = [[d.name, d.last_error, d.errors] for d in snap.devices]
+    key["warning"] = warning
+    return key
