@@ -59,6 +59,8 @@ class Supervised(Generic[D]):
         self._consecutive = 0
         self._failed_opens = 0
         self.next_attempt = 0.0
+        #: called (under the call lock, must not block) when the device is declared lost: the reopen thread's wake-up
+        self.on_lost: Callable[[], None] | None = None
 
     # ------------------------------------------------------------------ state
     @property
@@ -111,6 +113,8 @@ class Supervised(Generic[D]):
         self.next_attempt = self._clock() + self._delay(0)
         if drv is not None:
             _close_quietly(drv, self.name)
+        if self.on_lost is not None:
+            self.on_lost()
 
     def _delay(self, attempt: int) -> float:
         return backoff_s(attempt, self._backoff0, self._backoff_max)
@@ -159,7 +163,11 @@ def _close_quietly(drv: Device, name: str) -> None:
 
 
 class Reopener:
-    """Background thread that reopens lost devices when their backoff expires."""
+    """Background thread that reopens lost devices when their backoff expires.
+
+    It sleeps until the earliest reopen attempt due, and while no device is lost until one is declared
+    lost (``Supervised.on_lost`` wakes it): no periodic wake-ups on a healthy robot. ``period_s`` is the
+    least time between two of its rounds."""
 
     def __init__(self, devices: list[Supervised], *, period_s: float = 0.1,
                  clock: Callable[[], float] = time.monotonic) -> None:
@@ -167,6 +175,9 @@ class Reopener:
         self._period = period_s
         self._clock = clock
         self._stop = threading.Event()
+        self._wake = threading.Event()
+        for dev in devices:
+            dev.on_lost = self._wake.set
         self._thread = threading.Thread(target=self._run, name="reopen", daemon=True)
 
     def start(self) -> None:
@@ -174,14 +185,21 @@ class Reopener:
 
     def _run(self) -> None:
         while not self._stop.wait(self._period):
-            now = self._clock()
+            self._wake.clear()          # a loss declared from here on wakes the next wait
+            due: float | None = None
             for dev in self._devices:
                 if self._stop.is_set():
                     return
-                if dev.state == LOST and now >= dev.next_attempt:
+                if dev.state == LOST and self._clock() >= dev.next_attempt:
                     dev.try_open()
+                if dev.state == LOST:
+                    wait = dev.next_attempt - self._clock()
+                    due = wait if due is None else min(due, wait)
+            if due is None or due > self._period:
+                self._wake.wait(None if due is None else due - self._period)
 
     def close(self) -> None:
         self._stop.set()
+        self._wake.set()
         if self._thread.is_alive():
             self._thread.join(timeout=5.0)
