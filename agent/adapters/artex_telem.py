@@ -122,12 +122,11 @@ def _differs(new: Any, old: Any, deadband: float) -> bool:
     return new != old or type(new) is not type(old)
 
 
-def changed(new: dict[str, Any], sent: dict[str, Any] | None, deadbands: dict[str, float] = DEADBANDS) -> bool:
+def changed(new: dict[str, Any], sent: dict[str, Any] | None) -> bool:
     """True when ``new`` differs from the last sent dict by more than the deadbands.
 
     Args:
         new: a :func:`telemetry` dict. sent: the dict last sent, or None (nothing sent yet).
-        deadbands: smallest change per top-level key (:data:`DEADBANDS`; Sim2Bot adds its own keys).
 
     Returns:
         True if anything non-numeric changed, a key appeared or vanished, or a number moved
@@ -135,7 +134,7 @@ def changed(new: dict[str, Any], sent: dict[str, Any] | None, deadbands: dict[st
     """
     if sent is None or new.keys() != sent.keys():
         return True
-    return any(_differs(v, sent[k], deadbands.get(k, 0.0)) for k, v in new.items())
+    return any(_differs(v, sent[k], DEADBANDS.get(k, 0.0)) for k, v in new.items())
 
 
 class TelemGate:
@@ -144,12 +143,10 @@ class TelemGate:
     Args:
         settle_polls: consecutive identical polls after which a top-level value that
             differs from the sent one is sent even within its deadband.
-        deadbands: smallest change per top-level key (default :data:`DEADBANDS`).
     """
 
-    def __init__(self, settle_polls: int = SETTLE_POLLS, deadbands: dict[str, float] = DEADBANDS) -> None:
+    def __init__(self, settle_polls: int = SETTLE_POLLS) -> None:
         self.settle_polls = settle_polls
-        self.deadbands = deadbands
         self.sent: dict[str, Any] | None = None
         self._last: dict[str, Any] | None = None
         self._steady: dict[str, int] = {}
@@ -160,7 +157,7 @@ class TelemGate:
         self._steady = {k: self._steady.get(k, 0) + 1 if k in last and last[k] == v else 0
                         for k, v in new.items()}
         self._last = new
-        if changed(new, self.sent, self.deadbands):
+        if changed(new, self.sent):
             return True
         assert self.sent is not None
         return any(self._steady[k] >= self.settle_polls and v != self.sent[k] for k, v in new.items())

@@ -30,8 +30,7 @@ from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import InvalidStatus, WebSocketException
 
 from agent.adapters.sim2bot_commands import ParseContext, Parsed, normalize_room
-from agent.adapters.artex_telem import TelemGate
-from agent.adapters.sim2bot_telemetry import DEADBANDS, TelemetryBuilder, change_key
+from agent.adapters.sim2bot_telemetry import ChangeGate, TelemetryBuilder, change_key
 from agent.compat import websockets as ws_compat
 from agent.video.links import transport_backlog
 from agent.config.robotmsg import is_local_address
@@ -259,13 +258,13 @@ class RoomLink:
     # ------------------------------------------------------------------ telemetry
     async def _telemetry(self, ws: ClientConnection) -> None:
         """Every ``1 / telemetry_hz`` s: a packet when the robot changed beyond noise since the last one
-        (sim2bot_telemetry.change_key), a value settled, or ``telemetry_keepalive_s`` passed; its
+        (sim2bot_telemetry.ChangeGate) or ``telemetry_keepalive_s`` passed; its
         ``samples`` are the ticks since the last packet (at most ``max_samples``)."""
         builder = TelemetryBuilder(self._desc, self._s.robot_id, self.room)
         clock, robot = self._clock, self._robot
         period = 1.0 / self._s.telemetry_hz
         keepalive = self._s.telemetry_keepalive_s
-        gate = TelemGate(deadbands=DEADBANDS)
+        gate = ChangeGate()
         limit = self._s.max_samples
         last_seq = robot.snapshot().seq
         last_sent = -float("inf")
@@ -278,8 +277,7 @@ class RoomLink:
             else:
                 due = clock()  # fell behind: skip, never burst
             key = change_key(robot.snapshot(), self.warning)
-            changed = gate.due(key)     # every poll: the gate counts how long a value has stayed put
-            if not (changed or self._reannounce or clock() - last_sent >= keepalive - 1e-6):
+            if not (self._reannounce or clock() - last_sent >= keepalive - 1e-6 or gate.due(key)):
                 self.telemetry_unchanged += 1
                 continue
             if transport_backlog(ws_compat.transport(ws)) > TELEMETRY_BACKLOG_BYTES:

@@ -14,11 +14,9 @@ all filled; what each carries on a tracked robot is in docs/sim2bot.md:
 - ``sensors`` are named entries whose keys carry units (``voltage_v``); the ``control`` entry
   carries the halts (e-stop, failsafes) and the speed cap (docs/safety.md).
 
-:func:`change_key` says when a packet is worth sending: the robot's values rounded and compared with
-noise deadbands, the same rule as ARTEX telemetry (agent.adapters.artex_telem: its dict and
-:class:`~agent.adapters.artex_telem.TelemGate`) plus what only Sim2Bot carries (joint targets and rates,
-IMU orientation and temperature, battery power, device errors, the room's warning). Times are left out:
-they change at every tick.
+:func:`change_key` and :class:`ChangeGate` say when a packet is worth sending: the robot's values
+compared with noise deadbands (ARTEX's, agent.adapters.artex_telem, for the values both carry) and
+everything else compared as it is; times are left out (they change at every tick).
 """
 
 from __future__ import annotations
@@ -27,8 +25,6 @@ import math
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from agent.adapters.artex_telem import DEADBANDS as ARTEX_DEADBANDS
-from agent.adapters.artex_telem import telemetry as robot_values
 from agent.config import AgentConfig
 from agent.model import RobotDescription, Snapshot
 
@@ -274,34 +270,66 @@ class TelemetryBuilder:
         return packet
 
 
-#: Deadbands of :func:`change_key`: ARTEX's, and those of the keys only Sim2Bot carries.
-DEADBANDS: dict[str, float] = {
-    **ARTEX_DEADBANDS,
-    "target": 0.005,            # rad
-    "qd": 0.005,                # rad/s
-    "orientation": 0.005,       # quaternion components
-    "temperature_c": 0.5,       # degC
-    "power_w": 0.1,             # W
-}
+
+def _pad(values: Sequence[float] | None, n: int) -> tuple[float, ...]:
+    return tuple(values) if values is not None else (math.nan,) * n
 
 
-def _round(value: float | None, decimals: int) -> float | None:
-    if value is None or not math.isfinite(value):
-        return None
-    return round(float(value), decimals) + 0.0
+def change_key(snap: Snapshot, warning: str = "") -> ChangeKey:
+    """What a telemetry packet of ``snap`` says, without its times: (numbers, the rest), numbers in a fixed
+    order (an absent device's are NaN) for :class:`ChangeGate`."""
+    o, tr, j, imu, p = snap.odom, snap.tracks, snap.joints, snap.imu, snap.power
+    nan = math.nan
+    numbers = (
+        (p.voltage_v if p.voltage_v is not None else nan, p.current_a, p.percent if p.percent is not None else nan,
+         p.power_w) if p is not None else (nan, nan, nan, nan))
+    numbers += (o.x_m, o.y_m, o.yaw_rad, o.vx_mps, o.omega_radps, o.distance_m,
+                tr.left_mps, tr.right_mps, tr.cmd_left_mps, tr.cmd_right_mps, tr.duty_left, tr.duty_right,
+                tr.left_counts, tr.right_counts)
+    if imu is not None:
+        numbers += (*imu.accel_mps2, *imu.gyro_radps, *_pad(imu.orientation_xyzw, 4),
+                    imu.temperature_c if imu.temperature_c is not None else nan)
+    else:
+        numbers += (nan,) * 11
+    numbers += (snap.gripper if snap.gripper is not None else nan, *j.q, *j.target, *j.qd)
+    rest = (snap.active_source, snap.watchdog, snap.stopped, snap.overridden, snap.faults, snap.devices,
+            snap.safety, warning, len(j.q), len(j.target), len(j.qd))
+    return numbers, rest
 
 
-def change_key(snap: Snapshot, warning: str = "") -> dict[str, Any]:
-    """What a telemetry packet of ``snap`` says, without its times and rounded: compare two with
-    ``TelemGate(deadbands=DEADBANDS)`` (agent.adapters.artex_telem) to tell a change from noise."""
-    key = robot_values(snap)
-    imu, power = snap.imu, snap.power
-    key["target"] = [_round(v, 3) for v in snap.joints.target]
-    key["qd"] = [_round(v, 3) for v in snap.joints.qd]
-    key["orientation"] = (None if imu is None or imu.orientation_xyzw is None
-                          else [_round(v, 3) for v in imu.orientation_xyzw])
-    key["temperature_c"] = None if imu is None else _round(imu.temperature_c, 1)
-    key["power_w"] = None if power is None else _round(power.power_w, 2)
-    key["device_errors"] = [[d.name, d.last_error, d.errors] for d in snap.devices]
-    key["warning"] = warning
-    return key
+ChangeKey = tuple[tuple[float, ...], tuple[Any, ...]]
+
+#: Smallest change that counts, per value of :func:`change_key` (ARTEX's deadbands, docs/artex.md "telem"):
+#: battery V, A, %, W; odometry and track speeds and duties; encoder counts (any whole count); IMU
+#: accel (noise ~0.035 m/s^2 rms), gyro, orientation, temperature; gripper; then the joints (rad, rad/s).
+_HEAD_DEADBANDS = ((0.05, 0.05, 2.0, 0.1) + (0.005,) * 12 + (0.5, 0.5)
+                   + (0.2,) * 3 + (0.02,) * 3 + (0.005,) * 4 + (0.5,) + (0.005,))
+
+
+class ChangeGate:
+    """When a Sim2Bot telemetry packet is worth sending: a value moved by its deadband from what was last sent
+    (an absent value appearing or going counts), or anything else changed (the active source, the watchdog,
+    a halt, a device's state or error, the room's warning). Noise below the deadbands never counts; the
+    resting values go out with the next keepalive."""
+
+    def __init__(self) -> None:
+        self._sent: ChangeKey | None = None
+        self._deadbands: tuple[float, ...] = ()
+
+    def due(self, key: ChangeKey) -> bool:
+        """True when ``key`` differs from the one last sent (nothing sent yet: True)."""
+        sent = self._sent
+        if sent is None or key[1] != sent[1] or len(key[0]) != len(sent[0]):
+            return True
+        dbs = self._deadbands
+        if len(dbs) != len(key[0]):
+            dbs = self._deadbands = _HEAD_DEADBANDS + (0.005,) * (len(key[0]) - len(_HEAD_DEADBANDS))
+        for a, b, d in zip(key[0], sent[0], dbs):
+            # a NaN on both sides is no change; a NaN on one side is
+            if a != b and not abs(a - b) < d and (a == a or b == b):
+                return True
+        return False
+
+    def mark_sent(self, key: ChangeKey) -> None:
+        """``key`` went out: the reference for the next comparisons."""
+        self._sent = key

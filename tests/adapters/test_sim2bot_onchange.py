@@ -9,14 +9,43 @@ import dataclasses
 import pytest
 
 from agent.adapters.sim2bot import Sim2botAdapter
+from agent.adapters.sim2bot_telemetry import ChangeGate, change_key
 from agent.config import AgentConfig
-from agent.model import Halt, SafetyState
+from agent.model import DeviceHealth, Halt, SafetyState
 from agent.testing.clock import VirtualClock
 from agent.testing.running_agent import running_agent, sim_config, wait_for
 from agent.testing.sim2bot_bridge import Bridge, agent_params, controller
 from tests.adapters.test_sim2bot_telemetry import DESC, Socket, snap
 
 pytestmark = pytest.mark.filterwarnings("ignore:connect\\(\\) must be used as a context manager")
+
+
+def test_the_gate_tells_a_change_from_noise():
+    gate = ChangeGate()
+    base = snap(1, 1.0)
+    assert gate.due(change_key(base))                         # nothing sent yet
+    gate.mark_sent(change_key(base))
+    later = dataclasses.replace(base, seq=2, t_mono_s=1.5, t_unix_s=base.t_unix_s + 0.5)
+    assert not gate.due(change_key(later))                    # only the times moved
+    noisy = dataclasses.replace(later, imu=dataclasses.replace(base.imu, accel_mps2=(0.15, -0.1, 9.95)))
+    assert not gate.due(change_key(noisy))                    # within the IMU's 0.2 m/s^2
+    cases = {
+        "tilted": dataclasses.replace(later, imu=dataclasses.replace(base.imu, accel_mps2=(0.3, 0.0, 9.81))),
+        "moved": dataclasses.replace(later, odom=dataclasses.replace(base.odom, x_m=0.006)),
+        "one count": dataclasses.replace(later, tracks=dataclasses.replace(base.tracks, left_counts=11)),
+        "imu gone": dataclasses.replace(later, imu=None),
+        "temperature unknown": dataclasses.replace(later, imu=dataclasses.replace(base.imu, temperature_c=None)),
+        "joint": dataclasses.replace(later, joints=dataclasses.replace(base.joints, q=(0.11, -0.2))),
+        "device error": dataclasses.replace(later, devices=(DeviceHealth("imu", "degraded", "i2c NAK", 1),)),
+        "halted": dataclasses.replace(later, safety=SafetyState(halts=(Halt("estop", "x", "cli", 1.0),))),
+        "source": dataclasses.replace(later, active_source="artex"),
+    }
+    for name, changed in cases.items():
+        assert gate.due(change_key(changed)), name
+    assert gate.due(change_key(later, "another simulator joined the room"))
+    gone = cases["imu gone"]
+    gate.mark_sent(change_key(gone))
+    assert not gate.due(change_key(dataclasses.replace(gone, seq=3)))   # absent on both sides: no change
 
 
 class Robot:
