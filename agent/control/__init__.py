@@ -13,8 +13,9 @@ The names below load their module when first used (PEP 562), so an adapter impor
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from agent.support.lazy import lazy_names
 
 _WHERE = {
     "agent.control.devices": ("HardwarePort",),
@@ -22,7 +23,6 @@ _WHERE = {
     "agent.control.loop": ("ControlLoop",),
     "agent.control.scheduler": ("RATE_SHARE", "RATE_WINDOW_S", "TickStats"),
 }
-_MODULE_OF = {name: module for module, names in _WHERE.items() for name in names}
 
 if TYPE_CHECKING:
     from agent.control.devices import HardwarePort
@@ -30,15 +30,7 @@ if TYPE_CHECKING:
     from agent.control.loop import ControlLoop
     from agent.control.scheduler import RATE_SHARE, RATE_WINDOW_S, TickStats
 
-
-def __getattr__(name: str) -> Any:
-    module = _MODULE_OF.get(name)
-    if module is None:
-        raise AttributeError(f"module 'agent.control' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
+__getattr__ = lazy_names(__name__, _WHERE)
 
 __all__ = ["RATE_SHARE", "RATE_WINDOW_S", "RING_SIZE", "STILL_MPS", "ControlLoop", "HardwarePort", "TickStats",
            "describe"]

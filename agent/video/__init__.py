@@ -13,8 +13,9 @@ without cameras.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from agent.support.lazy import lazy_names
 
 _WHERE = {
     "agent.video.budget": ("CpuBudget", "LinkPacer", "LinkRate", "SendBudget", "fit_ladder", "json_wire_size",
@@ -22,7 +23,6 @@ _WHERE = {
     "agent.video.frames": ("ENCODERS", "EncodedFrame", "Frame", "FrameFormat", "content_digest", "encode"),
     "agent.video.hub": ("CACHE_MAX_BYTES", "MAX_CACHED_ENCODES", "VideoHub", "hub_from_config"),
 }
-_MODULE_OF = {name: module for module, names in _WHERE.items() for name in names}
 
 if TYPE_CHECKING:
     from agent.video.budget import (CpuBudget, LinkPacer, LinkRate, SendBudget, fit_ladder, json_wire_size,
@@ -30,15 +30,7 @@ if TYPE_CHECKING:
     from agent.video.frames import ENCODERS, EncodedFrame, Frame, FrameFormat, content_digest, encode
     from agent.video.hub import CACHE_MAX_BYTES, MAX_CACHED_ENCODES, VideoHub, hub_from_config
 
-
-def __getattr__(name: str) -> Any:
-    module = _MODULE_OF.get(name)
-    if module is None:
-        raise AttributeError(f"module 'agent.video' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
+__getattr__ = lazy_names(__name__, _WHERE)
 
 __all__ = ["CACHE_MAX_BYTES", "ENCODERS", "MAX_CACHED_ENCODES", "CpuBudget", "EncodedFrame", "Frame",
            "FrameFormat", "LinkPacer", "SendBudget", "VideoHub", "content_digest", "encode", "fit_ladder",
