@@ -361,7 +361,10 @@ class RobotMsgAdapter:
             self._warn.log(logging.WARNING, "state-encode",
                            "robot_msg: RobotState not sent, it fails validation: %s", err)
             return
-        pub.send_multipart([topic, data] if topic else [data], flags=zmq.NOBLOCK)
+        if topic:
+            pub.send_multipart([topic, data], flags=zmq.NOBLOCK)
+        else:
+            pub.send(data, zmq.NOBLOCK)
         self._sequence += 1
         self._sent += 1
 
