@@ -91,12 +91,12 @@ def members(cls: ast.ClassDef) -> dict[str, ast.AST]:
             found.update((name, stmt) for name in assigned(stmt.targets))
         elif isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name):
             found[stmt.target.id] = stmt
-    for node in ast.walk(cls):   # self.x = ... in a method
+    for node in ast.walk(cls):   # self.x = ... (or self.x, self.y = ...) in a method
         targets = (node.targets if isinstance(node, ast.Assign)
                    else [node.target] if isinstance(node, (ast.AnnAssign, ast.AugAssign)) else [])
-        for t in targets:
+        for t in [e for t in targets for e in (t.elts if isinstance(t, (ast.Tuple, ast.List)) else [t])]:
             if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id in ("self", "cls"):
-                found.setdefault(t.attr, node)
+                found.setdefault(t.attr, node)   # also self.a, self.b = ...
     return found
 
 
