@@ -148,7 +148,13 @@ async def test_a_still_tank_keeps_its_telemetry_alive_and_a_change_arrives(bridg
         robot.on_telemetry(seen.append)
         assert await wait_for(lambda: len(seen) >= 4, 10)
         room = agent.adapters["sim2bot"].rooms[0]
-        assert room.telemetry_unchanged > 0 and seen[-1].t > seen[0].t
+        start = len(seen)
+        assert await wait_for(lambda: len(seen) >= start + 3, 10)
+        still = seen[start - 1:]
+        gaps = [b.t - a.t for a, b in zip(still, still[1:])]
+        # at rest the packets are keepalives: each carries a newer tick, and they are not one per 50 ms poll
+        assert all(g > 0 for g in gaps) and max(gaps) >= 0.3, gaps
+        assert room.telemetry_unchanged > 0
         agent.control.estop("console", "on-change test")
 
         def estop_seen() -> bool:
