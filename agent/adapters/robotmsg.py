@@ -48,7 +48,7 @@ from agent.adapters.robotmsg_sockets import (
     CLOSED, HANDSHAKE_FAILED, OPENED, CurveKeys, load_curve, open_socket, start_authenticator,
 )
 from agent.adapters.robotmsg_encode import StateEncoder
-from agent.adapters.robotmsg_state import StateFrames, monotonic_clock_id, robot_state
+from agent.adapters.robotmsg_state import StateFrames, monotonic_clock_id
 from agent.config import AgentConfig
 from agent.config.robotmsg import SocketConfig
 from agent.errors import CommandError
@@ -350,21 +350,14 @@ class RobotMsgAdapter:
 
     def _publish_state(self, pub: zmq.Socket, topic: bytes | None) -> None:
         try:
-            if self._cfg.encoding == "binary":   # the constant parts encoded once (robotmsg_encode.py)
-                data = self._encoder.encode(self._robot.snapshot(), sequence=self._sequence, send_unix_s=time.time())
-            else:
-                state = robot_state(self._robot.snapshot(), self._robot.description, sequence=self._sequence,
-                                    clock_id=self._clock_id, frames=self._frames, send_unix_s=time.time())
-                data = rm.encode_json(state).encode()
+            data = self._encoder.envelope(self._robot.snapshot(), self._cfg.encoding, sequence=self._sequence,
+                                          send_unix_s=time.time())
         except rm.RobotMsgError as err:
             self._state_errors += 1
             self._warn.log(logging.WARNING, "state-encode",
                            "robot_msg: RobotState not sent, it fails validation: %s", err)
             return
-        if topic:
-            pub.send_multipart([topic, data], flags=zmq.NOBLOCK)
-        else:
-            pub.send(data, zmq.NOBLOCK)
+        pub.send_multipart([topic, data], flags=zmq.NOBLOCK) if topic else pub.send(data, zmq.NOBLOCK)
         self._sequence += 1
         self._sent += 1
 

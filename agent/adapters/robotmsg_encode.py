@@ -168,6 +168,15 @@ class StateEncoder:
         self._plans[layout] = plan
         return data
 
+    def envelope(self, snap: Snapshot, encoding: str, *, sequence: int, send_unix_s: float) -> bytes:
+        """The RobotState of ``snap`` in ``robot_msg.encoding``: ``binary`` (:meth:`encode`) or ``json``
+        (``robot_msg.encode_json``, UTF-8). Raises robot_msg.RobotMsgError as the library does."""
+        if encoding == "binary":
+            return self.encode(snap, sequence=sequence, send_unix_s=send_unix_s)
+        state = robot_state(snap, self._description, sequence=sequence, clock_id=self._clock_id,
+                            frames=self._frames, send_unix_s=send_unix_s)
+        return rm.encode_json(state).encode()
+
     def _library(self, snap: Snapshot, sequence: int, send_unix_s: float) -> bytes:
         state = robot_state(snap, self._description, sequence=sequence, clock_id=self._clock_id,
                             frames=self._frames, send_unix_s=send_unix_s)

@@ -280,7 +280,7 @@ def change_key(snap: Snapshot, warning: str = "") -> ChangeKey:
     order (an absent device's are NaN) for :class:`ChangeGate`."""
     o, tr, j, imu, p = snap.odom, snap.tracks, snap.joints, snap.imu, snap.power
     nan = math.nan
-    numbers = (
+    numbers: tuple[float, ...] = (
         (p.voltage_v if p.voltage_v is not None else nan, p.current_a, p.percent if p.percent is not None else nan,
          p.power_w) if p is not None else (nan, nan, nan, nan))
     numbers += (o.x_m, o.y_m, o.yaw_rad, o.vx_mps, o.omega_radps, o.distance_m,
