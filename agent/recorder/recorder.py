@@ -30,7 +30,8 @@ from typing import Any
 
 from agent.config import AgentConfig
 from agent.errors import CommandDeclined
-from agent.model import BaseVelocity, JointVelocity, Snapshot, Stop, TrackDuty
+from agent.commands import BaseVelocity, JointVelocity, Stop, TrackDuty
+from agent.model import Snapshot
 from agent.support.ratelimit import RateLimitedLog
 from agent.recorder import channels, feeds
 from agent.recorder.incidents import Detector, Incident, IncidentLog, moving
@@ -38,8 +39,8 @@ from agent.recorder.writer import RotatingWriter
 
 log = logging.getLogger(__name__)
 
-#: the recorder thread wakes this often, s
-POLL_S = 0.1
+#: the recorder thread wakes this often, s (the snapshot ring holds ~10 s at 50 Hz; flush() and close() wake it at once)
+POLL_S = 0.25
 #: incidents kept in memory for the console and /metrics
 KEEP_INCIDENTS = 200
 _VELOCITY = (BaseVelocity, TrackDuty, JointVelocity)

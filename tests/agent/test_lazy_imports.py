@@ -14,6 +14,8 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
+
 from agent.testing.ports import free_port
 from agent.testing.running_agent import ROOT, sim_config
 
@@ -38,6 +40,9 @@ CHILD = textwrap.dedent('''
 
     asyncio.run(main())
 ''')
+
+#: a real agent in a fresh interpreter per test, ~3-10 s each
+pytestmark = pytest.mark.slow
 
 
 def loaded(cfg: dict, artex: bool) -> dict:
