@@ -32,20 +32,19 @@ import time
 __all__ = ["TcpProxy"]
 
 #: a throttled connection's window, seconds of its rate: its sockets' receive buffers and the bytes
-#: forwarded per write. With the kernel's doubling of a receive buffer and the proxy's own read buffer
-#: (READ_LIMIT) the proxy then holds about an eighth of a second of the rate unsent (measured
-#: 0.13-0.2 s), about what a real path has in flight, so a sender's kernel send queue (SIOCOUTQ:
-#: bytes not yet acknowledged) shows the backlog as it would behind a radio link. A fixed 4 KiB
-#: window (and 8 KiB read buffer) held 0.5 s of a 300 kbit/s path; one reported to carry only
-#: ~40 kB/s of an asked 125 kB/s. Measured: 96-99 % of the asked rate carried.
-WINDOW_S = 0.0625
-#: the smallest window, bytes
-MIN_WINDOW = 2048
+#: forwarded per write. What the proxy holds unsent is then about what a real path has in flight, so a
+#: sender's kernel send queue (SIOCOUTQ: bytes not yet acknowledged) shows the backlog as it would
+#: behind a radio link. A fixed 4 KiB window carried only ~40 kB/s of an asked 125 kB/s in the Sim2Bot
+#: benchmark (the window and the kernel's ACK timing cap a loopback connection); 1/8 s of the rate
+#: carries it (116 kB/s measured at 16 KiB).
+WINDOW_S = 0.125
+#: the smallest window, bytes (the kernel doubles a receive buffer for its bookkeeping)
+MIN_WINDOW = 4096
 #: the receive buffer an unthrottled connection gets when a live proxy's rate is lifted, bytes (a
 #: buffer once set stays fixed: the kernel no longer tunes it)
 OPEN_WINDOW = 1 << 20
 #: StreamReader limit of a throttled connection: the proxy itself buffers at most about twice this
-READ_LIMIT = 2048
+READ_LIMIT = 4096
 
 
 def window(rate_bps: float | None) -> int:
