@@ -35,8 +35,8 @@ __all__ = ["TcpProxy"]
 #: forwarded per write. What the proxy holds unsent is then about what a real path has in flight, so a
 #: sender's kernel send queue (SIOCOUTQ: bytes not yet acknowledged) shows the backlog as it would
 #: behind a radio link: with the kernel's doubling of a receive buffer and the proxy's read buffer,
-#: measured 0.5 s of a 300 kbit/s path, 0.3 s of a 1 Mbit/s one (docs/benchmarks.md, "Slow shared
-#: path"). A fixed 4 KiB window was reported to carry only ~40 kB/s of an asked 125 kB/s (the window
+#: measured 0.5 s of a 300 kbit/s path, 0.3 s of a 1 Mbit/s one
+#: (docs/benchmarks.md, "Slow shared path"). A fixed 4 KiB window was reported to carry only ~40 kB/s of an asked 125 kB/s (the window
 #: and the kernel's ACK timing cap a loopback connection); 1/8 s of the rate carries 92-99 % of it.
 WINDOW_S = 0.125
 #: the smallest window, bytes (the kernel doubles a receive buffer for its bookkeeping)
