@@ -31,6 +31,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import atexit
+import gc
 import json
 import logging
 import logging.handlers
@@ -38,9 +39,10 @@ import os
 import queue
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from agent.config import AgentConfig, ConfigError, load, log_level
+if TYPE_CHECKING:
+    from agent.config import AgentConfig
 
 DEFAULT_CONFIG = "config/params.json"
 EXIT_CONFIG = 2
@@ -51,6 +53,7 @@ log = logging.getLogger(__name__)
 
 
 def _level(name: str) -> int:
+    from agent.config import ConfigError, log_level
     try:
         return log_level(name)
     except ValueError as err:
@@ -187,6 +190,7 @@ def setup_logging(cfg: AgentConfig | None, override: str | None):
 
 def _config_and_logging(args: argparse.Namespace, level: str | None) -> tuple[AgentConfig | None, Any]:
     """Load ``args.config`` (problems to stderr: None) and set up logging; returns (config, log tail)."""
+    from agent.config import ConfigError, load
     try:
         cfg = load(args.config)
     except ConfigError as err:
@@ -201,12 +205,19 @@ def _config_and_logging(args: argparse.Namespace, level: str | None) -> tuple[Ag
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    cfg, tail = _config_and_logging(args, args.log_level)
-    if cfg is None:
-        return EXIT_CONFIG
-    from agent.ops.service import run
-    from agent.ops.status import status_path
-    return asyncio.run(run(cfg, config_path=args.config, logs=tail, status_file=status_path(args.status_file)))
+    # Start allocates what lives as long as the agent (modules, config, parts) and little garbage: the
+    # cyclic collector stays off until the agent's startup freeze (agent.app) turns it on again, so
+    # the imports and the hub connect do not pay a dozen full collections over a growing heap.
+    gc.disable()
+    try:
+        cfg, tail = _config_and_logging(args, args.log_level)
+        if cfg is None:
+            return EXIT_CONFIG
+        from agent.ops.service import run
+        from agent.ops.status import status_path
+        return asyncio.run(run(cfg, config_path=args.config, logs=tail, status_file=status_path(args.status_file)))
+    finally:
+        gc.enable()
 
 
 def cmd_status(args: argparse.Namespace) -> int:
@@ -222,6 +233,7 @@ def cmd_estop(args: argparse.Namespace) -> int:
 
 
 def _recordings(args: argparse.Namespace) -> Path | None:
+    from agent.config import ConfigError
     from agent.recorder.cli import recordings_dir
     try:
         return recordings_dir(args.dir, args.config)
@@ -243,6 +255,7 @@ def cmd_export(args: argparse.Namespace) -> int:
         return EXIT_CONFIG
     before, after = args.before_s, args.after_s
     if before is None or after is None:
+        from agent.config import ConfigError, load
         from agent.config.recorder import RecorderConfig
         rc = RecorderConfig()
         if args.config:
@@ -256,6 +269,7 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def cmd_check_config(args: argparse.Namespace) -> int:
+    from agent.config import ConfigError, load
     try:
         cfg = load(args.path)
     except ConfigError as err:
@@ -331,10 +345,23 @@ def version() -> str:
         return found.group(1) if found else "unknown"
 
 
+class _Version(argparse.Action):
+    """``--version``: prints :func:`version` and exits; looked up only then (package metadata is a
+    directory scan every start would pay)."""
+
+    def __init__(self, option_strings: list[str], dest: str = argparse.SUPPRESS, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS,
+                         help="show program's version number and exit")
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: Any) -> None:
+        print(f"robot-agent {version()}")
+        parser.exit()
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="robot-agent", description=__doc__.split("\n")[0])
     p.add_argument("--log-level", default=None, help="debug, info, warning, error (overrides logger_level)")
-    p.add_argument("--version", action="version", version=f"robot-agent {version()}")
+    p.add_argument("--version", action=_Version)
     sub = p.add_subparsers(dest="command", required=True)
     r = sub.add_parser("run", help="run the agent")
     r.add_argument("--config", default=DEFAULT_CONFIG, help=f"params.json (default {DEFAULT_CONFIG})")
