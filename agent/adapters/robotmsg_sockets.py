@@ -1,7 +1,7 @@
 """ZeroMQ plumbing for the robot_msg adapter: socket options, CURVE keys, monitor events.
 
 Kept apart from the protocol mapping so each part stays small. Socket options
-(docs/robot_msg.md, "Transport"): LINGER 0, small high-water marks (newest wins,
+(docs/robot_msg.md, "Configuration"): LINGER 0, small high-water marks (newest wins,
 no backlog), ZMQ_MAXMSGSIZE on subscribers, ZeroMQ's own reconnect interval for
 connecting sockets, and CURVE when keys are configured.
 """

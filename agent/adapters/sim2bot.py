@@ -14,7 +14,7 @@ controller gets only the formats subscribed in its room. Commands from every roo
 are the one source ``sim2bot`` (priorities and watchdog as for one controller; a
 ``stop`` from any room stops the tank). The control loop cannot tell
 rooms apart, so the adapter keeps the stop latch between them
-(:class:`agent.control.arbitration.SenderLatch`, docs/safety.md): after one room's stop, another
+(:class:`agent.control.stoplatch.SenderLatch`, docs/safety.md): after one room's stop, another
 room that was streaming velocity commands is refused until it re-engages. A room whose
 link drops, or whose last controller leaves, releases the source when it gave the last
 command.
@@ -52,7 +52,7 @@ from agent.adapters.sim2bot_commands import (
 )
 from agent.adapters.sim2bot_room import SOURCE, Outcome, RoomLink
 from agent.adapters.sim2bot_telemetry import camera_ids, hello_message
-from agent.control.arbitration import SenderLatch
+from agent.control.stoplatch import SenderLatch
 from agent.config import AgentConfig
 from agent.config.robotmsg import is_local_address
 from agent.errors import CommandDeclined, CommandError

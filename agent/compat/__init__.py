@@ -2,7 +2,7 @@
 
 Nothing outside this package reaches a library's internals (a leading underscore, or an
 attribute the library does not document). Each module lists what it reaches in ``PRIVATE``:
-``(owner, attribute)`` pairs, checked on the installed versions by tests/compat/test_compat.py,
+``(owner, attribute)`` pairs, checked on the installed versions by tests/test_compat.py,
 which fails naming the attribute the day an upgrade removes one. The dependency ranges in
 pyproject.toml are bounded to the versions those tests ran on.
 """

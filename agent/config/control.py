@@ -14,7 +14,7 @@ CONSOLE_PRIORITY = 40
 
 
 class WatchdogConfig(Section):
-    """Velocity watchdog (docs/safety.md; README "keeps one safety path").
+    """Velocity watchdog (docs/safety.md; README.md, "Safety model").
 
     Attributes:
         velocity_timeout_s: a velocity command older than this stops the tracks and holds the joints, s.

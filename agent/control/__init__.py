@@ -1,11 +1,12 @@
 """The control loop, the only writer to the motors and servos (docs/architecture.md, "Layers").
 
-Parts: agent.control.front (what adapters call, thread-safe), agent.control.tick
+Parts: agent.control.front (what adapters call, thread-safe: validation),
+agent.control.state (the loop's state and its transitions), agent.control.tick
 (the pure tick), agent.control.devices (the tick's device I/O),
 agent.control.scheduler (the control thread) and agent.control.loop
 (:class:`ControlLoop`, which puts them together). Motion: agent.control.kinematics
-(skid-steer), agent.control.arbitration (who may move the tank) and agent.control.joints
-(servo joints).
+(skid-steer), agent.control.arbitration (who may move the tank), agent.control.stoplatch
+(the stop latch, also used by the Sim2Bot rooms) and agent.control.joints (servo joints).
 
 The names below load their module when first used (PEP 562), so an adapter importing
 :mod:`agent.control.arbitration` does not load the whole loop.

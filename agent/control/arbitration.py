@@ -25,7 +25,9 @@ zero* (a claim without a command, renewed by each refused command,
 off the channel, so priorities hold after a stop. A source whose velocity command
 an e-stop or a failsafe latch refuses is latched out the same way
 (:meth:`Arbiter.latch_out`): when the halt ends it re-engages before it drives, and
-its claim held at zero keeps lower-priority sources off meanwhile.
+its claim held at zero keeps lower-priority sources off meanwhile. Who is latched out and the
+re-engage rule are :class:`agent.control.stoplatch.StopLatch` (shared with the Sim2Bot rooms' latch);
+the arbiter adds the claims held at zero.
 
 Not thread-safe: :class:`agent.control.ControlLoop` calls it under its lock.
 Times are seconds on the control loop's monotonic clock.
@@ -39,7 +41,8 @@ from dataclasses import dataclass
 
 from agent.config import AgentConfig
 from agent.config.control import SOURCES
-from agent.model import BaseVelocity, Command, JointVelocity, TrackDuty
+from agent.control.stoplatch import Engage, LatchedOut, StopLatch
+from agent.model import Command
 
 log = logging.getLogger(__name__)
 
@@ -98,44 +101,6 @@ class Selection:
         return self.winner.source if self.winner is not None and self.winner.command is not None else ""
 
 
-@dataclass(frozen=True, slots=True)
-class LatchedOut:
-    """A source latched out by a stop or a halt (see the module docstring).
-
-    Attributes:
-        stopper: the source whose stop latched it out, or the setter of the halt (``console``,
-            ``cli``, ``input``, ``robot``).
-        last_s: the stop, or its last refused command since, s; it re-engages by a pause
-            of its timeout after this.
-        halt: for a halt, what it was in words (``the emergency stop set by console``); "" for a stop.
-    """
-
-    stopper: str
-    last_s: float
-    halt: str = ""
-
-    @property
-    def cause(self) -> str:
-        """What latched it out, as a refusal says it: ``artex sent stop``, ``the emergency stop set
-        by console was in force``."""
-        return f"{self.halt} was in force" if self.halt else f"{self.stopper} sent stop"
-
-    @property
-    def after(self) -> str:
-        """The same for the re-engage log line: ``the stop from artex``, ``the tilt failsafe``."""
-        return self.halt or f"the stop from {self.stopper}"
-
-
-def is_zero(command: Command) -> bool:
-    """True for an explicit zero velocity command (BaseVelocity(0, 0), TrackDuty(0, 0), all-zero
-    JointVelocity): the way a source latched out by a stop says it re-engaged."""
-    if isinstance(command, BaseVelocity):
-        return command.vx == 0.0 and command.omega == 0.0
-    if isinstance(command, TrackDuty):
-        return command.left == 0.0 and command.right == 0.0
-    return isinstance(command, JointVelocity) and all(q == 0.0 for q in command.qd)
-
-
 class Arbiter:
     """Per-channel claims of every source; see the module docstring.
 
@@ -149,7 +114,7 @@ class Arbiter:
         self._timeouts = dict(timeouts_s)
         self._claims: dict[tuple[str, str], Claim] = {}
         self._overridden: dict[str, int] = {s: 0 for s in self._timeouts}
-        self._latched: dict[str, LatchedOut] = {}
+        self._latch = StopLatch(self.timeout_s)
 
     @classmethod
     def from_config(cls, cfg: AgentConfig) -> Arbiter:
@@ -260,10 +225,10 @@ class Arbiter:
         until their deadlines (each refused command renews them, :meth:`hold`).
         """
         dropped = self.drop()
-        self._latched.pop(stopper, None)
+        self._latch.re_engage(stopper)
         for c in dropped:
-            if c.source != stopper and c.fresh(now) and (c.command is not None or c.source in self._latched):
-                self._latched[c.source] = LatchedOut(stopper, now)
+            if c.source != stopper and c.fresh(now) and (c.command is not None or c.source in self._latch):
+                self._latch.latch_out(c.source, stopper, now)
                 self._claims[(c.channel, c.source)] = Claim(c.source, c.channel, None, c.receipt_s, c.deadline_s)
         return dropped
 
@@ -273,83 +238,47 @@ class Arbiter:
         ``source`` is latched out as by a stop, so it re-engages before it drives once the halt
         ends, and its claim is held at zero (kept through the halt, :meth:`halt`), so lower-priority
         sources stay off when it ends."""
-        self._latched[source] = LatchedOut(by, now, halt)
-        self._claims[(channel, source)] = Claim(source, channel, None, now, now + self.timeout_s(source))
+        self._latch.latch_out(source, by, now, halt)
+        self._hold(source, channel, now)
 
     def halt(self) -> None:
         """A halt holds this tick: drop every claim except the zero-held claims of latched-out
         sources (:meth:`latch_out`), which keep priorities when the halt ends."""
-        for key in [k for k, c in self._claims.items() if c.command is not None or k[1] not in self._latched]:
+        for key in [k for k, c in self._claims.items() if c.command is not None or k[1] not in self._latch]:
             del self._claims[key]
 
     def latched_out(self, source: str) -> LatchedOut | None:
         """Why ``source`` is latched out by a stop, or None when it is not."""
-        return self._latched.get(source)
+        return self._latch.latched_out(source)
 
     def hold(self, source: str, channel: str, now: float) -> None:
         """A command of latched-out ``source`` on ``channel`` was refused at ``now``: its claim on
         the channel is held at zero for its timeout, and its pause starts again."""
-        latched = self._latched[source]
-        self._latched[source] = LatchedOut(latched.stopper, now, latched.halt)
+        self._latch.renew(source, now)
+        self._hold(source, channel, now)
+
+    def velocity_latched(self, source: str, channel: str, command: Command, now: float) -> Engage | None:
+        """A velocity command of ``source`` on ``channel`` at ``now``, against the stop latch
+        (:meth:`agent.control.stoplatch.StopLatch.velocity`): None when ``source`` is not latched out;
+        else whether it re-engaged now (a pause, a zero) or is refused. A refused command's claim on
+        the channel is held at zero for its timeout and its pause starts again (as :meth:`hold`)."""
+        engage = self._latch.velocity(source, command, now)
+        if engage is not None and engage.refused:
+            self._hold(source, channel, now)
+        return engage
+
+    def _hold(self, source: str, channel: str, now: float) -> None:
         self._claims[(channel, source)] = Claim(source, channel, None, now, now + self.timeout_s(source))
 
     def re_engage(self, source: str) -> LatchedOut | None:
         """``source`` re-engaged: it is no longer latched out (what it sends next is arbitrated as
         usual; a claim still held at zero ends when it sends on that channel or at its deadline).
         Returns the latch it was in, or None."""
-        return self._latched.pop(source, None)
+        return self._latch.re_engage(source)
 
     def overridden(self) -> tuple[tuple[str, int], ...]:
         """(source, commands overridden so far) for every known source, in SOURCES order."""
         return tuple(sorted(self._overridden.items(), key=lambda kv: _order(kv[0])))
-
-
-class SenderLatch:
-    """The stop latch among the senders behind one source name that its adapter can tell apart
-    (Sim2Bot rooms: every room is the source ``sim2bot``), docs/safety.md.
-
-    The control loop treats every sender of the stopping source as the stopper. This keeps a
-    *different* sender of it that was streaming velocity commands when the stop came from
-    resuming by streaming on: its velocity commands are refused (the adapter does not submit
-    them) until it re-engages as a source does (a pause of ``timeout_s``, a zero velocity
-    command, its own stop, a reset). Its refused commands hold no claim: the stopper may drive.
-    Not thread-safe (the adapter's event loop).
-
-    Args:
-        timeout_s: the source's velocity timeout, s.
-    """
-
-    def __init__(self, timeout_s: float) -> None:
-        self._timeout = timeout_s
-        self._streamed: dict[str, float] = {}         # sender -> its last velocity command, s
-        self._latched: dict[str, LatchedOut] = {}
-
-    def stop(self, sender: str, now: float) -> list[str]:
-        """A stop from ``sender`` at ``now``; returns the other senders it latched out."""
-        self._latched.pop(sender, None)
-        out = [s for s, t in self._streamed.items() if s != sender and now - t < self._timeout]
-        for other in out:
-            self._latched[other] = LatchedOut(sender, now)
-        return out
-
-    def reset(self, sender: str) -> None:
-        """``sender`` sent a reset: it re-engages."""
-        self._latched.pop(sender, None)
-
-    def velocity(self, sender: str, command: Command, now: float) -> str | None:
-        """A velocity command from ``sender`` at ``now``: None to submit it, else why it is refused."""
-        self._streamed[sender] = now
-        latched = self._latched.get(sender)
-        if latched is None:
-            return None
-        if now - latched.last_s >= self._timeout or is_zero(command):
-            del self._latched[sender]
-            log.info("%s re-engaged after the stop from %s", sender, latched.stopper)
-            return None
-        self._latched[sender] = LatchedOut(latched.stopper, now)
-        return (f"{sender} was streaming when {latched.cause}; its velocity commands are refused "
-                f"until it re-engages: send a zero velocity command, a stop, a reset, or nothing for "
-                f"{self._timeout:.2f} s")
 
 
 def _order(source: str) -> tuple[int, str]:

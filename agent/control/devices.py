@@ -19,7 +19,8 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Protocol
 
-from agent.control.tick import Pair, Readings
+from agent.control.state import Pair
+from agent.control.tick import Readings
 from agent.model import DeviceHealth, ImuSample, PowerSample
 from drivers.base import MotorFeedback
 

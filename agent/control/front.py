@@ -1,17 +1,17 @@
 """The robot port's front: what adapters call, thread-safe (docs/architecture.md, "The robot port").
 
-:class:`Front` validates commands and writes them into the tick's
-:class:`~agent.control.tick.ControlState` under the loop's lock: velocity
-commands become arbitration claims (agent.control.arbitration), latched commands set
-joint targets, ``Stop`` drops every claim and latches out the *other* sources that
-were streaming until they re-engage (the stop latch, docs/safety.md). It also holds
-the snapshot ring the tick publishes into (``snapshot``, ``samples_since``) and the
-runtime base limits. A ``Stop`` or the release of a driving source calls ``wake`` so
-the scheduler runs a tick at once, and so does a velocity command whose value differs from its source's last one (a repeat
-only refreshes the watchdog). A velocity more than ``OVER_LIMIT_FACTOR`` (10) times
-the configured maximum is refused with a CommandRejected, not clamped to full speed.
-Before any motion command the halts are asked (``ControlState.safety.check``,
-agent.control.safety): while the e-stop or a failsafe latch holds it is refused;
+:class:`Front` validates each command's values (one function, ``_validate``) and hands it to
+the transitions of :class:`~agent.control.state.ControlState` (agent.control.state), which
+keep stopped, the commanded tracks, the stop latch and the claims consistent: velocity
+commands become arbitration claims (agent.control.arbitration), latched commands set joint
+targets, ``Stop`` drops every claim and latches out the *other* sources that were streaming
+until they re-engage (the stop latch, docs/safety.md). It logs what they did and refused,
+and holds the snapshot ring the tick publishes into (``snapshot``, ``samples_since``). A
+``Stop`` or the release of a driving source calls ``wake`` so the scheduler runs a tick at
+once, and so does a velocity command whose value differs from its source's last one (a
+repeat only refreshes the watchdog). A velocity more than ``OVER_LIMIT_FACTOR`` (10) times
+the configured maximum is refused with a CommandRejected, not clamped to full speed. While
+the e-stop or a failsafe latch holds every motion command is refused (agent.control.safety);
 ``estop`` / ``release_estop`` set and release the e-stop (docs/safety.md).
 """
 
@@ -24,11 +24,10 @@ import threading
 from collections import deque
 from collections.abc import Callable
 
-from agent.control.arbitration import BASE, JOINTS, is_zero
 from agent.config import AgentConfig
 from agent.config.control import SOURCES
 from agent.control.devices import HardwarePort
-from agent.control.tick import ControlState
+from agent.control.state import ControlState
 from agent.errors import CommandDeclined, CommandError, CommandRejected
 from agent.model import (
     BaseVelocity,
@@ -49,10 +48,6 @@ from agent.model import (
 from agent.support.ratelimit import RateLimitedLog
 
 log = logging.getLogger(__name__)
-
-#: Sources whose protocol has a reset (Sim2Bot ``reset``, robot_msg ctrl_mode home): the stop latch's
-#: refusal names it as a way to re-engage; ARTEX and the console have none.
-RESET_SOURCES = ("sim2bot", "robot_msg")
 
 #: Snapshots kept for :meth:`Front.samples_since` (about 10 s at 50 Hz).
 RING_SIZE = 512
@@ -87,22 +82,21 @@ class Front:
     """What adapters call; see the module docstring.
 
     Args:
-        state: the tick's state; read and written only under ``lock``.
-        lock: the loop's lock (shared with the tick).
+        state: the tick's state, changed only through its transitions.
         hardware: used for ``calibrate_imu`` only.
-        clock: monotonic clock, s (the same one the tick runs on).
+        wall: Unix clock, s (the e-stop's time).
         wake: asks the scheduler for a tick now (a new velocity value, a stop, a release of a driving source).
     """
 
-    def __init__(self, state: ControlState, lock: threading.Lock, hardware: HardwarePort, *,
-                 clock: Callable[[], float], wake: Callable[[], None]) -> None:
+    def __init__(self, state: ControlState, hardware: HardwarePort, *,
+                 wall: Callable[[], float], wake: Callable[[], None]) -> None:
         self._state = state
-        self._lock = lock
         self._hw = hardware
-        self._clock = clock
+        self._wall = wall
         self._wake = wake
         self._closed = False
         self._calibration: concurrent.futures.Future | None = None
+        self._calibration_lock = threading.Lock()
         self._estop_listeners: list[Callable[[Halt | None], None]] = []
         self._command_taps: list[Callable[[str, Command, CommandError | None], None]] = []
         self._rejects = RateLimitedLog(log, REJECT_LOG_INTERVAL_S)
@@ -148,45 +142,42 @@ class Front:
             raise CommandRejected(f"unknown command source {source!r}; known: {', '.join(SOURCES)}")
         if self._closed:
             raise CommandDeclined("the control loop is closed")
+        self._validate(command)
+        state = self._state
         if isinstance(command, Stop):
-            self._stop(source)  # never refused by a halt; it re-engages its source (agent.control.arbitration)
+            self._stop(source)  # never refused by a halt; it re-engages its source (agent.control.stoplatch)
         elif isinstance(command, CalibrateImu):
             self._calibrate_imu(source)
         elif isinstance(command, (BaseVelocity, TrackDuty, JointVelocity)):
-            self._velocity(source, command)
+            offered = state.offer_velocity(source, command)
+            if offered.engaged is not None:
+                log.info("%s re-engaged after %s: %s", source, offered.engaged.latched.after, offered.engaged.how)
+            if offered.changed:     # a new value runs a tick at once; a repeated one only refreshes the watchdog
+                self._wake()
         elif isinstance(command, JointTrajectoryStop):
-            with self._lock:
-                self._state.joints.hold()
+            state.hold_joints()
             log.info("joint trajectory stop from %s: joints hold", source)
         elif isinstance(command, (JointPosition, JointTrajectory, Gripper, Reset)):
-            self._latched(source, command)
+            state.set_joints(source, command)
+            if isinstance(command, Reset):
+                log.info("reset from %s: its base command dropped, joints going home", source)
         else:
             raise CommandRejected(f"unknown command {type(command).__name__}")
 
-    def _velocity(self, source: str, command: BaseVelocity | TrackDuty | JointVelocity) -> None:
-        channel = BASE
+    def _validate(self, command: Command) -> None:
+        """Refuse a command whose values do not fit the robot (CommandRejected); the robot's state is
+        the transitions' to judge. Joint counts, targets and the gripper are the joints' to check
+        (agent.control.joints); a finite but absurd velocity (more than OVER_LIMIT_FACTOR x the maximum)
+        is refused instead of clamped to full speed. TrackDuty outside -1..1 is refused by the model already."""
+        joints = self._state.joints
         if isinstance(command, JointVelocity):
-            self._state.joints.check_length("joint_velocity", len(command.qd))
-            channel = JOINTS
-        self._check_magnitude(command)
-        with self._lock:
-            now = self._clock()
-            self._check_halts(source, channel, command, now)
-            self._check_stop_latch(source, channel, command, now)
-            self._state.safety.admitted(source, command)      # ends cleared failsafe latches
-            # a repeat of the command the source's fresh claim already carries changes nothing; the same
-            # value after its claim timed out, was dropped or stopped is a new command
-            prev = self._state.arbiter.claim(source, channel)
-            changed = (prev is None or prev.command != command or not prev.fresh(now)
-                       or self._state.stopped)
-            self._state.arbiter.offer(source, channel, command, now)
-            self._state.stopped = False
-        if changed:     # a new value runs a tick at once; a repeated one only refreshes the watchdog
-            self._wake()
-
-    def _check_magnitude(self, command: BaseVelocity | TrackDuty | JointVelocity) -> None:
-        """Refuse a finite but absurd velocity (more than OVER_LIMIT_FACTOR x the maximum) instead of
-        clamping it to full speed. TrackDuty outside -1..1 is refused by the model already."""
+            joints.check_length("joint_velocity", len(command.qd))
+        elif isinstance(command, JointPosition):
+            joints.check_position(command.q)
+        elif isinstance(command, JointTrajectory):
+            joints.check_trajectory(command)
+        elif isinstance(command, Gripper):
+            joints.check_gripper()
         state, k = self._state, OVER_LIMIT_FACTOR
         if isinstance(command, BaseVelocity):
             top_omega = 2.0 * state.full_duty_mps / state.track_width_m
@@ -201,106 +192,24 @@ class Front:
                     raise CommandRejected(f"joint_velocity {joint.name} {qd:g} rad/s is more than {k:g}x its "
                                        f"max_speed_radps {joint.max_speed_radps:g}; refused")
 
-    def _latched(self, source: str, command: Command) -> None:
-        state, joints = self._state, self._state.joints
-        if isinstance(command, JointPosition):
-            joints.check_position(command.q)
-        elif isinstance(command, JointTrajectory):
-            joints.check_trajectory(command)
-        elif isinstance(command, Gripper):
-            joints.check_gripper()
-        with self._lock:
-            now = self._clock()
-            state.safety.admit(source, command)     # e-stop / failsafe halts (agent.control.safety)
-            if not isinstance(command, Reset) or joints.dof or joints.gripper_cfg is not None:
-                above = state.arbiter.latch(source, JOINTS, now)
-                if above is not None:
-                    raise CommandDeclined(
-                        f"{type(command).__name__} refused: joints are held by {above.source} "
-                        f"(priority {state.arbiter.priority(above.source)} > "
-                        f"{state.arbiter.priority(source)})")
-            if isinstance(command, JointPosition):
-                joints.set_position(source, command.q)
-            elif isinstance(command, JointTrajectory):
-                joints.start_trajectory(source, command, now)
-            elif isinstance(command, Gripper):
-                joints.set_gripper(command.fraction)
-            else:
-                state.arbiter.drop([source], (BASE,))
-                state.arbiter.re_engage(source)  # a reset re-engages a source latched out by a stop
-                joints.go_home(source)
-            state.stopped = False
-        if isinstance(command, Reset):
-            log.info("reset from %s: its base command dropped, joints going home", source)
-
-    def _check_halts(self, source: str, channel: str, command: BaseVelocity | TrackDuty | JointVelocity,
-                     now: float) -> None:
-        """Refuse a velocity command while a halt holds (agent.control.safety). A source streaming
-        motion into the halt is latched out as by a stop (``Arbiter.latch_out``): when the halt
-        ends it re-engages before it drives, and its claim held at zero keeps lower-priority
-        sources off meanwhile. Caller holds the lock."""
-        safety = self._state.safety
-        try:
-            safety.check(source, command)
-        except CommandDeclined:
-            if not is_zero(command):
-                self._state.arbiter.latch_out(source, channel, safety.setter(), safety.cause(), now)
-            raise
-
-    def _check_stop_latch(self, source: str, channel: str, command: Command, now: float) -> None:
-        """Refuse a velocity command from a source latched out by another source's stop.
-
-        The source re-engages (docs/safety.md) with a command after a pause of its timeout since
-        the stop or its last refused command, or with an explicit zero (``is_zero``); its own stop
-        or a reset re-engages it elsewhere. Otherwise the command is refused (CommandDeclined saying
-        how to re-engage) and its claim on ``channel`` is held at zero, so the tank stays still and
-        lower-priority sources stay off. Caller holds the lock.
-        """
-        arbiter = self._state.arbiter
-        latched = arbiter.latched_out(source)
-        if latched is None:
-            return
-        timeout = arbiter.timeout_s(source)
-        if now - latched.last_s >= timeout:
-            how = f"its commands paused for {timeout:.2f} s"
-        elif is_zero(command):
-            how = "it sent a zero velocity command"
-        else:
-            arbiter.hold(source, channel, now)
-            raise CommandDeclined(f"{source} was driving when {latched.cause}; its velocity commands "
-                                  f"are refused and the tank held still until it re-engages: "
-                                  f"{_re_engage_hint(source, timeout)}", reason="reengage")
-        arbiter.re_engage(source)
-        log.info("%s re-engaged after %s: %s", source, latched.after, how)
-
     def _stop(self, source: str) -> None:
-        state = self._state
-        with self._lock:
-            now = self._clock()
-            dropped = state.arbiter.stop(source, now)
-            moving = state.cmd != (0.0, 0.0) or state.joints.moving
-            state.joints.hold()
-            state.watchdog.reset()
-            repeated = state.stopped and not moving and all(c.command is None for c in dropped)
-            state.stopped = True
-            held = sorted({c.source for c in dropped if state.arbiter.claim(c.source, c.channel) is not None})
-        if not repeated:
+        stopped = self._state.stop(source)
+        if not stopped.repeated:
             self._wake()
-        log.log(logging.DEBUG if repeated else logging.INFO,
-                "stop from %s: tracks to zero, joints hold, %d pending claim(s) dropped%s", source, len(dropped),
-                f"; latched out until they re-engage: {', '.join(held)}" if held else "")
+        held = stopped.held
+        log.log(logging.DEBUG if stopped.repeated else logging.INFO,
+                "stop from %s: tracks to zero, joints hold, %d pending claim(s) dropped%s", source,
+                len(stopped.dropped), f"; latched out until they re-engage: {', '.join(held)}" if held else "")
 
     def _calibrate_imu(self, source: str) -> None:
         tracks = self._snap.tracks
         measured = max(abs(tracks.left_mps), abs(tracks.right_mps))
-        with self._lock:
-            holder = self._state.arbiter.holder(BASE, self._clock())
-            target = self._state.base_target(holder.command) if holder is not None else (0.0, 0.0)
-            commanded = self._state.cmd
-            if commanded != (0.0, 0.0) or target != (0.0, 0.0) or measured > STILL_MPS:
-                raise CommandDeclined(
-                    f"calibrate_imu needs the base still: commanded ({commanded[0]:.3f}, {commanded[1]:.3f}) "
-                    f"m/s, target ({target[0]:.3f}, {target[1]:.3f}) m/s, measured {measured:.3f} m/s")
+        commanded, target = self._state.base_motion()
+        if commanded != (0.0, 0.0) or target != (0.0, 0.0) or measured > STILL_MPS:
+            raise CommandDeclined(
+                f"calibrate_imu needs the base still: commanded ({commanded[0]:.3f}, {commanded[1]:.3f}) "
+                f"m/s, target ({target[0]:.3f}, {target[1]:.3f}) m/s, measured {measured:.3f} m/s")
+        with self._calibration_lock:
             if self._calibration is not None and not self._calibration.done():
                 raise CommandDeclined("calibrate_imu: a calibration is already running")
             fut = self._hw.calibrate_imu()  # non-blocking: runs on the IMU's bus thread
@@ -317,40 +226,25 @@ class Front:
         if source not in SOURCES:
             log.error("release of unknown command source %r (%s) ignored", source, reason)
             return
-        state = self._state
-        with self._lock:
-            now = self._clock()
-            driving = []
-            base = state.arbiter.holder(BASE, now)
-            if base is not None and base.source == source and base.command is not None:
-                driving.append("base")
-            jh = state.arbiter.holder(JOINTS, now)
-            if (jh is not None and jh.source == source and jh.command is not None) or \
-                    (state.joints.owner == source and state.joints.moving):
-                driving.append("joints")
-                state.joints.hold()
-            dropped = state.arbiter.drop([source])
+        driving, dropped = self._state.release(source)
         if driving:
             self._wake()
             log.warning("%s released (%s) while driving %s: stopped at once", source, reason, " and ".join(driving))
         else:
-            log.info("%s released (%s); %d pending claim(s) dropped", source, reason, len(dropped))
+            log.info("%s released (%s); %d pending claim(s) dropped", source, reason, dropped)
 
     # ================================================================== e-stop
-    def estop(self, by: str, reason: str, now_unix_s: float) -> bool:
-        """Set the e-stop (agent.control.safety.SafetyLatches.estop): every claim dropped, joints hold,
-        a tick at once. True when newly set.
+    def estop(self, by: str, reason: str = "") -> bool:
+        """Set the emergency stop (agent.control.safety.SafetyLatches.estop) at the wall clock's time:
+        tracks to zero at once (every claim dropped, joints hold, a tick woken), every motion command from
+        every source refused until :meth:`release_estop`. ``by``: ``console``, ``cli`` or ``input``.
+        Returns True when newly set, False when it already held (first setter kept).
 
         Raises:
-            CommandRejected: ``by`` is not console, cli or input; ``reason`` not a string.
+            CommandRejected: ``by`` may not set it; ``reason`` is not a string.
         """
         try:
-            with self._lock:
-                new = self._state.safety.estop(by, reason, now_unix_s)
-                if new:
-                    self._state.arbiter.drop()
-                    self._state.joints.hold()
-                estop = self._state.safety.state().estop
+            new, estop = self._state.estop(by, reason, self._wall())
         except CommandError as err:
             log.log(_refusal_level(err), "emergency stop refused: %s", err)
             raise
@@ -360,12 +254,9 @@ class Front:
         return new
 
     def restore_estop(self, halt: Halt) -> bool:
-        """Put back an e-stop kept across a restart (SafetyLatches.restore_estop); wakes a tick."""
-        with self._lock:
-            new = self._state.safety.restore_estop(halt)
-            if new:
-                self._state.arbiter.drop()
-                self._state.joints.hold()
+        """Put back an e-stop kept across a restart (SafetyLatches.restore_estop: its setter and time
+        unchanged); wakes a tick. True when set now."""
+        new = self._state.restore_estop(halt)
         self._wake()
         return new
 
@@ -382,15 +273,15 @@ class Front:
                 log.exception("e-stop listener failed")
 
     def release_estop(self, by: str) -> None:
-        """Release the e-stop; moves nothing (claims were dropped), wakes a tick.
+        """Release the e-stop; moves nothing (claims were dropped): motion needs a fresh command (a source
+        that streamed into the e-stop re-engages first, as after a stop). Wakes a tick.
 
         Raises:
             CommandRejected: ``by`` is not console, cli or input.
             CommandDeclined: no e-stop is set.
         """
         try:
-            with self._lock:
-                self._state.safety.release_estop(by)
+            self._state.release_estop(by)
         except CommandError as err:
             log.log(_refusal_level(err), "emergency stop release refused: %s", err)
             raise
@@ -400,11 +291,8 @@ class Front:
         """Release the e-stop only if ``by`` set it (checked and released under one lock: never
         another setter's); wakes a tick and tells the listeners as :meth:`release_estop` does.
         Returns True when released."""
-        with self._lock:
-            halt = self._state.safety.state().estop
-            if halt is None or halt.by != by:
-                return False
-            self._state.safety.release_estop(by)
+        if not self._state.release_estop(by, own=True):
+            return False
         self._released()
         return True
 
@@ -453,25 +341,13 @@ class Front:
         state = self._state
         speed = None if max_speed_mps is None else _positive("max_speed_mps", max_speed_mps, state.full_duty_mps)
         accel = None if max_accel_mps2 is None else _positive("max_accel_mps2", max_accel_mps2, None)
-        with self._lock:
-            if speed is not None:
-                state.max_speed_mps = speed
-            if accel is not None:
-                state.max_accel_mps2 = accel
+        state.set_limits(speed, accel)
         log.info("base limits now max_speed %.3f m/s, max_accel %.3f m/s^2",
                  state.max_speed_mps, state.max_accel_mps2)
 
     def limits(self) -> tuple[float, float]:
         """Current (max_speed_mps, max_accel_mps2)."""
         return self._state.max_speed_mps, self._state.max_accel_mps2
-
-
-def _re_engage_hint(source: str, timeout_s: float) -> str:
-    """How ``source`` re-engages after a stop latched it out, for its refusal (docs/safety.md)."""
-    if source == "console":
-        return f"let go and press again (a new press sends a zero first), or send nothing for {timeout_s:.2f} s"
-    reset = ", a reset" if source in RESET_SOURCES else ""
-    return f"send a zero velocity command, a stop{reset}, or nothing for {timeout_s:.2f} s"
 
 
 def _positive(name: str, value: object, top: float | None) -> float:

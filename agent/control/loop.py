@@ -1,10 +1,13 @@
 """The control loop: the robot port the adapters talk to, and the only writer to the motors and servos.
 
 :class:`ControlLoop` implements ``RobotPort`` (docs/architecture.md, "The robot
-port") and puts together the four parts of agent.control:
+port") and puts together the five parts of agent.control:
 
-- agent.control.front: what adapters call (``submit``, ``release``, the stop
-  latch, ``snapshot``, ``samples_since``, ``set_limits``), thread-safe;
+- agent.control.front: what adapters call (``submit``, ``release``, ``snapshot``,
+  ``samples_since``, ``set_limits``, the e-stop), thread-safe: the loop exposes the
+  front's methods as its own;
+- agent.control.state: the tick's state and its transitions (a command, a stop, a
+  release, the e-stop), under its lock;
 - agent.control.tick: the pure tick (state + commands + time -> duty, servo
   pulses; device readings -> snapshot);
 - agent.control.devices: the tick's device I/O (duty first, then pulses, then
@@ -35,8 +38,9 @@ from agent.config import AgentConfig
 from agent.control.devices import DeviceIO, HardwarePort
 from agent.control.front import Front, describe
 from agent.control.scheduler import Scheduler, TickStats
-from agent.control.tick import ControlState, check_failsafes, command, motor_answered, observe
-from agent.model import Command, Halt, Snapshot
+from agent.control.state import ControlState
+from agent.control.tick import check_failsafes, command, motor_answered, observe
+from agent.model import Snapshot
 
 log = logging.getLogger(__name__)
 
@@ -57,6 +61,10 @@ class ControlLoop:
     Attributes:
         description: the robot (joints, limits, home, gripper, geometry, cameras).
         period_s: control period, s (1 / rate_hz).
+        submit, release, snapshot, samples_since, set_limits, limits: the robot port
+            (agent.ports.RobotPort): the methods of the loop's :class:`~agent.control.front.Front`.
+        estop, release_estop, release_own_estop, restore_estop, on_estop_change, on_command: the
+            e-stop and the command tap, the front's methods too (docs/safety.md, agent.recorder).
     """
 
     def __init__(self, cfg: AgentConfig, hardware: HardwarePort, *,
@@ -67,76 +75,20 @@ class ControlLoop:
         self.period_s = 1.0 / cfg.control.rate_hz
         self._clock = clock
         self._wall = wall
-        self._lock = threading.Lock()
-        self._state = ControlState(cfg)
-        for warning in self._state.failsafes.warnings:
+        self._state = state = ControlState(cfg, clock=clock)
+        self._lock = state.lock
+        for warning in state.failsafes.warnings:
             log.warning("%s", warning)
         self._io = DeviceIO(hardware, wall)
         self._scheduler = Scheduler(self._step, self._recover, self._deadline,
                                     rate_hz=cfg.control.rate_hz, clock=clock)
-        self._front = Front(self._state, self._lock, hardware, clock=clock, wake=self._scheduler.wake)
-
-    # ================================================================== robot port (the front)
-    def submit(self, source: str, command: Command) -> None:
-        """Validate ``command`` and queue it; raises CommandError with the reason (see Front.submit)."""
-        self._front.submit(source, command)
-
-    def release(self, source: str, reason: str) -> None:
-        """``source`` disconnected: stop what it was driving at once, drop its claims (see Front.release)."""
-        self._front.release(source, reason)
-
-    def snapshot(self) -> Snapshot:
-        """The newest tick's state (an immutable object; reading it takes no lock)."""
-        return self._front.snapshot()
-
-    def samples_since(self, seq: int, limit: int = 256) -> list[Snapshot]:
-        """Snapshots with ``seq`` above the given one still in the ring, oldest first, at most ``limit``."""
-        return self._front.samples_since(seq, limit)
-
-    def set_limits(self, max_speed_mps: float | None = None, max_accel_mps2: float | None = None) -> None:
-        """Runtime base limits, applied from the next tick; raises CommandError (see Front.set_limits)."""
-        self._front.set_limits(max_speed_mps, max_accel_mps2)
-
-    def limits(self) -> tuple[float, float]:
-        """Current (max_speed_mps, max_accel_mps2)."""
-        return self._front.limits()
-
-    # ================================================================== halts (agent.control.safety)
-    def estop(self, by: str, reason: str = "") -> bool:
-        """Set the emergency stop: tracks to zero at once (a tick is woken), every motion command from
-        every source refused until :meth:`release_estop`. ``by``: ``console``, ``cli`` or ``input``.
-        Returns True when newly set, False when it already held (first setter kept).
-
-        Raises:
-            CommandRejected: ``by`` may not set it; ``reason`` is not a string.
-        """
-        return self._front.estop(by, reason, self._wall())
-
-    def release_estop(self, by: str) -> None:
-        """Release the emergency stop; moves nothing: motion needs a fresh command (a source that
-        streamed into the e-stop re-engages first, as after a stop).
-
-        Raises:
-            CommandRejected: ``by`` may not release it.
-            CommandDeclined: no emergency stop is set.
-        """
-        self._front.release_estop(by)
-
-    def release_own_estop(self, by: str) -> bool:
-        """Release the emergency stop only if ``by`` set it (the e-stop input's own); True when released."""
-        return self._front.release_own_estop(by)
-
-    def restore_estop(self, halt: Halt) -> bool:
-        """Put back an e-stop kept across a restart (its setter and time unchanged); True when set now."""
-        return self._front.restore_estop(halt)
-
-    def on_command(self, tap: Callable[..., None]) -> None:
-        """``tap(source, command, error)`` after every submitted command (Front.on_command); must not block."""
-        self._front.on_command(tap)
-
-    def on_estop_change(self, listener: Callable[[Halt | None], None]) -> None:
-        """``listener(halt)`` after each set (the Halt) and release (None) of the e-stop; must not block."""
-        self._front.on_estop_change(listener)
+        self._front = front = Front(state, hardware, wall=wall, wake=self._scheduler.wake)
+        # the robot port (agent.ports.RobotPort), the e-stop and the command tap: the front's own methods
+        self.submit, self.release, self.snapshot = front.submit, front.release, front.snapshot
+        self.samples_since, self.set_limits, self.limits = front.samples_since, front.set_limits, front.limits
+        self.estop, self.release_estop, self.restore_estop = front.estop, front.release_estop, front.restore_estop
+        self.release_own_estop, self.on_estop_change = front.release_own_estop, front.on_estop_change
+        self.on_command = front.on_command
 
     @property
     def safety(self):  # -> agent.control.safety.SafetyLatches
@@ -172,8 +124,7 @@ class ControlLoop:
         return snap
 
     def _recover(self) -> None:
-        with self._lock:
-            self._state.cmd = (0.0, 0.0)
+        self._state.zero_tracks()
         self._io.zero_after_failure()
 
     def _deadline(self, now: float) -> float | None:
@@ -197,8 +148,7 @@ class ControlLoop:
         self._front.close()
         deadline = time.monotonic() + timeout_s
         self._scheduler.stop(timeout_s)
-        with self._lock:
-            self._state.halt()
+        self._state.halt()
         confirmed = self._io.zero_confirmed(deadline)
         if confirmed:
             log.info("control loop closed: zero duty confirmed")

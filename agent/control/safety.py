@@ -1,8 +1,9 @@
 """Halts: the emergency stop and the failsafe latches, and the failsafe speed cap (docs/safety.md).
 
 :class:`SafetyLatches` lives in ``ControlState.safety`` and is used under the control loop's
-lock, by the front (``admit`` before every motion command, ``estop`` / ``release_estop``), by
-the failsafes (``trip``, ``condition_cleared``, ``set_speed_cap``) and by the tick (``latched``:
+lock, by the state's transitions (agent.control.state: ``admit`` before every motion command,
+``estop`` / ``release_estop``), by the failsafes (``trip``, ``condition_cleared``,
+``set_speed_cap``) and by the tick (``latched``:
 claims dropped and zero duty while a halt holds; ``cap``: the speed cap in the kinematics limit;
 ``state`` for the snapshot). No clock reads and no I/O: times are arguments.
 
@@ -12,8 +13,8 @@ claims dropped and zero duty while a halt holds; ``cap``: the speed cap in the k
 - While any halt holds every motion command is refused (``CommandDeclined``, reason ``halted``)
   naming the halt, who set it and since when; ``Stop`` is never refused.
 - A halt ending moves nothing: claims were dropped when it began. A source that was still sending
-  motion commands into the halt is latched out by the front as by a stop
-  (``agent.control.arbitration.Arbiter.latch_out``, worded with :meth:`SafetyLatches.cause`): it
+  motion commands into the halt is latched out as by a stop (``ControlState.offer_velocity``,
+  ``agent.control.arbitration.Arbiter.latch_out``, worded with :meth:`SafetyLatches.cause`): it
   re-engages before it drives (a pause of its timeout, an explicit zero velocity, a ``Stop`` or a
   ``Reset``), and its claim held at zero keeps lower-priority sources off meanwhile. So a hub
   streaming ``forward`` through an e-stop does not drive off the moment the operator releases it,
@@ -195,7 +196,7 @@ class SafetyLatches:
         """``limit_mps`` lowered to the speed cap in force, m/s."""
         return limit_mps if self._cap is None else min(limit_mps, self._cap)
 
-    # ------------------------------------------------------------------ the front
+    # ------------------------------------------------------------------ the transitions
     def refusal(self, source: str) -> str | None:
         """Why a motion command from ``source`` is refused now by a halt in force, or None.
 

@@ -21,10 +21,10 @@ delays the duty):
    builds the :class:`~agent.model.Snapshot` (``tracks.left_mps`` is the encoder
    speed, or the commanded speed without encoders or feedback).
 
-:class:`ControlState` is shared with the robot port (agent.control.front), which
-offers commands to its arbiter and sets joint targets; callers hold the loop's
-lock around :func:`command` and :func:`motor_answered`. :func:`observe` touches
-only tick-private state (odometer, counts, seq).
+:class:`~agent.control.state.ControlState` (agent.control.state) is shared with the robot port
+(agent.control.front), which changes it only through its transitions; callers hold
+``state.lock`` around :func:`command`, :func:`motor_answered` and :func:`check_failsafes`.
+:func:`observe` touches only tick-private state (odometer, counts, seq).
 """
 
 from __future__ import annotations
@@ -33,15 +33,10 @@ import logging
 from collections.abc import Mapping
 from typing import NamedTuple
 
-from agent.control.arbitration import BASE, JOINTS, Arbiter, Selection, Watchdog
-from agent.config import AgentConfig
-from agent.control.failsafes import resolve as resolve_failsafes
-from agent.control.safety import SafetyLatches
-from agent.control.joints import JointController
-from agent.control.kinematics import Odometer, limited_tracks, ramp, scale_to_limit, tracks_to_duty
+from agent.control.arbitration import BASE, JOINTS, Selection
+from agent.control.kinematics import ramp, tracks_to_duty
+from agent.control.state import ControlState, Pair
 from agent.model import (
-    BaseVelocity,
-    Command,
     DeviceHealth,
     ImuSample,
     JointState,
@@ -49,80 +44,11 @@ from agent.model import (
     PowerSample,
     SafetyState,
     Snapshot,
-    TrackDuty,
     TrackState,
 )
 from drivers.base import MotorFeedback
 
 log = logging.getLogger(__name__)
-
-Pair = tuple[float, float]
-
-
-class ControlState:
-    """What the tick carries from one iteration to the next, and the commands it executes.
-
-    Args:
-        cfg: validated configuration (base geometry, sources, joints, rate).
-
-    Attributes:
-        arbiter, watchdog, joints: claims per channel, velocity freshness, servo joints
-            (the front writes commands into the first and the last).
-        cmd: track speeds commanded at the last tick, after the ramp, m/s.
-        stopped: a ``Stop`` came and no motion command was accepted since (docs/safety.md).
-        safety: the e-stop, failsafe latches and speed cap (agent.control.safety); while a halt
-            holds every claim is dropped and the tracks are commanded to zero (no ramp).
-        failsafes: the configured failsafe detectors (agent.control.failsafes; ``warnings``
-            names those off for want of a device). failsafe_cap: the last speed cap they set.
-        motor_ok: the last duty write was confirmed.
-        max_speed_mps, max_accel_mps2: runtime base limits (``set_limits``).
-        full_duty_mps: track speed at duty 1.0, m/s (``base.max_speed_mps``).
-        period_s: control period, s; the ``dt`` of the first tick.
-        last_t: time of the last tick, s, or None before the first.
-        counts: last encoder counts (left, right). seq: ``seq`` of the last snapshot.
-    """
-
-    def __init__(self, cfg: AgentConfig) -> None:
-        servo = cfg.drivers.servo
-        self.joints = JointController(servo.joints if servo else (), servo.gripper if servo else None)
-        self.arbiter = Arbiter.from_config(cfg)
-        self.watchdog = Watchdog()
-        self.safety = SafetyLatches()
-        self.failsafes = resolve_failsafes(cfg)
-        self.failsafe_cap: tuple[float | None, str] = (None, "")
-        self.odometer = Odometer(cfg.base.track_width_m, cfg.base.counts_per_m, cfg.base.max_speed_mps)
-        self.track_width_m = cfg.base.track_width_m
-        self.full_duty_mps = cfg.base.max_speed_mps
-        self.max_speed_mps = cfg.base.max_speed_mps
-        self.max_accel_mps2 = cfg.base.max_accel_mps2
-        self.period_s = 1.0 / cfg.control.rate_hz
-        self.cmd: Pair = (0.0, 0.0)
-        self.stopped = False
-        self.motor_ok = True
-        self.base_source = ""
-        self.last_t: float | None = None
-        self.counts = (0, 0)
-        self.seq = 0
-
-    def base_target(self, command: Command | None) -> Pair:
-        """Track speeds, m/s, that ``command`` asks for under the current limits (the runtime
-        ``max_speed_mps`` and the failsafe speed cap, the lower one); (0, 0) for None."""
-        limit = self.safety.cap(self.max_speed_mps)
-        if isinstance(command, BaseVelocity):
-            return limited_tracks(command.vx, command.omega, self.track_width_m, limit)
-        if isinstance(command, TrackDuty):
-            return scale_to_limit(command.left * self.full_duty_mps, command.right * self.full_duty_mps, limit)
-        return 0.0, 0.0
-
-    def next_deadline(self, now: float) -> float | None:
-        """Earliest deadline of the velocity commands that drove at the last tick (at ``now`` before any), s."""
-        return self.arbiter.next_expiry(now if self.last_t is None else self.last_t)
-
-    def halt(self) -> None:
-        """Drop every claim, hold the joints, command zero (closing)."""
-        self.arbiter.drop()
-        self.joints.hold()
-        self.cmd = (0.0, 0.0)
 
 
 class Plan(NamedTuple):

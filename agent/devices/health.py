@@ -1,6 +1,6 @@
 """Health of one supervised device or camera: a state, the last error, an error count.
 
-One mechanism for every device (agent/devices/supervisor.py) and camera (agent/video.py):
+One mechanism for every device (agent/devices/supervisor.py) and camera (agent/video/capture.py):
 :class:`HealthTracker` holds a :class:`Health` state and logs each transition
 once, on the owner's logger: WARNING going to ``lost`` or ``degraded`` (with the
 reason: the agent holds the tracks at zero and reopens the device, a handled

@@ -168,7 +168,7 @@ class StatusReporter:
     """Sends STATUS= on change and refreshes the status file; see the module docstring.
 
     Args:
-        agent: the running agent.Agent.
+        agent: the running agent.app.Agent.
         notify: ``systemd.daemon.notify`` or a stand-in taking one ``KEY=value`` string.
         path: the status file, or None to write none.
         clock: monotonic clock, s.

@@ -6,7 +6,8 @@ import logging
 
 import pytest
 
-from agent.control.arbitration import BASE, EXPIRED, IDLE, JOINTS, OK, Arbiter, SenderLatch, Watchdog, is_zero
+from agent.control.arbitration import BASE, EXPIRED, IDLE, JOINTS, OK, Arbiter, Watchdog
+from agent.control.stoplatch import SenderLatch, is_zero
 from agent.config import AgentConfig
 from agent.model import BaseVelocity, JointVelocity, TrackDuty
 

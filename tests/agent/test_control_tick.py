@@ -11,7 +11,8 @@ import pytest
 
 from agent.control.arbitration import BASE
 from agent.config import AgentConfig
-from agent.control.tick import ControlState, Readings, command, motor_answered, observe
+from agent.control.state import ControlState
+from agent.control.tick import Readings, command, motor_answered, observe
 from agent.model import BaseVelocity, DeviceHealth, TrackDuty
 from drivers.base import MotorFeedback
 from tests.conftest import sim_config

@@ -1,4 +1,4 @@
-"""agent/video.py: VideoHub over the real camera driver and the test-pattern emulator.
+"""agent/video/: VideoHub over the real camera driver and the test-pattern emulator.
 
 Encodings are checked by decoding them (cv2.imdecode; Sim2Bot's own reference
 reader ``sim2bot.client.CameraFrame.image`` for raw RGBA). Supervision is
