@@ -153,7 +153,7 @@ class Agent:
                 from agent.recorder.web import RecorderRoutes
                 console.routes.extend(RecorderRoutes(self).routes())     # /metrics, /incidents
                 built["console"] = console
-                links = [a for a in {**self.adapters, **built}.values() if hasattr(a, "warnings")]
+                links = [a for a in {**self.adapters, **built}.values() if a is not console]
                 console.link_warnings = lambda: [w for a in links for w in a.warnings()]
         self.adapters.update(built)
         return built

@@ -7,9 +7,17 @@ y left, z up; positive ``omega`` turns left (counter-clockwise seen from above).
 
 Adapters translate their protocol's messages into these commands and their
 protocol's telemetry out of :class:`Snapshot`; they hold no robot logic.
-Constructors validate what can be checked without knowing the robot (finite
-numbers, ranges that are universal) and raise :class:`agent.errors.CommandRejected`;
-the control loop checks what depends on the robot (joint count, limits).
+
+This module is the edge where a wire value becomes a model value, for every
+protocol (docs/architecture.md, "One check per command"). Constructors validate
+what can be checked without knowing the robot (finite numbers, ranges that are
+universal) and raise :class:`agent.errors.CommandRejected`: :func:`finite_number`
+is the one finite check, and nothing downstream checks finiteness again.
+:meth:`Reach.check` is the one magnitude refusal (a velocity more than
+:data:`OVER_LIMIT_FACTOR` times the robot's maximum); the robot port runs it on every
+velocity command before anything else. The control loop checks the rest of what
+depends on the robot (joint count, joint limits) and clamps to the speed limit
+with one function (agent.control.kinematics.scale_to_limit).
 """
 
 from __future__ import annotations
@@ -27,11 +35,15 @@ from drivers.types import CameraFrame, ImuSample, MotorFeedback, PowerSample, Qu
 MAX_JOINTS = 32
 #: Most points one trajectory may carry.
 MAX_TRAJECTORY_POINTS = 10_000
+#: A velocity command more than this many times the robot's maximum is refused, not clamped
+#: (:meth:`Reach.check`: vx vs the max speed, omega vs the max yaw rate, qd vs each joint's max speed).
+OVER_LIMIT_FACTOR = 10.0
 
 
 def finite_number(name: str, value: object) -> float:
-    """``value`` (an int or float, not a bool) as a finite float; the one finite-number check of
-    commands (the adapters' parsers use it too).
+    """``value`` (an int or float, not a bool) as a finite float: the one finite check. The command
+    constructors below call it on every value they hold; parsers call it only on wire numbers that
+    never become a model value (an ignored ``vy``, a camera ``fps``), so each number is checked once.
 
     Raises:
         CommandRejected: not a number, or an integer beyond the float range.
@@ -192,6 +204,42 @@ class Reset:
 @dataclass(frozen=True, slots=True)
 class CalibrateImu:
     """Estimate the gyro bias at rest (robot must be still)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Reach:
+    """The robot's velocity maxima, for the edge's over-limit refusal (:meth:`check`).
+
+    Attributes:
+        vx_mps: track speed at full duty, m/s (``base.max_speed_mps``).
+        omega_radps: yaw rate at full opposite track speeds, rad/s (``2 * vx_mps / track_width_m``).
+        joints: (name, max speed rad/s) per servo joint, in joint order.
+    """
+
+    vx_mps: float
+    omega_radps: float
+    joints: tuple[tuple[str, float], ...] = ()
+
+    def check(self, command: "Command") -> None:
+        """Refuse a finite but absurd velocity (more than :data:`OVER_LIMIT_FACTOR` x the maximum)
+        instead of clamping it to full speed; below that the control loop clamps it to the limit.
+        Other commands pass (TrackDuty outside -1..1 is refused by its constructor).
+
+        Raises:
+            CommandRejected: naming the field, the value and the maximum.
+        """
+        k = OVER_LIMIT_FACTOR
+        if isinstance(command, BaseVelocity):
+            for name, value, top, unit in (("vx", command.vx, self.vx_mps, "m/s"),
+                                           ("omega", command.omega, self.omega_radps, "rad/s")):
+                if abs(value) > k * top:
+                    raise CommandRejected(f"base_velocity {name} {value:g} {unit} is more than {k:g}x the maximum "
+                                          f"{top:g} {unit}; refused (not clamped to full speed)")
+        elif isinstance(command, JointVelocity):
+            for (name, top), qd in zip(self.joints, command.qd):
+                if abs(qd) > k * top:
+                    raise CommandRejected(f"joint_velocity {name} {qd:g} rad/s is more than {k:g}x its "
+                                          f"max_speed_radps {top:g}; refused")
 
 
 Command = Union[

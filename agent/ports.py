@@ -163,6 +163,9 @@ class Adapter(Protocol):
     def status(self) -> LinkStatus:
         """Health view (thread-safe reads)."""
 
+    def warnings(self) -> list[str]:
+        """Trouble an operator should read, one sentence each (the console shows every adapter's); [] when none."""
+
 
 class AdapterFactory(Protocol):
     """An adapter class: ``Factory(cfg, robot, video, config_path=...)`` (ARTEX also takes ``logs``)."""

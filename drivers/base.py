@@ -87,7 +87,8 @@ class MotorController(Device):
 
     @abstractmethod
     def set_duty(self, left: float, right: float) -> None:
-        """Command open-loop duty, each -1..1 (clamped). Raises DriverError."""
+        """Command open-loop duty, each -1..1 (clamped: the driver's device edge; a non-finite duty
+        raises DriverError and nothing is sent). Raises DriverError."""
 
     def stop(self) -> None:
         """Command zero on both tracks. Raises DriverError."""

@@ -71,6 +71,10 @@ def _numeric(field: Any) -> bool:
     return any(a in (int, float) for a in args) and all(a in (int, float, type(None)) for a in args)
 
 
+#: The config field that names where a device is, per :attr:`DriverSection.transport`.
+_ENDPOINT_FIELDS = {"serial": "port", "i2c": "bus", "gpio": "chip"}
+
+
 class DriverSection(BaseModel):
     """A config section: unknown keys are errors, values are immutable after load, floats finite,
     a number field takes a JSON number only (not ``true`` or ``"8080"``, which pydantic's lax
@@ -81,6 +85,18 @@ class DriverSection(BaseModel):
     # at once on load), not when its class is defined: importing every section costs a start little
     model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True, allow_inf_nan=False,
                               defer_build=True)
+
+    #: How the driver reaches its device: ``serial`` (its ``port`` field), ``i2c`` (``bus``),
+    #: ``gpio`` (``chip``), or ``""``: the driver opens its own source (a camera) or the section
+    #: is part of another (a servo joint, a battery).
+    transport: ClassVar[str] = ""
+
+    @property
+    def endpoint(self) -> int | str:
+        """The value naming where the device is: its ``port``, ``bus`` or ``chip`` (by
+        :attr:`transport`); "" for a section without a transport of its own."""
+        field = _ENDPOINT_FIELDS.get(self.transport)
+        return getattr(self, field) if field else ""
 
     @model_validator(mode="before")
     @classmethod
@@ -103,6 +119,7 @@ class RoboclawConfig(DriverSection):
 
     driver: ClassVar[str] = "drivers.roboclaw:Roboclaw"
     emulator: ClassVar[str] = "drivers.emulators.roboclaw:RoboclawEmulator"
+    transport: ClassVar[str] = "serial"
 
     kind: Literal["roboclaw"]
     port: str
@@ -122,6 +139,7 @@ class SabertoothConfig(DriverSection):
 
     driver: ClassVar[str] = "drivers.sabertooth:Sabertooth"
     emulator: ClassVar[str] = "drivers.emulators.sabertooth:SabertoothEmulator"
+    transport: ClassVar[str] = "serial"
 
     kind: Literal["sabertooth"]
     port: str
@@ -140,6 +158,7 @@ class LineMotorConfig(DriverSection):
 
     driver: ClassVar[str] = "drivers.linemotor:LineMotor"
     emulator: ClassVar[str] = "drivers.emulators.linemotor:LineMotorEmulator"
+    transport: ClassVar[str] = "serial"
 
     kind: Literal["line"]
     port: str
@@ -159,6 +178,7 @@ class Mpu6050Config(DriverSection):
 
     driver: ClassVar[str] = "drivers.mpu6050:Mpu6050"
     emulator: ClassVar[str] = "drivers.emulators.mpu6050:Mpu6050Chip"
+    transport: ClassVar[str] = "i2c"
 
     kind: Literal["mpu6050"]
     bus: I2cBus = 1
@@ -175,6 +195,7 @@ class Bno055Config(DriverSection):
 
     driver: ClassVar[str] = "drivers.bno055:Bno055"
     emulator: ClassVar[str] = "drivers.emulators.bno055:Bno055Chip"
+    transport: ClassVar[str] = "i2c"
 
     kind: Literal["bno055"]
     bus: I2cBus = 1
@@ -194,6 +215,7 @@ class Ina219Config(DriverSection):
 
     driver: ClassVar[str] = "drivers.ina2xx:Ina219"
     emulator: ClassVar[str] = "drivers.emulators.ina2xx:Ina219Chip"
+    transport: ClassVar[str] = "i2c"
 
     kind: Literal["ina219"]
     bus: I2cBus = 1
@@ -209,6 +231,7 @@ class Ina226Config(DriverSection):
 
     driver: ClassVar[str] = "drivers.ina2xx:Ina226"
     emulator: ClassVar[str] = "drivers.emulators.ina2xx:Ina226Chip"
+    transport: ClassVar[str] = "i2c"
 
     kind: Literal["ina226"]
     bus: I2cBus = 1
@@ -260,6 +283,7 @@ class Pca9685Config(DriverSection):
 
     driver: ClassVar[str] = "drivers.pca9685:Pca9685"
     emulator: ClassVar[str] = "drivers.emulators.pca9685:Pca9685Chip"
+    transport: ClassVar[str] = "i2c"
 
     kind: Literal["pca9685"]
     bus: I2cBus = 1
@@ -360,6 +384,7 @@ class GpioEstopConfig(DriverSection):
 
     driver: ClassVar[str] = "drivers.gpio:GpioSwitch"
     emulator: ClassVar[str] = "drivers.emulators.gpio:GpioChipEmulator"
+    transport: ClassVar[str] = "gpio"
 
     kind: Literal["gpio"]
     chip: Union[int, str] = "/dev/gpiochip0"

@@ -169,8 +169,10 @@ def write_packet(address: int, cmd: int, data: bytes = b"") -> bytes:
 
 
 def duty_value(duty: float) -> int:
-    """Duty -1..1 as the signed 16-bit value of cmds 32-34 (+-32767 full scale), clamped."""
-    return max(-DUTY_FULL_SCALE, min(DUTY_FULL_SCALE, round(duty * DUTY_FULL_SCALE)))
+    """Duty -1..1 as the signed 16-bit value of cmds 32-34 (+-32767 full scale). The duty was
+    checked and clamped at the device edge (drivers/serialport.py ``track_duty``); a value
+    outside -1..1 makes ``struct.pack(">h")`` fail rather than send a wrapped byte."""
+    return round(duty * DUTY_FULL_SCALE)
 
 
 def timeout_value(seconds: float) -> int:

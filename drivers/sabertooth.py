@@ -81,8 +81,11 @@ def packet(address: int, cmd: int, data: int) -> bytes:
 
 
 def motor_packet(address: int, motor: int, duty: float) -> bytes:
-    """Drive packet for ``motor`` (1 or 2) at ``duty`` -1..1: cmd 0/1 or 4/5, data ``round(|duty| * 127)``."""
-    value = min(FULL_SCALE, round(abs(duty) * FULL_SCALE))
+    """Drive packet for ``motor`` (1 or 2) at ``duty`` -1..1: cmd 0/1 or 4/5, data ``round(|duty| * 127)``.
+
+    The duty was checked and clamped at the device edge (drivers/serialport.py ``track_duty``);
+    :func:`packet` refuses data outside 0..127 (ValueError) rather than send it."""
+    value = round(abs(duty) * FULL_SCALE)
     cmd = (CMD_M1_FORWARD if motor == 1 else CMD_M2_FORWARD) + (1 if duty < 0 and value else 0)
     return packet(address, cmd, value)
 

@@ -221,7 +221,8 @@ class SerialMotorController(MotorController):
 
     @abstractmethod
     def _write_duty(self, link: SerialLink, left: float, right: float) -> None:
-        """Send duty per track, -1..1, already clamped and inverted. Raises DriverError."""
+        """Send duty per track, -1..1, already checked, clamped and inverted by :meth:`track_duty`
+        (the device edge; encode it, check nothing again). Raises DriverError."""
 
     @abstractmethod
     def _read_feedback(self, link: SerialLink) -> MotorFeedback:
@@ -331,10 +332,16 @@ class SerialMotorController(MotorController):
 
     # ------------------------------------------------------------------ helpers
     def track_duty(self, left: float, right: float) -> tuple[float, float]:
-        """Validate, clamp to -1..1 and apply the configured per-side inversion.
+        """Validate, clamp to -1..1 and apply the configured per-side inversion: the device edge.
+
+        The one range guard of every serial motor driver (RoboClaw, Sabertooth, line protocol) on
+        the duty it is handed, so that no driver ever writes an out-of-range or non-finite value;
+        their ``_write_duty`` encode what this returns and check nothing again. It is a device
+        protocol guard, not a control policy: the agent's duty is already finite (the edge, agent.model)
+        and within -1..1 (agent.control.kinematics.scale_to_limit).
 
         Raises:
-            DriverError: ``left`` or ``right`` is not a finite number.
+            DriverError: ``left`` or ``right`` is not a finite number (nothing is sent).
         """
         out = []
         for side, value, invert in (("left", left, self.cfg.invert_left), ("right", right, self.cfg.invert_right)):

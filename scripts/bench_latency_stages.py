@@ -85,8 +85,8 @@ def instrument(agent) -> Probe:
     probe = Probe()
     sched = agent.control._scheduler
     probe.wrap(sched, "_tick", "tick", "tick1")
-    probe.wrap(agent.hardware.motor_worker, "post", "post")
-    drv = agent.hardware.motor_worker.motor.driver
+    probe.wrap(agent.hardware.motor_io, "post", "post")
+    drv = agent.hardware.motor_io.motor.driver
     probe.wrap(drv, "_write_duty", "write0", "write1")
     probe.wrap(drv, "_read", "read0", "read1")
     probe.wrap(drv._link.ser, "write", None, "wrote")

@@ -18,7 +18,7 @@ same window, so the load of the machine hits both alike (alternating windows wou
 
 Parts of the agent: event loop (``MainThread``: ARTEX, Sim2Bot, robot_msg and their libraries;
 one thread, not split further), asyncio's executor threads, control, device I/O (``motor``,
-``i2c-*``, ``reopen``, ``estop-input``), camera (capture and encode threads), ZeroMQ's threads;
+``i2c-*``, ``estop-input``), camera (capture and encode threads), ZeroMQ's threads;
 emulators apart: ``RoboclawEmulator-*`` (the emulated motor controller). The I2C chips' emulation
 runs inline in the ``i2c-*`` thread and the test pattern is drawn in the capture thread: those
 parts include their emulators (said in the output).
@@ -55,7 +55,7 @@ WARMUP_S = 4.0
 
 PARTS = [("emulator: motor controller", ("RoboclawEmulator",)),
          ("control", ("control",)),
-         ("device I/O (+ inline I2C emulation)", ("motor", "i2c", "reopen", "estop")),
+         ("device I/O (+ inline I2C emulation)", ("motor", "i2c", "estop")),
          ("camera (+ test pattern)", ("camera-", "video-", "[cv2", "[python")),
          ("event loop (adapters)", ("MainThread",)),
          ("asyncio executor", ("asyncio_",)),

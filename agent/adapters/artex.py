@@ -146,6 +146,10 @@ class ArtexAdapter:
         return {"sid": self._sid, "ready": self._ready,
                 "telem_run": self._streams.telem_run, "video_run": self._streams.video_run}
 
+    def warnings(self) -> list[str]:
+        """Trouble an operator should read, one sentence each (the console shows them); [] when none."""
+        return []
+
     def status(self) -> LinkStatus:
         """Health view: counters (received, accepted, rejected, ignored, sent_*, connects,
         disconnects, connect_failures...) and detail ``url``, ``sid``, ``ready``, ``telem_run``,

@@ -28,7 +28,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from agent.config.artex import BUILTIN_STOP, MotionConfig
-from agent.errors import CommandError, CommandRejected
+from agent.errors import CommandError, CommandRejected, NonFiniteValue
 from agent.model import BaseVelocity, Command, Stop, TrackDuty, finite_number
 from agent.support.ratelimit import safe
 
@@ -144,9 +144,9 @@ def _drive(value: object) -> Command:
     body = _object("payload.drive", value, ("vx", "omega"))
     if not body:
         raise CommandRejected("payload.drive must carry vx (m/s) and/or omega (rad/s)", "artex")
-    vx = _number("payload.drive.vx", body.get("vx", 0.0))
-    omega = _number("payload.drive.omega", body.get("omega", 0.0))
-    return BaseVelocity(vx, omega)
+    vx = _numeric("payload.drive.vx", body.get("vx", 0.0))
+    omega = _numeric("payload.drive.omega", body.get("omega", 0.0))
+    return _drive_command(vx, omega)
 
 
 def _tracks(value: object) -> Command:
@@ -154,19 +154,38 @@ def _tracks(value: object) -> Command:
     for side in ("left", "right"):
         if side not in body:
             raise CommandRejected(f"payload.tracks.{side} is missing (duty -1..1)", "artex")
-    left = _number("payload.tracks.left", body["left"])
-    right = _number("payload.tracks.right", body["right"])
+    left = _numeric("payload.tracks.left", body["left"])
+    right = _numeric("payload.tracks.right", body["right"])
     try:
-        return TrackDuty(left, right)
+        return TrackDuty(left, right)       # the one finite check of left and right (agent.model)
+    except NonFiniteValue as err:
+        raise NonFiniteValue(f"payload.tracks.{err}", err.source) from None
     except CommandError as err:
         raise CommandRejected(f"payload.tracks: {err}", "artex") from err
 
 
-def _number(where: str, value: object) -> float:
-    """A finite number (agent.model.finite_number); a non-number is described as the hub sent it."""
+def _numeric(where: str, value: object) -> int | float:
+    """``value`` when it is a number (its finiteness is the model's to check); a non-number is
+    described as the hub sent it."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise CommandRejected(f"{where} must be a number, got {describe(value)}", "artex")
-    return finite_number(where, value)
+    return value
+
+
+def _drive_command(vx: int | float, omega: int | float) -> BaseVelocity:
+    """``BaseVelocity(vx, omega)``: its constructor is the one finite check of both (agent.model;
+    docs/architecture.md, "One check per command"); its refusal, which names the field, is named
+    by the field's path in the event (``payload.drive.vx must be finite``)."""
+    try:
+        return BaseVelocity(vx, omega)
+    except CommandError as err:
+        raise type(err)(f"payload.drive.{err}", err.source, err.reason) from None
+
+
+def _number(where: str, value: object) -> float:
+    """A finite number (agent.model.finite_number) for a value that becomes no model value; a
+    non-number is described as the hub sent it."""
+    return finite_number(where, _numeric(where, value))
 
 
 def _file(value: object) -> FileRequest:

@@ -394,6 +394,10 @@ class RobotMsgAdapter:
 
     # ------------------------------------------------------------------ health
 
+    def warnings(self) -> list[str]:
+        """Trouble an operator should read, one sentence each (the console shows them); [] when none."""
+        return []
+
     def status(self) -> LinkStatus:
         """Health and counters (thread-safe reads of plain values).
 

@@ -2,8 +2,10 @@
 
 Pure functions, no I/O: :func:`decode` turns one WebSocket text message into a
 JSON object, :func:`parse` turns that object into what the adapter does with
-it. Everything from the network is untrusted: types, shapes, sizes and
-finiteness are checked here and a bad message raises
+it. Everything from the network is untrusted: types, shapes and sizes are
+checked here, finiteness once per number by :func:`agent.model.finite_number`
+(the agent.model constructors for the values they hold, e.g. base_velocity's
+``vx``/``omega``; here for wire-only ones), and a bad message raises
 :class:`agent.errors.CommandError` naming the message type and the field.
 The control loop checks what depends on the robot's state (joint limits).
 
@@ -182,13 +184,21 @@ def _string(where: str, value: object) -> str:
     return value
 
 
-def _joints(where: str, value: object, dof: int) -> tuple[float, ...]:
+def _joint_list(where: str, value: object, dof: int) -> list:
+    """A joint array's shape: a list of at most dof (and 32) entries, as it came; the model's
+    constructor checks the numbers (``q[1] must be finite``), once."""
     if not isinstance(value, list):
         raise CommandRejected(f"{where} must be a list of numbers, got {type(value).__name__}")
     limit = min(dof, MAX_JOINTS)
     if len(value) > limit:
         raise CommandRejected(f"{where} has {len(value)} values; the robot has dof {dof} (at most {limit})")
-    return tuple(_number(f"{where}[{i}]", v) for i, v in enumerate(value))
+    return value
+
+
+def _joints(where: str, value: object, dof: int) -> tuple[float, ...]:
+    """A trajectory point's joint array, each number checked here to name it by its path
+    (``points[2].q[1] must be finite``)."""
+    return tuple(_number(f"{where}[{i}]", v) for i, v in enumerate(_joint_list(where, value, dof)))
 
 
 def _optional(message: dict[str, Any], key: str, default: float = 0.0) -> float:
@@ -218,10 +228,12 @@ def _check_address(message: dict[str, Any], ctx: ParseContext) -> None:
 
 
 def _base_velocity(message: dict[str, Any]) -> Submit:
-    vx = _optional(message, "vx")
-    omega = _optional(message, "omega")
+    # vx and omega go to the model as they came: its constructor is their one finite check (agent.model);
+    # vy and vz never become model values, so they are checked here, once
+    vx, omega = message.get("vx"), message.get("omega")
+    command = BaseVelocity(vx=0.0 if vx is None else vx, omega=0.0 if omega is None else omega)
     ignored = tuple(k for k in ("vy", "vz") if _optional(message, k) != 0.0)
-    return Submit("base_velocity", BaseVelocity(vx=vx, omega=omega), ignored)
+    return Submit("base_velocity", command, ignored)
 
 
 def _trajectory(message: dict[str, Any], dof: int) -> Submit:
@@ -328,9 +340,9 @@ def parse(message: dict[str, Any], ctx: ParseContext) -> Parsed:
     if kind == "base_velocity":
         return _base_velocity(message)
     if kind == "joint_position":
-        return Submit(kind, JointPosition(q=_joints("q", message.get("q"), ctx.dof)))
+        return Submit(kind, JointPosition(q=tuple(_joint_list("q", message.get("q"), ctx.dof))))
     if kind == "joint_velocity":
-        return Submit(kind, JointVelocity(qd=_joints("qd", message.get("qd"), ctx.dof)))
+        return Submit(kind, JointVelocity(qd=tuple(_joint_list("qd", message.get("qd"), ctx.dof))))
     if kind == "joint_trajectory":
         return _trajectory(message, ctx.dof)
     if kind == "joint_trajectory_stop":

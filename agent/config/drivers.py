@@ -59,7 +59,7 @@ class DriversConfig(Section):
     def _unique_i2c_addresses(self) -> "DriversConfig":
         seen: dict[tuple[str, int], str] = {}
         for name, dev in self.devices():
-            if not hasattr(dev, "bus"):
+            if dev.transport != "i2c":
                 continue
             key = (bus_key(dev.bus), dev.address)
             if key in seen:
@@ -74,5 +74,4 @@ class DriversConfig(Section):
     def transport_urls(self) -> list[tuple[str, str]]:
         """``(kind, port, bus or chip)`` of every configured single device, as text (``sim://``,
         ``/dev/ttyACM0``, ``1``, ``/dev/gpiochip0``)."""
-        return [(k, str(next((getattr(dev, a) for a in ("port", "bus", "chip") if hasattr(dev, a)), "")))
-                for k, dev in self.devices()]
+        return [(k, str(dev.endpoint)) for k, dev in self.devices()]

@@ -15,7 +15,7 @@ message                                         result
 =============================================== ==========================================
 
 Everything is untrusted: :func:`parse` checks the type, the exact key set, that numbers are
-finite and within the configured limits, and raises :class:`agent.errors.CommandError`
+finite (the agent.model constructor, once) and within the configured limits, and raises :class:`agent.errors.CommandError`
 naming the field (``drive.vx 3.0 is outside -1.0..1.0 m/s``). A rejected message changes nothing.
 """
 
@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from agent.adapters.sim2bot_commands import decode as json_object
 from agent.errors import CommandError, CommandRejected
 from agent.support.ratelimit import safe
-from agent.model import BaseVelocity, Stop, finite_number
+from agent.model import BaseVelocity, Stop
 
 SOURCE = "console"
 
@@ -108,15 +108,20 @@ def _unique(pairs: list[tuple[str, object]]) -> dict:
     return dict(pairs)
 
 
-def _bounded(where: str, value: object, limit: float, unit: str) -> float:
+def _velocity(vx: object, omega: object) -> BaseVelocity:
+    """``BaseVelocity(vx, omega)``: its constructor is the one finite check of both (agent.model;
+    docs/architecture.md, "One check per command"); its refusal, which names the field, is named
+    as the page's field (``drive.vx must be finite``)."""
     try:
-        out = finite_number(where, value)
+        return BaseVelocity(vx=vx, omega=omega)     # type: ignore[arg-type]  # checked by the model
     except CommandError as err:
-        err.source = SOURCE
-        raise
-    if abs(out) > limit:
-        raise CommandRejected(f"{where} {out:g} is outside -{limit:g}..{limit:g} {unit}", SOURCE)
-    return out
+        raise type(err)(f"drive.{err}", SOURCE, err.reason) from None
+
+
+def _bounded(where: str, value: float, limit: float, unit: str) -> None:
+    """The console's own range (its sliders' limits): a finite ``value`` beyond it is refused."""
+    if abs(value) > limit:
+        raise CommandRejected(f"{where} {value:g} is outside -{limit:g}..{limit:g} {unit}", SOURCE)
 
 
 def parse(message: dict, limits: Limits) -> Parsed:
@@ -148,6 +153,7 @@ def parse(message: dict, limits: Limits) -> Parsed:
     press = message.get("press", False)
     if not isinstance(press, bool):
         raise CommandRejected(f"drive.press must be true or false, not {safe(repr(press), 40)}", SOURCE)
-    return Drive(BaseVelocity(vx=_bounded("drive.vx", message["vx"], limits.vx_mps, "m/s"),
-                              omega=_bounded("drive.omega", message["omega"], limits.omega_radps, "rad/s")),
-                 press)
+    velocity = _velocity(message["vx"], message["omega"])
+    _bounded("drive.vx", velocity.vx, limits.vx_mps, "m/s")
+    _bounded("drive.omega", velocity.omega, limits.omega_radps, "rad/s")
+    return Drive(velocity, press)

@@ -147,15 +147,24 @@ class Console:
                 "camera": self.camera, "limits": {"vx_mps": self.limits.vx_mps, "omega_radps": self.limits.omega_radps},
                 "repeat_ms": self.settings.repeat_ms, "watchdog_s": self.watchdog_s}
 
+    def warnings(self) -> list[str]:
+        """Trouble an operator should read, one sentence each (the console shows them); [] when none."""
+        return []
+
     def status(self) -> LinkStatus:
         """The console's :class:`~agent.ports.LinkStatus`: ``connected`` while listening (a console
         that cannot bind is a link down), the counters, ``open`` (tabs connected now),
         ``auth_refused`` (401/403/421 answers) and ``auth_throttled`` (429 answers: a client
-        backing off after wrong tokens)."""
+        backing off after wrong tokens); detail ``url`` and ``video`` (:meth:`video_stats`)."""
         return self.link.status(SOURCE, {**self.counters, "open": len(self.sessions),
                                          "auth_refused": self.gate.refused,
                                          "auth_throttled": self.gate.throttle.throttled},
-                                {"url": self.url()}, connected=self.ready.is_set())
+                                {"url": self.url(), "video": self.video_stats()}, connected=self.ready.is_set())
+
+    def video_stats(self) -> dict[str, dict[str, Any]]:
+        """Per open tab with video (by tab id): what its link carries and frame ages
+        (:meth:`agent.console.video.TabVideo.stats`)."""
+        return {str(s.id): s.video.stats() for s in self.sessions if s.video is not None}
 
     def url(self) -> str:
         """The address to open (with a ``?token=`` placeholder when a token is required)."""
@@ -184,7 +193,7 @@ class Console:
                                    compress=False)
         await ws.prepare(request)
         self._tab_ids += 1
-        session = Session(self, ws, str(request.remote), self._tab_ids)
+        session = Session(self, ws, str(request.remote), self._tab_ids, request.transport)
         self.sessions.add(session)
         self.counters["sessions"] += 1
         log.info("console: tab %d opened from %s (%d open)", session.id, session.peer, len(self.sessions))

@@ -11,8 +11,15 @@ Three tasks per tab, all on the event loop:
   any tab, or after taking control, the tab in control drives again only once it let go (its
   zero drive) or pressed anew. A stop from any tab is submitted at once, as are the e-stop (``estop``, by ``console``) and its release;
 - the frame sender sends the newest JPEG (one binary message) only after the page said
-  ``frame`` (it showed the previous one), so a slow page gets fewer frames, never a backlog;
+  ``frame`` (it showed the previous one), so a slow page gets fewer frames, never a backlog,
+  and only what the tab's link carries (agent.console.video: one frame on the path at a time,
+  sized and spaced to the rate learned from how long frames take to drain);
 - the state sender sends a ``state`` message ``console.state_hz`` times per second.
+
+Nothing the reader does waits for the way down: its ``error`` answers are sent by their own
+task, so a STOP read behind a refused drive is submitted at once however slow the link is;
+frames are written without the send lock (aiohttp writes an uncompressed message whole,
+before it awaits anything), so a ``state`` message never waits for a frame to drain.
 """
 
 from __future__ import annotations
@@ -26,6 +33,7 @@ from aiohttp import WSMsgType, web
 
 from agent.console.messages import SOURCE, Drive, EStop, FrameReady, ReleaseEStop, TakeControl, decode, parse
 from agent.console.state import state_message
+from agent.console.video import TabVideo
 from agent.errors import CommandError
 from agent.support.ratelimit import safe
 from agent.model import BaseVelocity, Stop
@@ -35,15 +43,13 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-#: How long one wait for a camera frame lasts before it is retried, s.
-FRAME_WAIT_S = 1.0
-
 
 class Session:
     """One tab (``id``: 1, 2, ... per console). ``run()`` serves it until the socket closes; the
     console then releases the source if this tab held control."""
 
-    def __init__(self, console: Console, ws: web.WebSocketResponse, peer: str, tab_id: int = 0) -> None:
+    def __init__(self, console: Console, ws: web.WebSocketResponse, peer: str, tab_id: int = 0,
+                 transport: Any = None) -> None:
         self.console = console
         self.ws = ws
         self.peer = peer
@@ -52,6 +58,11 @@ class Session:
         self._send_lock = asyncio.Lock()
         self._want_frame = asyncio.Event()
         self._want_frame.set()            # the first frame needs no request
+        #: this tab's frames, fitted and paced to its link (None without a camera)
+        self.video: TabVideo | None = None
+        if console.camera is not None:
+            self.video = TabVideo(console.video, console.camera, console.frame_format, transport,
+                                  console.settings.max_fps)
 
     async def run(self) -> None:
         """Send the hello, then read until the page closes; the senders stop with the reader."""
@@ -81,7 +92,7 @@ class Session:
             console.counters["rejected"] += 1
             console.warn.log(logging.WARNING, ("rejected", self.peer, err.reason),  # by reason, not text
                              "console: rejected message from %s: %s", self.peer, safe(str(err), 200))
-            await self._send_json({"type": "error", "message": f"rejected: {err}"})
+            self._spawn(self._send_json({"type": "error", "message": f"rejected: {err}"}))
             return
         if isinstance(parsed, FrameReady):
             self._want_frame.set()
@@ -105,7 +116,7 @@ class Session:
                 console.control.submit(SOURCE, parsed)   # the control loop logs its own refusals
         except CommandError as err:
             console.counters["refused"] += 1
-            await self._send_json({"type": "error", "message": f"refused: {err}"})
+            self._spawn(self._send_json({"type": "error", "message": f"refused: {err}"}))
             return
         console.counters["executed"] += 1
 
@@ -146,23 +157,22 @@ class Session:
             await asyncio.sleep(period)
 
     async def _frame_loop(self) -> None:
-        console = self.console
-        loop = asyncio.get_running_loop()
-        min_gap = 1.0 / console.settings.max_fps
-        seq, last = -1, -min_gap
+        console, video = self.console, self.video
+        assert video is not None
         while True:
             await self._want_frame.wait()
-            gap = last + min_gap - loop.time()
-            if gap > 0:
-                await asyncio.sleep(gap)
-            frame = await console.video.next_encoded(console.camera, console.frame_format, seq, FRAME_WAIT_S)
-            if frame is None:
+            got = await video.next()
+            if got is None or self.ws.closed:
                 continue
+            frame, data = got
             self._want_frame.clear()
-            seq, last = frame.seq, loop.time()
-            async with self._send_lock:
-                await self.ws.send_bytes(frame.data)
+            start = video.clock()
+            try:
+                await self.ws.send_bytes(data)
+            except ConnectionError:        # the page went away; the reader ends the session
+                return
             console.counters["frames_sent"] += 1
+            await video.sent(frame, len(data), start)
 
     async def _send_json(self, message: dict[str, Any]) -> None:
         if self.ws.closed:

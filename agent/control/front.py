@@ -9,8 +9,10 @@ until they re-engage (the stop latch, docs/safety.md). It logs what they did and
 and holds the snapshot ring the tick publishes into (``snapshot``, ``samples_since``). A
 ``Stop`` or the release of a driving source calls ``wake`` so the scheduler runs a tick at
 once, and so does a velocity command whose value differs from its source's last one (a
-repeat only refreshes the watchdog). A velocity more than ``OVER_LIMIT_FACTOR`` (10) times
-the configured maximum is refused with a CommandRejected, not clamped to full speed. While
+repeat only refreshes the watchdog). A velocity more than ``agent.model.OVER_LIMIT_FACTOR`` (10)
+times the configured maximum is refused with a CommandRejected, not clamped to full speed
+(:meth:`agent.model.Reach.check`, the edge's one over-limit refusal; docs/architecture.md,
+"One check per command"). While
 the e-stop or a failsafe latch holds every motion command is refused (agent.control.safety);
 ``estop`` / ``release_estop`` set and release the e-stop (docs/safety.md).
 """
@@ -39,6 +41,7 @@ from agent.model import (
     JointTrajectory,
     JointTrajectoryStop,
     JointVelocity,
+    Reach,
     Reset,
     RobotDescription,
     Snapshot,
@@ -55,9 +58,6 @@ RING_SIZE = 512
 STILL_MPS = 0.01
 #: Repeated rejections of the same kind from one source are logged at most this often, s.
 REJECT_LOG_INTERVAL_S = 5.0
-#: A velocity command more than this many times the configured maximum is refused, not clamped
-#: (vx vs base.max_speed_mps, omega vs the max omega, qd vs each joint's max_speed_radps).
-OVER_LIMIT_FACTOR = 10.0
 
 
 def describe(cfg: AgentConfig) -> RobotDescription:
@@ -100,6 +100,9 @@ class Front:
         self._estop_listeners: list[Callable[[Halt | None], None]] = []
         self._command_taps: list[Callable[[str, Command, CommandError | None], None]] = []
         self._rejects = RateLimitedLog(log, REJECT_LOG_INTERVAL_S)
+        # the maxima of the edge's over-limit refusal (agent.model.Reach); config, fixed for the loop's life
+        self._reach = Reach(state.full_duty_mps, 2.0 * state.full_duty_mps / state.track_width_m,
+                            tuple((j.name, j.max_speed_radps) for j in state.joints.joints))
         self._snap = Snapshot(joints=state.joints.state(), gripper=state.joints.gripper)
         self._ring: deque[Snapshot] = deque(maxlen=RING_SIZE)
         self._ring_lock = threading.Lock()
@@ -167,8 +170,9 @@ class Front:
     def _validate(self, command: Command) -> None:
         """Refuse a command whose values do not fit the robot (CommandRejected); the robot's state is
         the transitions' to judge. Joint counts, targets and the gripper are the joints' to check
-        (agent.control.joints); a finite but absurd velocity (more than OVER_LIMIT_FACTOR x the maximum)
-        is refused instead of clamped to full speed. TrackDuty outside -1..1 is refused by the model already."""
+        (agent.control.joints); a finite but absurd velocity (more than agent.model.OVER_LIMIT_FACTOR x the
+        maximum) is refused instead of clamped to full speed, by the edge's one over-limit refusal
+        (agent.model.Reach.check). TrackDuty outside -1..1 is refused by the model already."""
         joints = self._state.joints
         if isinstance(command, JointVelocity):
             joints.check_length("joint_velocity", len(command.qd))
@@ -178,19 +182,7 @@ class Front:
             joints.check_trajectory(command)
         elif isinstance(command, Gripper):
             joints.check_gripper()
-        state, k = self._state, OVER_LIMIT_FACTOR
-        if isinstance(command, BaseVelocity):
-            top_omega = 2.0 * state.full_duty_mps / state.track_width_m
-            for name, value, top, unit in (("vx", command.vx, state.full_duty_mps, "m/s"),
-                                           ("omega", command.omega, top_omega, "rad/s")):
-                if abs(value) > k * top:
-                    raise CommandRejected(f"base_velocity {name} {value:g} {unit} is more than {k:g}x the maximum "
-                                       f"{top:g} {unit}; refused (not clamped to full speed)")
-        elif isinstance(command, JointVelocity):
-            for joint, qd in zip(self._state.joints.joints, command.qd):
-                if abs(qd) > k * joint.max_speed_radps:
-                    raise CommandRejected(f"joint_velocity {joint.name} {qd:g} rad/s is more than {k:g}x its "
-                                       f"max_speed_radps {joint.max_speed_radps:g}; refused")
+        self._reach.check(command)      # the edge's over-limit refusal (agent.model.Reach)
 
     def _stop(self, source: str) -> None:
         stopped = self._state.stop(source)

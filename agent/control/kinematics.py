@@ -10,6 +10,16 @@ Duty is track speed over the speed at full duty (``base.max_speed_mps``).
 
 Nothing here keeps time or talks to a device: the control loop passes ``dt``
 and encoder counts in and writes the result out.
+
+One clamp policy (docs/architecture.md, "One check per command"): :func:`scale_to_limit`
+is the one function that brings track values within a limit (one factor for both
+tracks, so the curvature is kept); the speed limit and the duty range both use it.
+It checks no finiteness: the values come from admitted commands, which the edge
+(agent.model) made finite and at most ``OVER_LIMIT_FACTOR`` times the maximum, so
+nothing here overflows either. Nothing here turns a NaN into a number (no
+``min``/``max`` against a constant, which would keep the constant): were one to
+arrive, it would pass through to the motor driver's device guard, which refuses
+a non-finite duty with nothing sent.
 """
 
 from __future__ import annotations
@@ -41,7 +51,8 @@ def tracks_to_twist(left_mps: float, right_mps: float, track_width_m: float) -> 
 
 
 def scale_to_limit(left: float, right: float, limit: float) -> Pair:
-    """Scale both tracks by one factor so neither exceeds ``limit`` in magnitude.
+    """Scale both tracks by one factor so neither exceeds ``limit`` in magnitude: the one clamp
+    policy of the control loop (speed limit and duty range).
 
     One factor keeps the ratio, so the path curvature (vx/omega) is preserved.
     Example: (1.4, 0.6) with limit 1.0 -> (1.0, 0.428571...).
@@ -56,19 +67,11 @@ def scale_to_limit(left: float, right: float, limit: float) -> Pair:
 def limited_tracks(vx_mps: float, omega_radps: float, track_width_m: float, limit_mps: float) -> Pair:
     """Body twist -> (left, right) track speed, m/s, scaled to ``limit_mps`` (curvature kept).
 
-    Finite for every finite twist: when ``vx -+ omega * W / 2`` overflows (a twist near
-    the float maximum), the twist is first divided by its largest component, which
-    keeps its ratio, and the tracks are then scaled to the limit, as the true speeds
-    are far above it. Example: vx 1.7e308, omega 1.7e308, W 0.3 m, limit 1.0 ->
-    (0.739..., 1.0), the same as vx 1.0, omega 1.0.
+    The twist is an admitted command's (agent.model: finite, at most ``OVER_LIMIT_FACTOR``
+    times the maximum speed and yaw rate), so the track speeds are finite.
+    Example: vx 0.5 m/s, omega 2 rad/s, W 0.3 m, limit 0.5 -> (0.2, 0.8) scaled to (0.125, 0.5).
     """
-    left, right = twist_to_tracks(vx_mps, omega_radps, track_width_m)
-    if math.isfinite(left) and math.isfinite(right):
-        return scale_to_limit(left, right, limit_mps)
-    k = 1.0 / max(abs(vx_mps), abs(omega_radps))
-    left, right = twist_to_tracks(vx_mps * k, omega_radps * k, track_width_m)
-    peak = max(abs(left), abs(right))
-    return left * limit_mps / peak, right * limit_mps / peak
+    return scale_to_limit(*twist_to_tracks(vx_mps, omega_radps, track_width_m), limit_mps)
 
 
 def ramp(current: Pair, target: Pair, max_step: float) -> Pair:
@@ -89,13 +92,10 @@ def ramp(current: Pair, target: Pair, max_step: float) -> Pair:
 
 
 def tracks_to_duty(left_mps: float, right_mps: float, full_duty_speed_mps: float) -> Pair:
-    """Track speeds, m/s -> duty -1..1 (clamped): ``v / full_duty_speed``; NaN gives 0 (no motion)."""
-    return _duty(left_mps / full_duty_speed_mps), _duty(right_mps / full_duty_speed_mps)
-
-
-def _duty(x: float) -> float:
-    # min/max keep their first argument when compared with NaN: min(1.0, nan) is 1.0, full duty.
-    return max(-1.0, min(1.0, x)) if not math.isnan(x) else 0.0
+    """Track speeds, m/s -> duty -1..1: ``v / full_duty_speed``, brought within -1..1 by the one clamp
+    policy (:func:`scale_to_limit`; the speed limit is at most the full-duty speed, so this only
+    absorbs rounding)."""
+    return scale_to_limit(left_mps / full_duty_speed_mps, right_mps / full_duty_speed_mps, 1.0)
 
 
 def wrap_angle(a: float) -> float:

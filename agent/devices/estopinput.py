@@ -203,8 +203,12 @@ class EstopWatch:
 
     def _run(self) -> None:
         while not self._stop.is_set():
-            if self.device.driver is None:      # lost: the reopen thread brings it back
-                self._stop.wait(self.period_s)
+            if self.device.driver is None:      # lost: read as unreadable, reopened here after its backoff
+                due = self.device.reopen_in()
+                if due != 0.0:
+                    self._stop.wait(self.period_s if due is None else min(due, self.period_s))
+                if not self._stop.is_set() and self.device.reopen_in() == 0.0:
+                    self.device.try_open()
             else:
                 wait = self.period_s
                 due = self.debounce.due_in(self._clock())

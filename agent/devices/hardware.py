@@ -4,95 +4,52 @@
 "Hardware"). Its methods never raise: a failing device is marked ``degraded``
 or ``lost`` (agent/devices/supervisor.py) and reopened in the background while the
 agent keeps running without it. The motor controller is served by its own
-thread (agent/devices/motorworker.py: the control thread posts the newest duty and
-reads the published feedback, never waiting for the serial line); I2C devices (IMU, power monitor, servo chip) are served by one worker thread
-per bus so transactions on a bus never interleave and a hung bus never
-stalls the control loop. The e-stop input (a normally-closed switch on a GPIO
+thread (agent/devices/motorio.py: the control thread posts the newest duty and
+reads the published feedback, never waiting for the serial line); I2C devices (IMU, power
+monitor, servo chip) are served by one thread per bus (agent/devices/i2cbus.py) so
+transactions on a bus never interleave and a hung bus never stalls the control loop. Each
+of these threads (agent/devices/worker.py) also reopens its lost devices after their backoff. The e-stop input (a normally-closed switch on a GPIO
 line) is watched by its own thread (agent/devices/estopinput.py), which calls the
 control loop's e-stop API through :meth:`Hardware.watch_estop`.
 
-Driver classes are found by the config ``kind`` in the drivers' registry
-(drivers/registry.py); transports by value through an opener table
-(drivers/transport.py: ``sim://`` -> the simulated tank's emulators,
-agent/devices/simtank.py). Hardware owns the I2C buses it opens and closes them.
+Drivers are built from their config sections by agent/devices/build.py (the registry's class
+for the ``kind``; transports by value through an opener table, drivers/transport.py:
+``sim://`` -> the simulated tank's emulators, agent/devices/simtank.py). Hardware owns the
+I2C buses it opens and closes them.
 """
 
 from __future__ import annotations
 
 import concurrent.futures
 import logging
-import threading
 from typing import Any, Callable
 
 from agent.config import AgentConfig
-from agent.errors import DriverError
+from agent.devices.build import Buses, build_driver
 from agent.devices.estopinput import EstopSink, EstopWatch
 from agent.devices.health import LOST, OK
+from agent.devices.i2cbus import I2cBusIO
+from agent.devices.motorio import DUTY_REFRESH_S, MotorIO, duty_refresh_s
+from agent.devices.supervisor import Supervised
+from agent.errors import DriverError
 from agent.model import DeviceHealth, ImuSample, PowerSample
-from agent.devices.i2cworker import I2cWorker
-from agent.devices.motorworker import DUTY_REFRESH_S, MotorWorker, duty_refresh_s
-from agent.devices.supervisor import Reopener, Supervised
 from drivers.base import (DEFAULT_FEEDBACK_HZ, Imu, MotorController, MotorFeedback, PowerMonitor, ServoController,
                           SwitchInput)
-from drivers.i2c import bus_key, open_bus
+from drivers.i2c import bus_key
 from drivers.registry import driver_class
 from drivers.transport import Openers
 
 log = logging.getLogger(__name__)
 
-__all__ = ["Buses", "Hardware", "I2cWorker", "driver_class"]
+__all__ = ["Hardware"]
 
 
-class Buses:
-    """The I2C buses Hardware opens: one handle per bus (``1`` and ``/dev/i2c-1`` are one), opened
-    on first use by a device, closed by :meth:`close`. Thread-safe."""
-
-    def __init__(self, openers: Openers) -> None:
-        self._openers = openers
-        self._lock = threading.Lock()
-        self._open: dict[str, Any] = {}
-
-    def getter(self, value: int | str) -> Callable[[], Any]:
-        """A function returning the open bus ``value`` names (opening it on first call)."""
-        key = bus_key(value)
-
-        def get() -> Any:
-            with self._lock:
-                if key not in self._open:
-                    self._open[key] = open_bus(value, openers=self._openers)
-                return self._open[key]
-        return get
-
-    def close(self) -> None:
-        """Close every bus opened here. Idempotent; a failing close is logged."""
-        with self._lock:
-            opened, self._open = self._open, {}
-        for key, bus in opened.items():
-            try:
-                bus.close()
-            except OSError as err:
-                log.warning("I2C bus %s: close failed: %s", key, err)
-
-
-def _transport(dcfg: Any) -> tuple[str, int | str]:
-    """``("serial", port)``, ``("i2c", bus)`` or ``("gpio", chip path)`` of a device's config section."""
-    if hasattr(dcfg, "chip"):
-        from drivers.gpio import chip_path
-        return ("gpio", chip_path(dcfg.chip))
-    return ("serial", dcfg.port) if hasattr(dcfg, "port") else ("i2c", dcfg.bus)
-
-
-def _supervised(kind: str, dcfg: Any, openers: Openers, buses: Buses) -> Supervised:
-    """One supervised device of ``kind`` from its config section: serial (``port``), GPIO (``chip``;
-    lost at its first error: a GPIO read does not fail transiently) or I2C (``bus``)."""
-    klass = driver_class(dcfg)
-    if hasattr(dcfg, "chip"):
-        return Supervised(kind, lambda: klass(dcfg, name=kind, openers=openers), lost_after=1)
-    if hasattr(dcfg, "port"):
-        return Supervised(kind, lambda: klass(dcfg, name=kind, openers=openers),
-                          on_open=(lambda drv: drv.stop()) if kind == "motor" else None)
-    get_bus = buses.getter(dcfg.bus)
-    return Supervised(kind, lambda: klass(dcfg, get_bus(), name=kind))
+def _supervised(kind: str, dcfg: Any, buses: Buses) -> Supervised:
+    """One supervised device of ``kind`` from its config section: a GPIO input is lost at its
+    first error (a GPIO read does not fail transiently); a motor controller is commanded to zero
+    at every open."""
+    return Supervised(kind, lambda: build_driver(kind, dcfg, buses), lost_after=1 if dcfg.transport == "gpio" else 3,
+                      on_open=(lambda drv: drv.stop()) if kind == "motor" else None)
 
 
 class Hardware:
@@ -100,7 +57,7 @@ class Hardware:
     or directly from :class:`Supervised` devices (tests, other rigs).
 
     Attributes:
-        motor_worker: the motor controller's thread (agent/devices/motorworker.py), None without a motor.
+        motor_io: the motor controller's thread (agent/devices/motorio.py), None without a motor.
         estop_watch: the e-stop input's thread (agent/devices/estopinput.py), None without an input.
     """
 
@@ -115,7 +72,7 @@ class Hardware:
                  buses: Buses | None = None) -> None:
         self.motor = motor
         self._buses = buses
-        self.motor_worker = None if motor is None else MotorWorker(
+        self.motor_io = None if motor is None else MotorIO(
             motor, feedback_hz=motor_feedback_hz, on_feedback=self._note_status, refresh_s=motor_refresh_s)
         self.imu, self.power, self.servo = imu, power, servo
         self.estop = estop
@@ -126,17 +83,16 @@ class Hardware:
         self._last_status: tuple[str, ...] = ()
         groups = i2c_groups or [("i2c", [n for n, d in (("imu", imu), ("power", power), ("servo", servo)) if d])]
         by_name = {"imu": imu, "power": power, "servo": servo}
-        self._workers: list[I2cWorker] = []
+        self._buses_io: list[I2cBusIO] = []
         for bus_name, names in groups:
             if not names:
                 continue
-            self._workers.append(I2cWorker(
+            self._buses_io.append(I2cBusIO(
                 bus_name,
                 imu=by_name["imu"] if "imu" in names else None, imu_rate_hz=imu_rate_hz,
                 power=by_name["power"] if "power" in names else None, power_rate_hz=power_rate_hz,
                 servo=by_name["servo"] if "servo" in names else None,
             ))
-        self._reopener = Reopener(self._devices)
 
     # ------------------------------------------------------------------ building
     @classmethod
@@ -144,14 +100,13 @@ class Hardware:
         """Build every configured device from the drivers' registry. ``sim`` is the
         :class:`agent.devices.simtank.SimTank` whose openers serve ``sim://`` ports and buses."""
         d = cfg.drivers
-        openers = sim.openers() if sim is not None else Openers()
+        buses = Buses(sim.openers() if sim is not None else Openers())
         for kind, dcfg in d.devices():  # an unknown scheme fails here, not at every reopen
-            openers.check(*_transport(dcfg), kind)
-        buses = Buses(openers)
-        devices = {kind: _supervised(kind, dcfg, openers, buses) for kind, dcfg in d.devices()}
+            buses.check(kind, dcfg)
+        devices = {kind: _supervised(kind, dcfg, buses) for kind, dcfg in d.devices()}
         groups: dict[str, list[str]] = {}
         for kind, dcfg in d.devices():
-            if hasattr(dcfg, "bus"):
+            if dcfg.transport == "i2c":
                 groups.setdefault(bus_key(dcfg.bus), []).append(kind)
         estop_timing = {"estop_debounce_s": d.estop.debounce_s, "estop_poll_hz": d.estop.poll_hz} if d.estop else {}
         return cls(**devices, **estop_timing, imu_rate_hz=d.imu.rate_hz if d.imu else 100.0,
@@ -161,26 +116,24 @@ class Hardware:
 
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> None:
-        """Open every device once (a failure leaves it lost and retried), then start the workers."""
+        """Open every device once (a failure leaves it lost and retried by its thread), then start the threads."""
         for dev in self._devices:
             dev.try_open()
-        for w in self._workers:
+        for w in self._buses_io:
             w.start()
-        if self.motor_worker is not None:
-            self.motor_worker.start()
+        if self.motor_io is not None:
+            self.motor_io.start()
         if self.estop_watch is not None:
             self.estop_watch.start()
-        self._reopener.start()
 
     def close(self) -> None:
-        """Stop the workers, command the motors to zero, close everything. Idempotent."""
-        self._reopener.close()
+        """Stop the threads, command the motors to zero, close everything. Idempotent."""
         if self.estop_watch is not None:
             self.estop_watch.close()
-        for w in self._workers:
+        for w in self._buses_io:
             w.close()
-        if self.motor_worker is not None:
-            self.motor_worker.close()
+        if self.motor_io is not None:
+            self.motor_io.close()
         if self.motor is not None:
             self.motor.call(lambda d: d.stop())
         for dev in reversed(self._devices):
@@ -205,16 +158,16 @@ class Hardware:
         Returns True while the controller is present and acknowledged the last duty written;
         False with no motor or a lost one.
         """
-        if self.motor_worker is None:
+        if self.motor_io is None:
             return False
-        return self.motor_worker.post(left, right)
+        return self.motor_io.post(left, right)
 
     def settle_motor(self, timeout_s: float) -> bool:
         """Wait up to ``timeout_s`` until every duty posted so far was written; False with no motor or late.
 
         For callers that step time themselves (``ControlLoop.tick``) and for the closing zero.
         """
-        return self.motor_worker is not None and self.motor_worker.settle(timeout_s)
+        return self.motor_io is not None and self.motor_io.settle(timeout_s)
 
     def has_motor(self) -> bool:
         """True when a motor controller is configured and not lost (a duty can be confirmed)."""
@@ -227,7 +180,7 @@ class Hardware:
         3 transactions, about 5.7 ms of wire time at 115200 baud) between duty writes. None
         while the controller is lost or its last read failed.
         """
-        return None if self.motor_worker is None else self.motor_worker.feedback
+        return None if self.motor_io is None else self.motor_io.feedback
 
     def _note_status(self, fb: MotorFeedback) -> None:
         """Log a change of the controller's status flags once (motor thread)."""
@@ -240,28 +193,28 @@ class Hardware:
 
     def set_servo_pulses(self, pulses: dict[int, float | None]) -> None:
         """Servo outputs, channel -> pulse in microseconds (None = release). Latest value wins."""
-        for w in self._workers:
+        for w in self._buses_io:
             if w.servo is not None:
                 w.set_servo_pulses(pulses)
 
     # ------------------------------------------------------------------ sensors
     def latest_imu(self) -> ImuSample | None:
         """Newest IMU sample (SI, body frame), or None: no IMU, none read yet, or the IMU is lost."""
-        for w in self._workers:
+        for w in self._buses_io:
             if w.imu is not None:
                 return w.latest_imu
         return None
 
     def latest_power(self) -> PowerSample | None:
         """Newest power-monitor sample (V, A, W, %), or None: no monitor, none read yet, or it is lost."""
-        for w in self._workers:
+        for w in self._buses_io:
             if w.power is not None:
                 return w.latest_power
         return None
 
     def calibrate_imu(self, samples: int = 200) -> concurrent.futures.Future:
         """Gyro bias calibration on the IMU's bus thread; the future gives the bias, rad/s."""
-        for w in self._workers:
+        for w in self._buses_io:
             if w.imu is not None:
                 return w.calibrate_imu(samples)
         fut: concurrent.futures.Future = concurrent.futures.Future()

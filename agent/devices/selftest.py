@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from agent.config import AgentConfig
-from agent.devices.hardware import Buses, driver_class
+from agent.devices.build import Buses, build_driver
 from drivers.camera import Camera
 from drivers.errors import DriverError
 from drivers.transport import Openers
@@ -118,13 +118,6 @@ def _estop(drv: Any) -> tuple[bool, str]:
 
 READS: dict[str, Callable[[Any], tuple[bool, str]]] = {"motor": _motor, "imu": _imu, "power": _power,
                                                        "servo": _servo, "estop": _estop}
-
-
-def _device(kind: str, dcfg: Any, openers: Openers, buses: Buses) -> Any:
-    klass = driver_class(dcfg)
-    if hasattr(dcfg, "port") or hasattr(dcfg, "chip"):
-        return klass(dcfg, name=kind, openers=openers)
-    return klass(dcfg, buses.getter(dcfg.bus)(), name=kind)
 
 
 def check_device(kind: str, make: Callable[[], Any], read: Callable[[Any], tuple[bool, str]],
@@ -228,17 +221,16 @@ def run_checks(cfg: AgentConfig, *, motion: bool, sim: Any = None, duty: float =
         motion: run the motor pulse test (the caller has asked for confirmation).
         duty: pulse duty, 0..1. pulse_s: pulse length per track, s.
     """
-    openers = sim.openers() if sim is not None else Openers()
-    buses = Buses(openers)
+    buses = Buses(sim.openers() if sim is not None else Openers())
     checks: list[Check] = []
     try:
         for kind, dcfg in cfg.drivers.devices():
             then = (lambda drv: motion_checks(drv, duty, pulse_s)) if kind == "motor" and motion else None
-            checks += check_device(kind, lambda: _device(kind, dcfg, openers, buses), READS[kind], then)
+            checks += check_device(kind, lambda: build_driver(kind, dcfg, buses), READS[kind], then)
             if kind == "motor" and not motion:
                 checks.append(Check("motor", "pulse tracks", SKIP, "motion test not confirmed"))
         for cam in cfg.drivers.cameras:
-            checks += check_device(f"camera.{cam.id}", lambda: Camera(cam), _frame)
+            checks += check_device(f"camera.{cam.id}", lambda: build_driver(f"camera.{cam.id}", cam, buses), _frame)
     finally:
         buses.close()
     return checks

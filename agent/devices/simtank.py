@@ -137,7 +137,7 @@ class SimTank:
 
     def _i2c_devices(self) -> list[Any]:
         d = self._cfg.drivers
-        return [c for c in (getattr(d, k) for k in SINGLE_KINDS) if c is not None and hasattr(c, "bus")]
+        return [c for c in (getattr(d, k) for k in SINGLE_KINDS) if c is not None and c.transport == "i2c"]
 
     # ------------------------------------------------------------------ emulator controls
     def drain_battery(self, cell_v: float) -> None:

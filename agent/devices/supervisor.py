@@ -6,9 +6,11 @@ which never raises: a :class:`~drivers.errors.DriverError` marks the device
 or a closed/unplugged transport); the state lives in an
 :class:`agent.devices.health.HealthTracker`, which logs each transition once (ERROR
 going down, INFO on recovery, the Home Assistant coordinator pattern). A lost
-device is closed and reopened by :class:`Reopener` after
-:func:`agent.support.ratelimit.backoff_s` (jittered, capped, doubled per failed open)
-while the agent runs without it.
+device is closed, and reopened by the thread that serves it (agent/devices/worker.py, when
+:meth:`Supervised.reopen_in` says it is due) after :func:`agent.support.ratelimit.backoff_s`
+(jittered, capped, doubled per failed open) while the agent runs without it.
+:class:`DriverGuard` is the one place a driver's exception other than DriverError (a bug)
+becomes a DriverError.
 """
 
 from __future__ import annotations
@@ -28,7 +30,49 @@ log = logging.getLogger(__name__)
 
 D = TypeVar("D", bound=Device)
 
-__all__ = ["DEGRADED", "LOST", "OK", "Reopener", "Supervised"]
+T = TypeVar("T")
+
+__all__ = ["DEGRADED", "LOST", "OK", "DriverBug", "DriverGuard", "Supervised"]
+
+
+class DriverBug(DriverError):
+    """A driver raised something other than DriverError (its ``__cause__``): a bug in the driver."""
+
+
+class DriverGuard:
+    """The one place where a driver raising something other than DriverError (a driver bug) is
+    turned into a DriverError, so the caller's error accounting (health, reopen) handles it.
+
+    The bug is logged at ERROR with its traceback, once per distinct error in a row (a driver
+    failing the same way at every call or reopen logs it once).
+
+    Args:
+        device: the device's name in logs and in the DriverError (``motor``, ``camera.front``).
+        logger: where the bug is logged.
+    """
+
+    def __init__(self, device: str, logger: logging.Logger = log) -> None:
+        self.device = device
+        self._log = logger
+        self._last = ""
+
+    def call(self, fn: Callable[[], T], what: str = "driver") -> T:
+        """``fn()``; a DriverError passes through, any other exception is raised as
+        ``DriverBug("unexpected <Type>: <message>")`` (a DriverError) after logging it (``what`` names the step:
+        ``driver``, ``open``, ``capture``, ``gyro calibration``)."""
+        try:
+            result = fn()
+        except DriverError:
+            raise
+        except Exception as err:  # noqa: BLE001 - a driver bug must not end the thread that called it
+            error = f"unexpected {type(err).__name__}: {err}"
+            if error != self._last:
+                self._log.error("%s: %s raised %s instead of DriverError", self.device, what,
+                                type(err).__name__, exc_info=True)
+            self._last = error
+            raise DriverBug(error, device=self.device) from err
+        self._last = ""
+        return result
 
 
 class Supervised(Generic[D]):
@@ -54,6 +98,7 @@ class Supervised(Generic[D]):
         self._backoff_max = backoff_max_s
         self._clock = clock
         self._lock = threading.Lock()
+        self._guard = DriverGuard(name)
         self._driver: D | None = None
         self._health = HealthTracker(name, log, last_error="not opened yet")
         self._consecutive = 0
@@ -71,6 +116,12 @@ class Supervised(Generic[D]):
         """The open driver, or None while lost."""
         return self._driver
 
+    def reopen_in(self) -> float | None:
+        """Seconds until the next reopen attempt is due (0.0: now), or None while not ``lost``."""
+        if self._health.state != LOST:
+            return None
+        return max(0.0, self.next_attempt - self._clock())
+
     def health(self) -> DeviceHealth:
         """Name, state, last error (empty while ``ok``) and the error count since start."""
         return self._health.report()
@@ -83,13 +134,9 @@ class Supervised(Generic[D]):
             if drv is None:
                 return default
             try:
-                result = fn(drv)
+                result = self._guard.call(lambda: fn(drv))
             except DriverError as err:
                 self._fail(err)
-                return default
-            except Exception as err:  # noqa: BLE001 - a driver bug must not stop the control loop
-                log.exception("%s: driver raised %s instead of DriverError", self.name, type(err).__name__)
-                self._fail(DriverError(f"unexpected {type(err).__name__}: {err}", device=self.name))
                 return default
             self._consecutive = 0
             if self._health.state != OK:
@@ -117,16 +164,18 @@ class Supervised(Generic[D]):
 
     # ------------------------------------------------------------------ open
     def try_open(self) -> bool:
-        """Build and open a new driver; on failure schedule the next try. Blocking: reopen thread only."""
-        drv: D | None = None
-        try:
-            drv = self._factory()
-            drv.open()
+        """Build and open a new driver; on failure schedule the next try. Blocking: the device's own thread."""
+        made: list[D] = []
+
+        def open_new() -> None:
+            made.append(self._factory())
+            made[0].open()
             if self._on_open is not None:
-                self._on_open(drv)
-        except Exception as err:  # noqa: BLE001 - DriverError expected; anything else is a driver bug
-            if not isinstance(err, DriverError):
-                log.exception("%s: open raised %s instead of DriverError", self.name, type(err).__name__)
+                self._on_open(made[0])
+        try:
+            self._guard.call(open_new, "open")
+        except DriverError as err:
+            drv = made[0] if made else None
             self._health.fail(LOST, str(err) or type(err).__name__)
             delay = self._delay(self._failed_opens)
             self._failed_opens += 1
@@ -136,7 +185,7 @@ class Supervised(Generic[D]):
                 _close_quietly(drv, self.name)
             return False
         with self._lock:
-            self._driver = drv
+            self._driver = made[0]
             self._consecutive = 0
             self._failed_opens = 0
             self._health.recover()
@@ -156,32 +205,3 @@ def _close_quietly(drv: Device, name: str) -> None:
         drv.close()
     except Exception as err:  # noqa: BLE001 - close() is documented never to raise; guard anyway
         log.warning("%s: close failed: %s", name, err)
-
-
-class Reopener:
-    """Background thread that reopens lost devices when their backoff expires."""
-
-    def __init__(self, devices: list[Supervised], *, period_s: float = 0.1,
-                 clock: Callable[[], float] = time.monotonic) -> None:
-        self._devices = devices
-        self._period = period_s
-        self._clock = clock
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="reopen", daemon=True)
-
-    def start(self) -> None:
-        self._thread.start()
-
-    def _run(self) -> None:
-        while not self._stop.wait(self._period):
-            now = self._clock()
-            for dev in self._devices:
-                if self._stop.is_set():
-                    return
-                if dev.state == LOST and now >= dev.next_attempt:
-                    dev.try_open()
-
-    def close(self) -> None:
-        self._stop.set()
-        if self._thread.is_alive():
-            self._thread.join(timeout=5.0)

@@ -1,7 +1,7 @@
 """Cameras: capture, shared encoding and budgets (docs/architecture.md, "Video").
 
 - :mod:`agent.video.frames`: :class:`Frame`, :class:`FrameFormat`, :class:`EncodedFrame`, :func:`encode`;
-- :mod:`agent.video.capture`: capture threads, supervision, capture-on-demand with a health probe;
+- :mod:`agent.video.capture`: :class:`Capture`, the hub's capture component: a device thread per camera, supervision, capture-on-demand with a health probe;
 - :mod:`agent.video.hub`: :class:`VideoHub`, the shared latest-frame hub and encode cache;
 - :mod:`agent.video.budget`: encoder CPU share, per-link send budget, message wire size, per-link pacing;
 - :mod:`agent.video.wsframes`: big binary WebSocket messages as masked fragments (client side).

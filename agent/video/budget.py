@@ -32,7 +32,8 @@ from typing import Any
 
 from agent.video.frames import FrameFormat
 
-__all__ = ["CpuBudget", "LinkPacer", "LinkRate", "SendBudget", "fit_ladder", "socketio_wire_size", "json_wire_size"]
+__all__ = ["CpuBudget", "LinkPacer", "LinkRate", "SendBudget", "fit_ladder", "fit_to_link", "socketio_wire_size",
+           "json_wire_size"]
 
 #: JPEG qualities tried (each capped by the requested one) before the frame is scaled down.
 QUALITY_STEPS = (60, 40)
@@ -239,6 +240,7 @@ class LinkPacer:
         self.sent = 0
         self.too_old = 0
         self.dropped = 0
+        self.last_bytes = 0     # size of the last frame :func:`fit_to_link` gave, bytes
 
     def fresh(self, t_mono_s: float) -> bool:
         """True when a frame captured at ``t_mono_s`` may still be sent; counts the stale ones."""
@@ -345,3 +347,37 @@ class LinkRate:
     def spacing_s(self, nbytes: int) -> float:
         """Seconds of the link a frame of ``nbytes`` uses at the rate (0 when unlimited)."""
         return 0.0 if self.bps is None else nbytes / self.bps
+
+
+async def fit_to_link(hub: Any, frame: Any, fmt: FrameFormat, rate: LinkRate,
+                      pacer: LinkPacer) -> tuple[Any, bool]:
+    """``frame`` encoded to fit what the link carries now: ``fmt`` while ``rate`` is unlimited, else
+    at most ``rate.frame_bytes()`` long, from the pacer's ladder level (one step bigger when the last
+    frame was well under the limit); the pacer's level follows.
+
+    Args:
+        hub: the :class:`agent.video.VideoHub` (``encoded``, ``encoded_within``). frame: a hub Frame.
+        fmt: the wanted format. rate, pacer: the link's :class:`LinkRate` and the stream's :class:`LinkPacer`.
+
+    Returns:
+        ``(encoded, too_big)``: the EncodedFrame (None on hub close or an encoder failure) and
+        whether even the smallest ladder step was over the limit (it is returned anyway: the
+        caller spaces it out to the rate).
+    """
+    limit = rate.frame_bytes()
+    if limit is None:       # the path carries what we send: the asked format
+        pacer.level = 0
+        out = await hub.encoded(frame, fmt)
+        pacer.last_bytes = len(out.data) if out is not None else 0
+        return out, False
+    start = pacer.level
+    if start and 0 < (pacer.last_bytes or limit) < limit // 2:
+        start -= 1
+    out, level = await hub.encoded_within(frame, fmt, limit, start)
+    too_big = out is None
+    if too_big:
+        out, level = await hub.encoded_within(frame, fmt, 1 << 62, MAX_LEVEL)
+    if out is not None:
+        pacer.level = level
+        pacer.last_bytes = len(out.data)
+    return out, too_big

@@ -1,9 +1,9 @@
 """Video hub: capture once per camera, encode once per (camera, frame, output), fan out the latest frame.
 
-Threads (docs/architecture.md): one capture thread per configured camera
-(agent.video.capture) keeps only the newest :class:`Frame`; a small encoder pool
-turns frames into JPEG or raw RGBA; one supervisor thread notices reads or opens
-that hang. The asyncio side only awaits: :meth:`VideoHub.next_encoded` waits (on
+Threads (docs/architecture.md): the hub's :class:`agent.video.capture.Capture` runs one
+capture thread per configured camera, which keeps only the newest :class:`Frame`, and one
+supervisor thread that notices reads or opens that hang; a small encoder pool turns frames
+into JPEG or raw RGBA. The asyncio side only awaits: :meth:`VideoHub.next_encoded` waits (on
 the caller's loop, woken with ``loop.call_soon_threadsafe``) for a frame newer
 than the one the consumer has, then awaits its encoding, shared by every
 consumer asking for the same frame and output (the :class:`FrameFormat` resolved against the
@@ -37,7 +37,7 @@ from agent.errors import CommandDeclined, CommandError, CommandRejected, ConfigE
 from agent.model import DeviceHealth
 from agent.support.threadprio import background_thread
 from agent.video.budget import CpuBudget, fit_ladder
-from agent.video.capture import CaptureThreads, _Feed
+from agent.video.capture import Capture, Feed, wake_waiters
 from agent.video.frames import EncodedFrame, Frame, FrameFormat, encode
 from drivers.camera import Camera
 
@@ -49,7 +49,7 @@ MAX_CACHED_ENCODES = 32
 CACHE_MAX_BYTES = 64 * 1024 * 1024
 
 
-class VideoHub(CaptureThreads):
+class VideoHub:
     """Latest-frame capture, shared encoding and health for every configured camera.
 
     Args:
@@ -81,22 +81,16 @@ class VideoHub(CaptureThreads):
         ids = [c.id for c in cameras]
         if len(ids) != len(set(ids)):
             raise ConfigError(f"camera ids used twice: {ids}", [("$.drivers.cameras", "camera ids used twice")])
-        self._feeds = {c.id: _Feed(c) for c in cameras}
-        self._camera_factory = camera_factory
+        self.capture = Capture(cameras, camera_factory=camera_factory, reopen_delay_s=reopen_delay_s,
+                               reopen_delay_max_s=reopen_delay_max_s, max_stuck_threads=max_stuck_threads,
+                               probe_period_s=probe_period_s, idle_after_s=idle_after_s, clock=clock,
+                               wall_clock=wall_clock, rng=rng)
+        self._feeds = self.capture.feeds
         self._encode_workers = max(1, encode_workers)
-        self._delay_s = reopen_delay_s
-        self._delay_max_s = reopen_delay_max_s
-        self._max_stuck = max(1, max_stuck_threads)
         self._clock = clock
-        self._wall = wall_clock
-        self._rng = rng or random.Random()
-        self._probe_s = probe_period_s
-        self._idle_after_s = idle_after_s
         self._cache_max_bytes = cache_max_bytes
         self.cpu = CpuBudget(encode_cpu_share, clock=clock)
-        self._stop = threading.Event()
         self._executor: concurrent.futures.ThreadPoolExecutor | None = None
-        self._supervisor: threading.Thread | None = None
         self._stats_lock = threading.Lock()
         self._wrapped: weakref.WeakKeyDictionary[concurrent.futures.Future, dict] = weakref.WeakKeyDictionary()
         self._encode_count = 0
@@ -151,7 +145,7 @@ class VideoHub(CaptureThreads):
         feed = self._feed(camera_id)
         if isinstance(after_seq, bool) or not isinstance(after_seq, int):
             raise CommandRejected(f"after_seq must be an integer frame seq, got {after_seq!r}")
-        self._watch(feed)
+        self.capture.watch(feed)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout_s
         while True:
@@ -262,11 +256,7 @@ class VideoHub(CaptureThreads):
         self._started = True
         self._executor = concurrent.futures.ThreadPoolExecutor(self._encode_workers, "video-encode",
                                                                initializer=background_thread)
-        for feed in self._feeds.values():
-            with feed.lock:
-                self._spawn(feed)
-        self._supervisor = threading.Thread(target=self._supervise, name="video-supervisor", daemon=True)
-        self._supervisor.start()
+        self.capture.start()
 
     def close(self, timeout_s: float = 2.0) -> None:
         """Stop every thread (waiting up to ``timeout_s`` in all) and release the cameras. Idempotent.
@@ -278,23 +268,13 @@ class VideoHub(CaptureThreads):
         if self._closed:
             return
         self._closed = True
-        self._stop.set()
-        deadline = time.monotonic() + timeout_s
-        threads = []
-        for feed in self._feeds.values():
-            with feed.lock:  # the supervisor may be in _spawn (thread assigned, not yet started)
-                if feed.run and feed.run.thread:
-                    threads.append(feed.run.thread)
-        for thread in threads + ([self._supervisor] if self._supervisor else []):
-            thread.join(max(0.0, deadline - time.monotonic()))
-            if thread.is_alive():
-                log.warning("video: thread %s still blocked in a driver call; left behind", thread.name)
+        self.capture.close(time.monotonic() + timeout_s)
         if self._executor is not None:
             self._executor.shutdown(wait=False)
         for feed in self._feeds.values():
             with feed.lock:
                 waiters, feed.waiters = feed.waiters, []
-            self._wake(waiters, None)
+            wake_waiters(waiters, None)
 
     def __enter__(self) -> VideoHub:
         self.start()
@@ -305,23 +285,14 @@ class VideoHub(CaptureThreads):
 
     # ------------------------------------------------------------------ encoding
 
-    def _feed(self, camera_id: str) -> _Feed:
+    def _feed(self, camera_id: str) -> Feed:
         feed = self._feeds.get(camera_id) if isinstance(camera_id, str) else None
         if feed is None:
             log.error("video: unknown camera %r requested; known: %s", camera_id, ", ".join(self._feeds))
             raise CommandDeclined(f"unknown camera {camera_id!r}; known: {', '.join(self._feeds) or 'none'}")
         return feed
 
-    def _watch(self, feed: _Feed) -> None:
-        """Someone wants frames of ``feed``: capture at full rate for ``idle_after_s`` more."""
-        now = self._clock()
-        idle = now >= feed.watched_until
-        feed.watched_until = now + self._idle_after_s
-        if idle:
-            feed.released = False
-            feed.wake.set()
-
-    def _encoding(self, feed: _Feed, frame: Frame, fmt: FrameFormat) -> concurrent.futures.Future | None:
+    def _encoding(self, feed: Feed, frame: Frame, fmt: FrameFormat) -> concurrent.futures.Future | None:
         """The shared encode of (frame, fmt): cached or in flight, else submitted now."""
         fmt = fmt.resolved(frame.width, frame.height)
         key = (frame.seq, fmt)
@@ -338,7 +309,7 @@ class VideoHub(CaptureThreads):
                 feed.trim_cache(MAX_CACHED_ENCODES, self._cache_max_bytes)
         return future
 
-    def _encode(self, feed: _Feed, frame: Frame, fmt: FrameFormat) -> EncodedFrame | None:
+    def _encode(self, feed: Feed, frame: Frame, fmt: FrameFormat) -> EncodedFrame | None:
         start = time.perf_counter()
         try:
             out = encode(frame, fmt)

@@ -95,7 +95,7 @@ def test_the_same_value_after_its_command_timed_out_wakes_the_loop(tank):
 def test_the_motor_thread_writes_the_latest_duty_and_drops_the_older_ones(tank):
     _, hw, sim = tank()
     assert _wait(lambda: hw.motor.state == "ok")
-    worker = hw.motor_worker
+    worker = hw.motor_io
     writes = worker.writes
     sim.motor_emulator.drop_next_reply()                 # the next write waits out a reply timeout and retries
     posts = [(i / 400, -i / 400) for i in range(1, 201)]
@@ -133,7 +133,7 @@ def test_a_silent_controller_never_blocks_a_tick_and_is_declared_lost(tank, capl
 
 
 def test_imu_calibration_does_not_starve_the_other_devices_on_its_bus(tank):
-    _, hw, _ = tank()
+    _, hw, _ = tank(drivers={"power": {"rate_hz": 10.0}})     # the shipped 2 Hz gives 2 samples in 1 s
     assert _wait(lambda: hw.latest_power() is not None and hw.latest_imu() is not None)
     fut = hw.calibrate_imu(100)                          # ~1 s of gyro reads at the chip's rate
     power = []

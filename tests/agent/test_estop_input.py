@@ -161,7 +161,7 @@ def test_a_removed_chip_sets_the_estop_and_the_device_is_lost_until_it_is_back(w
     assert "No such device" in snap.safety.estop.reason
     health = wrig.watch.device.health()
     assert health.state == "lost" and "No such device" in health.last_error
-    assert not wrig.watch.device.try_open()               # the reopen thread's try: no chip yet
+    assert not wrig.watch.device.try_open()               # a reopen try (the input's own thread's): no chip yet
     wrig.emu.replug()
     assert wrig.watch.device.try_open()
     for _ in range(int(DEBOUNCE_S / DT) + 2):
@@ -233,7 +233,7 @@ async def test_the_running_agent_stops_on_the_input_and_shows_the_device_in_heal
         emu.remove()                                           # the chip goes away
         assert await wait_for(lambda: agent.control.snapshot().safety.estop is not None)
         assert await wait_for(lambda: {h.name: h.state for h in agent.hardware.health()}["estop"] == "lost")
-        emu.replug()                                           # the reopen thread brings it back
+        emu.replug()                                           # the input's own thread reopens it
         assert await wait_for(lambda: agent.control.snapshot().safety.estop is None, timeout_s=10.0)
         assert {h.name: h.state for h in agent.hardware.health()}["estop"] == "ok"
         assert tuple(agent.physics.duty) == (0.0, 0.0)          # nothing moved without a fresh command

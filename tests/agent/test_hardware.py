@@ -13,7 +13,8 @@ import pytest
 
 from agent.config import AgentConfig, load
 from agent.errors import DriverConfigError
-from agent.devices.hardware import Hardware, driver_class
+from agent.devices.hardware import Hardware
+from drivers.registry import driver_class
 from agent.devices.simtank import SimTank
 from agent.model import BaseVelocity
 from tests.conftest import ROOT, running_agent, sim_config, wait_for

@@ -19,7 +19,8 @@ from agent.control.kinematics import (
     twist_to_tracks,
     wrap_angle,
 )
-from agent.model import Odometry
+from agent.errors import CommandRejected
+from agent.model import BaseVelocity, Odometry, Reach
 
 W = 0.30
 
@@ -63,16 +64,29 @@ def test_tracks_to_duty_divides_and_clamps():
     assert tracks_to_duty(3.0, -3.0, 1.0) == (1.0, -1.0)
 
 
-def test_tracks_to_duty_of_nan_is_zero_not_full_duty():
-    assert tracks_to_duty(math.nan, 0.5, 1.0) == (0.0, 0.5)
-    assert tracks_to_duty(-0.5, math.nan, 1.0) == (-0.5, 0.0)
+def test_tracks_to_duty_never_turns_nan_into_a_duty():
+    # NaN never gets here (the edge, agent.model, refuses it); were one to, the one clamp must not make
+    # it a number (min(1.0, nan) is 1.0: full duty) but pass it on to the driver's device guard,
+    # which refuses it with nothing sent (tests/drivers: test_non_finite_input_is_rejected...)
+    for left, right in ((math.nan, 0.5), (-0.5, math.nan), (math.nan, math.nan), (3.0, math.nan)):
+        duty = tracks_to_duty(left, right, 1.0)
+        # the NaN side stays NaN: never full duty (the min/max trap), never a made-up zero
+        assert math.isnan(duty[0] if math.isnan(left) else duty[1]), duty
+    assert tracks_to_duty(-0.5, math.nan, 1.0)[0] == -0.5
 
 
-def test_limited_tracks_near_the_float_maximum_stay_finite_and_keep_the_curvature():
-    # vx + omega * W / 2 overflows to inf here; inf * 0 would be NaN
-    assert limited_tracks(1.7e308, 1.7e308, W, 1.0) == pytest.approx(limited_tracks(1.0, 1.0, W, 1.0))
-    assert limited_tracks(1.7e308, 1.7e308, W, 1.0) == pytest.approx((0.85 / 1.15, 1.0))
-    assert limited_tracks(-1.7e308, 1.7e308, W, 2.0) == pytest.approx((-2.0, -2.0 * 0.85 / 1.15))
+def test_a_twist_near_the_float_maximum_is_refused_at_the_edge_and_the_largest_admitted_keeps_the_curvature():
+    reach = Reach(1.0, 2.0 / W)                       # 1 m/s at full duty, W 0.3 m
+    for vx, omega in ((1.7e308, 1.7e308), (-1.7e308, 1.7e308), (1e300, 0.0), (0.0, -1e300)):
+        with pytest.raises(CommandRejected, match="more than 10x"):
+            reach.check(BaseVelocity(vx, omega))
+    top_vx, top_omega = 10 * reach.vx_mps, 10 * reach.omega_radps
+    reach.check(BaseVelocity(top_vx, top_omega))      # the largest twist admitted
+    assert limited_tracks(top_vx, top_vx, W, 1.0) == pytest.approx(limited_tracks(1.0, 1.0, W, 1.0))
+    assert limited_tracks(top_vx, top_vx, W, 1.0) == pytest.approx((0.85 / 1.15, 1.0))
+    assert limited_tracks(-top_vx, top_vx, W, 2.0) == pytest.approx((-2.0, -2.0 * 0.85 / 1.15))
+    assert limited_tracks(top_vx, top_omega, W, 1.0) == pytest.approx(scale_to_limit(*twist_to_tracks(
+        top_vx, top_omega, W), 1.0))
     assert limited_tracks(0.5, 1.0, W, 1.0) == pytest.approx((0.35, 0.65))
 
 
@@ -160,11 +174,12 @@ def test_scaled_tracks_never_exceed_limit(vx, omega, limit):
     assert abs(left) <= limit + 1e-12 and abs(right) <= limit + 1e-12
 
 
-FINITE = st.floats(allow_nan=False, allow_infinity=False)
+#: Far beyond any twist the edge admits (10x the maximum speed and yaw rate; agent.model.Reach).
+ADMITTED = st.floats(-1e6, 1e6)
 
 
-@given(FINITE, FINITE, st.floats(0.02, 5.0), st.floats(0.1, 20.0))
-def test_limited_tracks_are_finite_and_within_the_limit_for_any_finite_twist(vx, omega, width, limit):
+@given(ADMITTED, ADMITTED, st.floats(0.02, 5.0), st.floats(0.1, 20.0))
+def test_limited_tracks_are_finite_and_within_the_limit_for_any_admitted_twist(vx, omega, width, limit):
     left, right = limited_tracks(vx, omega, width, limit)
     assert math.isfinite(left) and math.isfinite(right)
     assert abs(left) <= limit * (1 + 1e-9) and abs(right) <= limit * (1 + 1e-9)

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from agent.devices.build import Buses, build_driver
 from drivers.config import KINDS, CameraConfig
 from drivers.emulators.camera import PatternCapture
 from drivers.emulators.i2c import FakeSMBus, ManualClock
@@ -42,7 +43,7 @@ def _serial_rig(model: type, kind: str, physics: TankPhysics, closing: list) -> 
     emu = emulator_class(cfg).from_config(cfg, physics)
     closing.append(emu)
     emu.start()
-    drv = driver_class(cfg)(cfg.model_copy(update={"port": emu.port}), name="motor")
+    drv = build_driver("motor", cfg.model_copy(update={"port": emu.port}), Buses())
     return Rig(drv, physics, emu.unplug, lambda pred: emu.wait_for(pred, 5.0))
 
 
@@ -53,8 +54,11 @@ def _i2c_rig(model: type, kind: str, device: str) -> Rig:
     klass = emulator_class(cfg)
     chip = klass.from_config(cfg, physics, **_accepted(klass.__init__, clock=clock))
     bus = FakeSMBus({cfg.address: chip})
-    dklass = driver_class(cfg)
-    drv = dklass(cfg, bus, name=device, **_accepted(dklass.__init__, clock=clock, sleep=clock.sleep))
+    openers = Openers()
+    openers.register("i2c", "fake", lambda url: bus)
+    cfg = cfg.model_copy(update={"bus": "fake://"})
+    drv = build_driver(device, cfg, Buses(openers),
+                       **_accepted(driver_class(cfg).__init__, clock=clock, sleep=clock.sleep))
     return Rig(drv, physics, lambda: bus.inject(cfg.address, 121, 100), lambda pred: pred())
 
 
@@ -63,14 +67,14 @@ def _gpio_rig(model: type, kind: str) -> Rig:
     emu = emulator_class(cfg).from_config(cfg)
     openers = Openers()
     openers.register("gpio", "sim", emu.open_chip)
-    drv = driver_class(cfg)(cfg, name="estop", openers=openers)
+    drv = build_driver("estop", cfg, Buses(openers))
     return Rig(drv, None, emu.remove, lambda pred: pred())
 
 
 def _camera_rig() -> Rig:
     cap = PatternCapture(160, 120, paced=False)
     cfg = CameraConfig(id="front", source="sim://pattern", width=160, height=120)
-    drv = driver_class(cfg)(cfg, capture_factory=lambda target, api: cap)
+    drv = build_driver("camera", cfg, Buses(), capture_factory=lambda target, api: cap)
     return Rig(drv, TankPhysics(auto_step=False), cap.fail, lambda pred: pred())
 
 

@@ -28,10 +28,9 @@ import os
 from typing import Any
 
 from agent.config import AgentConfig
+from agent.devices.build import Buses, build_driver
 from agent.devices.simtank import SimTank
 from drivers.config import CameraConfig
-from drivers.i2c import open_bus
-from drivers.registry import driver_class
 from tests.drivers.contract import Rig
 
 PREFIX = "ROBOT_AGENT_HW"
@@ -76,24 +75,18 @@ class Devices:
         self._sections = sections()
         self._cfg = AgentConfig.model_validate({"server": None, "drivers": self._sections})
         self._tank = SimTank(self._cfg)
-        self._buses: list[Any] = []
+        self._buses = Buses(self._tank.openers())
 
     def rig(self, kind: str) -> Rig:
         """A new driver of ``kind`` (not opened) on the real device; no physics, no fault injection."""
         if kind == "camera":
             source = os.environ[f"{PREFIX}_CAMERA"]
             cfg = CameraConfig(id="hw", source=int(source) if source.isdigit() else source, **_options(kind))
-            return Rig(driver_class(cfg)(cfg))
-        cfg = getattr(self._cfg.drivers, kind)
-        if kind in ("motor", "estop"):
-            return Rig(driver_class(cfg)(cfg, name=kind, openers=self._tank.openers()))
-        bus = open_bus(cfg.bus, openers=self._tank.openers())
-        self._buses.append(bus)
-        return Rig(driver_class(cfg)(cfg, bus, name=kind))
+            return Rig(build_driver(kind, cfg, self._buses))
+        return Rig(build_driver(kind, getattr(self._cfg.drivers, kind), self._buses))
 
     def close(self) -> None:
-        for bus in self._buses:
-            bus.close()
+        self._buses.close()
         self._tank.close()
 
 

@@ -1,4 +1,4 @@
-"""The motor controller's thread (agent/devices/motorworker.py) against the real RoboClaw driver and its
+"""The motor controller's thread (agent/devices/motorio.py) against the real RoboClaw driver and its
 emulator on a pty: a duty posted while a feedback transaction is on the line goes out before the
 next transaction (and one posted while that duty is written, right after it: never behind a second
 transaction); an unchanged duty is not written again until its refresh is due.
@@ -14,7 +14,7 @@ import threading
 import pytest
 
 from agent.config.drivers import RoboclawConfig
-from agent.devices.motorworker import DUTY_REFRESH_S, MotorWorker, duty_refresh_s
+from agent.devices.motorio import DUTY_REFRESH_S, MotorIO, duty_refresh_s
 from agent.devices.supervisor import Supervised
 from drivers import roboclaw as rc
 from drivers.emulators.roboclaw import RoboclawEmulator
@@ -36,7 +36,7 @@ def duty_packet(left: float, right: float) -> bytes:
 def rig():
     made: list = []
 
-    def make(*, clock=None, feedback_hz: float = 20.0) -> tuple[RoboclawEmulator, MotorWorker]:
+    def make(*, clock=None, feedback_hz: float = 20.0) -> tuple[RoboclawEmulator, MotorIO]:
         emu = RoboclawEmulator(TankPhysics(auto_step=False), record=256)
         made.append(emu)
         emu.start()
@@ -45,7 +45,7 @@ def rig():
         assert motor.try_open()
         made.append(motor)
         kw = {"clock": clock} if clock is not None else {}
-        worker = MotorWorker(motor, feedback_hz=feedback_hz, **kw)
+        worker = MotorIO(motor, feedback_hz=feedback_hz, **kw)
         made.append(worker)
         return emu, worker
 

@@ -1,13 +1,14 @@
 """The motor controller's own thread: duty writes and feedback reads off the control thread.
 
-:class:`MotorWorker` owns the serial exchange with one supervised motor
-controller. The control thread only posts the newest duty (:meth:`post`, never
+:class:`MotorIO` owns the serial exchange with one supervised motor controller, on its
+:class:`agent.devices.worker.DeviceWorker` (which also reopens the controller when lost). The control thread only posts the newest duty (:meth:`post`, never
 blocks: latest value wins, an older duty not yet written is dropped) and reads
 what the worker published (:attr:`acked`, :attr:`feedback`). The worker writes a
 posted duty before anything else, and between duties reads the feedback set at
 ``feedback_hz``. A silent controller therefore costs the control thread nothing:
 its timeouts and retries run here, and when the supervisor declares it lost the
-driver is closed here too (agent/devices/supervisor.py drops it inside the failed call).
+driver is closed here too (agent/devices/supervisor.py drops it inside the failed call), and
+reopened here after its backoff.
 
 An unchanged duty is not written again (latest wins, and it is already on the
 controller) until ``refresh_s`` after its acknowledged write (:func:`duty_refresh_s`:
@@ -29,12 +30,12 @@ With a silent controller the wait is the driver's reply timeout times its retrie
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from collections.abc import Callable
 
 from agent.devices.health import LOST
 from agent.devices.supervisor import Supervised
+from agent.devices.worker import DeviceWorker, Poll
 from drivers.base import MotorController, MotorFeedback
 from drivers.registry import driver_class
 
@@ -59,8 +60,8 @@ def duty_refresh_s(motor_cfg: object) -> float:
     return DUTY_REFRESH_S if not timeout else min(DUTY_REFRESH_S, timeout / REFRESHES_PER_TIMEOUT)
 
 
-class MotorWorker:
-    """One thread per motor controller; see the module docstring.
+class MotorIO:
+    """Duty writes and feedback reads of one motor controller on its own thread; see the module docstring.
 
     Args:
         motor: the supervised controller; its calls never raise.
@@ -68,115 +69,90 @@ class MotorWorker:
         on_feedback: called on the worker thread with each new feedback (status logging).
         refresh_s: a posted duty equal to the last one acknowledged by the same driver is not
             written again until this long after that write (:func:`duty_refresh_s`).
-        clock: monotonic clock, s (for the refresh).
+        clock: monotonic clock, s (for the refresh and the feedback rate).
     """
 
     def __init__(self, motor: Supervised[MotorController], *, feedback_hz: float,
                  on_feedback: Callable[[MotorFeedback], None] | None = None,
                  refresh_s: float = DUTY_REFRESH_S, clock: Callable[[], float] = time.monotonic) -> None:
         self.motor = motor
-        self._period = 1.0 / feedback_hz
         self._refresh_s = refresh_s
         self._clock = clock
         self._last: tuple[Duty, float, object] | None = None   # duty, when, driver of the last acked write
         self._on_feedback = on_feedback
-        self._cond = threading.Condition()
-        self._pending: Duty | None = None     # newest posted duty not yet written
-        self._posted = 0                      # duties posted so far
-        self._done = 0                        # the _posted count of the last duty written (or dropped)
-        self._stop = False
         self.acked = True                     # the last duty write was acknowledged
         self.feedback: MotorFeedback | None = None
         self.writes = 0
         self.skipped = 0                      # posted duties not written: unchanged and written lately
-        self._thread = threading.Thread(target=self._run, name="motor", daemon=True)
+        self.worker = DeviceWorker("motor", [motor], serve=self._serve,
+                                   polls=[Poll(self._read, 1.0 / feedback_hz)], clock=clock)
 
     def start(self) -> None:
         """Start the thread (once)."""
-        self._thread.start()
+        self.worker.start()
 
     def post(self, left: float, right: float) -> bool:
         """Queue (left, right) duty for the worker (latest wins); returns whether the last write was acknowledged.
 
-        Never blocks on the controller. False while the controller is lost.
+        Never blocks on the controller. False while the controller is lost. A duty equal to the
+        last one acknowledged, its refresh not yet due, with nothing else posted or being written,
+        is counted as skipped here and does not wake the thread (the control loop posts every tick).
         """
-        with self._cond:
-            self._pending = (left, right)
-            self._posted += 1
-            self._cond.notify_all()
+        if self.worker.idle() and self._fresh((left, right)):     # idle first: then _last is final
+            self.skipped += 1
+        else:
+            self.worker.post("duty", (left, right))
         return self.acked and self.motor.state != LOST
 
     def settle(self, timeout_s: float) -> bool:
         """Wait until every duty posted so far was written; True when done in time and the last was acknowledged."""
-        deadline = time.monotonic() + timeout_s
-        with self._cond:
-            while self._done < self._posted and not self._stop:
-                left = deadline - time.monotonic()
-                if left <= 0 or not self._thread.is_alive():
-                    return False
-                self._cond.wait(left)
-            return self._done >= self._posted and self.acked
+        return self.worker.settle(timeout_s) and self.acked
 
     def close(self, timeout_s: float = 3.0) -> None:
         """Stop the thread (a write in progress finishes). Idempotent."""
-        with self._cond:
-            self._stop = True
-            self._cond.notify_all()
-        if self._thread.is_alive() and self._thread is not threading.current_thread():
-            self._thread.join(timeout_s)
+        self.worker.close(timeout_s)
 
     # ------------------------------------------------------------------ the thread
-    def _run(self) -> None:
-        next_feedback = self._clock()
-        while True:
-            with self._cond:
-                while not self._stop and self._pending is None and self._clock() < next_feedback:
-                    self._cond.wait(max(0.0, next_feedback - self._clock()))
-                if self._stop:
-                    return
-                posted = self._pending is not None
-                taken = self._take()
-            if taken is not None:
-                self._write(*taken)
-            elif not posted:            # nothing posted: the feedback set is due
-                next_feedback = self._clock() + self._period
-                self._read()
-
     def _take(self) -> tuple[Duty, int] | None:
         """The pending duty and its post count, or None: none, or unchanged and written lately (then
-        done at once). Call with the condition held."""
-        duty, self._pending = self._pending, None
-        if duty is None:
+        done at once)."""
+        taken = self.worker.take()
+        if taken is None:
             return None
-        last = self._last
-        if (last is not None and last[0] == duty and last[2] is self.motor.driver
-                and self._clock() - last[1] < self._refresh_s):
+        duty, serial = taken[0]["duty"], taken[1]
+        if self._fresh(duty):
             self.skipped += 1
-            self._done = max(self._done, self._posted)
-            self._cond.notify_all()
+            self.worker.finish(serial)
             return None
-        return duty, self._posted
+        return duty, serial
+
+    def _fresh(self, duty: Duty) -> bool:
+        """``duty`` is the last one the current driver acknowledged, less than ``refresh_s`` ago."""
+        last = self._last
+        return (last is not None and last[0] == duty and last[2] is self.motor.driver
+                and self._clock() - last[1] < self._refresh_s)
 
     def _written(self, duty: Duty, serial: int, ok: bool, driver: object, count: int = 1) -> None:
-        with self._cond:
-            self.acked = ok
-            self.writes += count
-            self._done = max(self._done, serial)
-            self._last = (duty, self._clock(), driver) if ok else None
-            self._cond.notify_all()
+        self.acked = ok
+        self.writes += count
+        self._last = (duty, self._clock(), driver) if ok else None
+        self.worker.finish(serial)
 
-    def _write(self, duty: Duty, serial: int) -> None:
-        driver = self.motor.driver
-        ok = bool(self.motor.call(lambda d: (d.set_duty(duty[0], duty[1]), True)[1], default=False))
-        self._written(duty, serial, ok, driver)
+    def _serve(self) -> None:
+        """A posted duty goes out before anything else."""
+        taken = self._take()
+        if taken is not None:
+            driver = self.motor.driver
+            ok = bool(self.motor.call(lambda d: (d.set_duty(taken[0][0], taken[0][1]), True)[1], default=False))
+            self._written(*taken, ok, driver)
 
     def _read(self) -> None:
+        """One feedback set; a duty posted meanwhile goes out before the set's next transaction."""
         taken: list[tuple[Duty, int]] = []
         driver = self.motor.driver
 
-        def between() -> Duty | None:     # a duty posted meanwhile goes out before the next transaction
-            with self._cond:
-                got = self._take()
+        def between() -> Duty | None:
+            got = self._take()
             if got is None:
                 return None
             taken.append(got)

@@ -1,0 +1,67 @@
+#!/usr/bin/env python3
+"""Wake-ups per second of each agent thread at idle: the device threads' cost on a Pi's CPU budget.
+
+Runs the agent in this process on the shipped simulated tank (config/params.json: RoboClaw,
+MPU-6050, INA219 and PCA9685 on one emulated I2C bus, the GPIO e-stop input, one 640x480
+test-pattern camera; adapters, console and recorder off: nothing commands or watches), waits
+for the motor, lets it settle, then counts each thread's context switches over a window from
+/proc/self/task/<tid>/status (``voluntary_ctxt_switches``: the thread went to sleep and was
+woken; ``nonvoluntary_ctxt_switches``: preempted). Threads are named by Python's
+``threading`` names (a thread's native id is its task id).
+
+The emulators run in this process too: the RoboClaw emulator's pty thread (``RoboclawEmulator-pty``)
+and the GPIO chip's; the I2C chips' emulation runs inline in the ``i2c-*`` thread and the test
+pattern is drawn in the capture thread (those figures include their emulators).
+
+Usage: ``scripts/bench_device_wakeups.py [--window 20]`` (about window + 5 s).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import threading
+from pathlib import Path
+
+from agent.testing.running_agent import running_agent, sim_config
+
+
+def switches() -> dict[int, tuple[int, int]]:
+    """task id -> (voluntary, involuntary) context switches so far."""
+    out: dict[int, tuple[int, int]] = {}
+    for task in Path("/proc/self/task").iterdir():
+        try:
+            status = (task / "status").read_text()
+        except OSError:
+            continue
+        fields = dict(line.split(":", 1) for line in status.splitlines() if "ctxt_switches" in line)
+        out[int(task.name)] = (int(fields["voluntary_ctxt_switches"]), int(fields["nonvoluntary_ctxt_switches"]))
+    return out
+
+
+async def main(window_s: float) -> None:
+    async with running_agent(sim_config()):
+        await asyncio.sleep(3.0)                 # the start-up (first reads, opens) out of the window
+        before = switches()
+        started = asyncio.get_running_loop().time()
+        await asyncio.sleep(window_s)
+        after = switches()
+        spent = asyncio.get_running_loop().time() - started
+        names = {t.native_id: t.name for t in threading.enumerate()}
+    rows = []
+    for tid, (vol, inv) in after.items():
+        v0, i0 = before.get(tid, (0, 0))
+        rows.append((names.get(tid, f"tid {tid}"), (vol - v0) / spent, (inv - i0) / spent))
+    rows.sort(key=lambda r: -r[1])
+    print(f"window {spent:.1f} s, load average {os.getloadavg()[0]:.2f}")
+    print(f"{'thread':<32} {'voluntary/s':>12} {'involuntary/s':>14}")
+    for name, vol, inv in rows:
+        print(f"{name:<32} {vol:>12.1f} {inv:>14.1f}")
+    print(f"{'total':<32} {sum(r[1] for r in rows):>12.1f} {sum(r[2] for r in rows):>14.1f}")
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--window", type=float, default=20.0, help="measuring window, s")
+    asyncio.run(main(parser.parse_args().window))
