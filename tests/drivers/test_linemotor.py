@@ -128,7 +128,8 @@ def test_firmware_encoders_and_reset(wire, physics):
 
 
 def test_firmware_ignores_input_while_booting(physics):
-    with LineMotorEmulator(physics, boot_delay_s=0.3) as emu, \
+    # 1 s of boot: under load, opening the port took long enough for a 0.3 s boot to end first
+    with LineMotorEmulator(physics, boot_delay_s=1.0) as emu, \
             serial.Serial(emu.port, 115200, timeout=0.1) as port:
         port.write(b"P 100 100\n")
         assert port.readline() == b""

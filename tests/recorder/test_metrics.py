@@ -3,6 +3,8 @@ tank drives (ARTEX test hub), stops (the hub's stop) and loses its ARTEX link (t
 
 from __future__ import annotations
 
+import asyncio
+
 import aiohttp
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
@@ -55,7 +57,11 @@ async def test_metrics_move_while_the_tank_drives_stops_and_loses_a_link(tmp_pat
 
             async with driving(hub, {"drive": {"vx": 0.4, "omega": 0.0}}):
                 assert await wait_for(lambda: agent.physics.vx_mps > 0.2, 10)
-                m1 = await scrape(http, url)
+                for _ in range(100):                 # the gauge follows the telemetry it is fed from
+                    m1 = await scrape(http, url)
+                    if value(m1, "robot_agent_speed_meters_per_second") > 0.1:
+                        break
+                    await asyncio.sleep(0.05)
                 assert value(m1, "robot_agent_speed_meters_per_second") > 0.1
                 await hub.command({"com": "stop"})
                 assert await wait_for(lambda: agent.recorder.counts.stops["artex"] >= 1, 5)
