@@ -106,7 +106,7 @@ class Agent:
         self.sim = SimTank(cfg) if serves(cfg) else None
         self.physics = self.sim.physics if self.sim is not None else None
         self.hardware = Hardware.from_config(cfg, self.sim)
-        self.video: VideoHub | None = None       # the VideoHub, built by start() (its OpenCV loads while the devices open)
+        self.video: VideoHub | None = None       # the VideoHub, built by start() after ARTEX's first connect
         self.control = ControlLoop(cfg, self.hardware)
         self.hardware.watch_estop(LoopEstop(self.control))   # the e-stop input, if configured
         from agent.recorder.recorder import Recorder
