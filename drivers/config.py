@@ -377,7 +377,10 @@ class GpioEstopConfig(DriverSection):
         debounce_s: the circuit must read closed this long without a break before the input
             releases its e-stop, s, at least 0.05 (a contact bounces for some milliseconds);
             opening sets the e-stop at once.
-        poll_hz: reads per second besides edge events (also how fast a removed chip is noticed).
+        poll_hz: reads per second with ``edge_events`` off (the e-stop's reaction is one poll period).
+        edge_poll_hz: reads per second besides edge events with ``edge_events`` on: an opening wakes the
+            watch at once through its edge; these reads notice a removed chip (a kernel that does not
+            wake the waiter on removal) within ``1 / edge_poll_hz`` s.
         edge_events: wake on the line's edges (kernel edge detection) instead of polling only
             (a JSON boolean: ``"false"`` or ``0`` is refused).
     """
@@ -393,6 +396,7 @@ class GpioEstopConfig(DriverSection):
     closed_level: Literal["low", "high"] = "low"
     debounce_s: float = Field(0.3, ge=0.05, le=10.0)
     poll_hz: RateHz = Field(100.0, le=1000)
+    edge_poll_hz: RateHz = Field(20.0, le=1000)
     edge_events: bool = True
 
     @field_validator("chip", "line", mode="before")

@@ -11,6 +11,8 @@ import subprocess
 import sys
 import tomllib
 
+import pytest
+
 from tests.conftest import ROOT
 
 PLANTED = '''from __future__ import annotations
@@ -25,6 +27,7 @@ if TYPE_CHECKING:
 '''
 
 
+@pytest.mark.slow                # mypy over the ports' implementers, ~5 s of CPU
 def test_mypy_finds_the_implementers_conform_to_the_ports_and_fails_on_a_planted_violation(tmp_path):
     files = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["mypy"]["files"]
     planted = tmp_path / "planted_conformance.py"

@@ -44,6 +44,9 @@ NAMESPACE = "/robot"
 PAYLOAD_OVERHEAD = 512
 #: Longest wait for one delivery (ack or local drain) before it is counted as late, s.
 DELIVERY_WAIT_S = 5.0
+#: The local drain of a video message (a hub that does not ack) is looked at after 2 ms, then when the rest
+#: should be gone at the rate seen, at most this far apart, s (agent.video.links.wait_drained)
+DRAIN_POLL_MAX_S = 0.016
 #: After the local send queue drained, how long an ack may still take before this connection's hub
 #: is taken for one that never acknowledges (a Node socket.io handler without a callback), s.
 ACK_GRACE_S = 0.5
@@ -264,7 +267,7 @@ class VideoDelivery:
             return self._clock() - start
         # no ack known (yet) on this connection: the local drain times the delivery, never an ack timeout
         drained = await wait_drained(lambda: link_backlog(client) if not acked.done() else 0, DELIVERY_WAIT_S,
-                                     clock=self._clock)
+                                     clock=self._clock, max_poll_s=DRAIN_POLL_MAX_S)
         took = self._clock() - start
         if self.acks is None:
             if await self._acked(acked, ACK_GRACE_S):

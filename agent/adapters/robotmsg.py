@@ -47,7 +47,8 @@ from agent.adapters.robotmsg_guard import MAX_PARTS, DropPolicy, Dropped, read_m
 from agent.adapters.robotmsg_sockets import (
     CLOSED, HANDSHAKE_FAILED, OPENED, CurveKeys, load_curve, open_socket, start_authenticator,
 )
-from agent.adapters.robotmsg_state import StateFrames, monotonic_clock_id, robot_state
+from agent.adapters.robotmsg_encode import StateEncoder
+from agent.adapters.robotmsg_state import StateFrames, monotonic_clock_id
 from agent.config import AgentConfig
 from agent.config.robotmsg import SocketConfig
 from agent.errors import CommandError
@@ -116,6 +117,7 @@ class RobotMsgAdapter:
         self._keys: CurveKeys | None = load_curve(self._cfg.curve, base_dir) if self._cfg.curve else None
         self._frames = StateFrames(self._cfg.frame_id, self._cfg.odom_frame_id, self._cfg.imu_world_frame_id)
         self._clock_id = monotonic_clock_id()
+        self._encoder = StateEncoder(robot.description, self._clock_id, self._frames)
         self._channels = {
             "state": _Channel("state", self._cfg.state, zmq.PUB, None),
             "command": _Channel("command", self._cfg.command, zmq.SUB, rm.ControllerCommand),
@@ -348,15 +350,14 @@ class RobotMsgAdapter:
 
     def _publish_state(self, pub: zmq.Socket, topic: bytes | None) -> None:
         try:
-            state = robot_state(self._robot.snapshot(), self._robot.description, sequence=self._sequence,
-                                clock_id=self._clock_id, frames=self._frames, send_unix_s=time.time())
-            data = rm.encode(state) if self._cfg.encoding == "binary" else rm.encode_json(state).encode()
+            data = self._encoder.envelope(self._robot.snapshot(), self._cfg.encoding, sequence=self._sequence,
+                                          send_unix_s=time.time())
         except rm.RobotMsgError as err:
             self._state_errors += 1
             self._warn.log(logging.WARNING, "state-encode",
                            "robot_msg: RobotState not sent, it fails validation: %s", err)
             return
-        pub.send_multipart([topic, data] if topic else [data], flags=zmq.NOBLOCK)
+        pub.send_multipart([topic, data], flags=zmq.NOBLOCK) if topic else pub.send(data, zmq.NOBLOCK)
         self._sequence += 1
         self._sent += 1
 

@@ -77,6 +77,58 @@ def _aux(name: str, values: tuple[float, ...] | list[float] | float, unit: str,
     return NamedArray(name=name, shape=[len(data)], data=data, unit=unit, frame_id=frame_id)
 
 
+#: One aux array before it is built: (name, value or values, unit, frame id or None).
+AuxSpec = tuple[str, tuple[float, ...] | list[float] | float, str, str | None]
+
+
+def aux_specs(snap: Snapshot, frames: StateFrames) -> list[AuxSpec]:
+    """The ``metadata.aux`` arrays of one snapshot as (name, values, unit, frame_id), before any
+    finiteness check: what :func:`state_aux` builds, and what agent/adapters/robotmsg_encode.py
+    encodes without building them. A bare number is a scalar (shape []), a tuple a vector."""
+    odom, tracks = snap.odom, snap.tracks
+    base, odom_frame = frames.base, frames.odom
+    out: list[AuxSpec] = [
+        ("odom_position", (odom.x_m, odom.y_m), "m", odom_frame),
+        ("odom_yaw", odom.yaw_rad, "rad", odom_frame),
+        ("odom_vx", odom.vx_mps, "m/s", base),
+        ("odom_omega", odom.omega_radps, "rad/s", base),
+        ("odom_distance", odom.distance_m, "m", None),
+        ("track_speed", (tracks.left_mps, tracks.right_mps), "m/s", base),
+        ("track_speed_cmd", (tracks.cmd_left_mps, tracks.cmd_right_mps), "m/s", base),
+        ("track_duty", (tracks.duty_left, tracks.duty_right), "1", None),
+        ("track_counts", (tracks.left_counts, tracks.right_counts), "count", None),
+    ]
+    if snap.joints.target:
+        out.append(("joint_target", snap.joints.target, "rad", None))
+    if snap.gripper is not None:
+        out.append(("gripper", snap.gripper, "1", None))
+    imu = snap.imu
+    if imu is not None:
+        out.append(("imu_accel", imu.accel_mps2, "m/s^2", base))
+        out.append(("imu_gyro", imu.gyro_radps, "rad/s", base))
+        if imu.orientation_xyzw is not None:
+            out.append(("imu_orientation", imu.orientation_xyzw, "1", frames.imu_world))
+        if imu.temperature_c is not None:
+            out.append(("imu_temperature", imu.temperature_c, "degC", None))
+        out.append(("imu_age", snap.t_mono_s - imu.t_mono_s, "s", None))
+    power = snap.power
+    if power is not None:
+        if power.voltage_v is not None:
+            out.append(("battery_voltage", power.voltage_v, "V", None))
+        out.append(("battery_current", power.current_a, "A", None))
+        out.append(("battery_power", power.power_w, "W", None))
+        if power.percent is not None:
+            out.append(("battery_percent", power.percent, "%", None))
+        out.append(("battery_age", snap.t_mono_s - power.t_mono_s, "s", None))
+    out.append(("stopped", 1.0 if snap.stopped else 0.0, "1", None))
+    out.append(("watchdog_expired", 1.0 if snap.watchdog == "expired" else 0.0, "1", None))
+    out.append(("fault_count", len(snap.faults), "1", None))
+    for dev in snap.devices:  # 0 ok, 1 degraded, 2 lost (text in ARTEX / Sim2Bot telemetry)
+        out.append((f"health.{dev.name}", HEALTH_CODES.get(dev.state, 2.0), "1", None))
+    out.extend(safety_specs(snap))
+    return out
+
+
 def state_aux(snap: Snapshot, frames: StateFrames) -> list[NamedArray]:
     """The ``metadata.aux`` arrays for one snapshot (docs/robot_msg.md, "aux arrays").
 
@@ -90,47 +142,7 @@ def state_aux(snap: Snapshot, frames: StateFrames) -> list[NamedArray]:
         arrays only when ``snap.power`` is set. An array holding NaN or inf is left out
         (:func:`finite_aux`).
     """
-    odom, tracks = snap.odom, snap.tracks
-    out = [
-        _aux("odom_position", (odom.x_m, odom.y_m), "m", frames.odom),
-        _aux("odom_yaw", odom.yaw_rad, "rad", frames.odom),
-        _aux("odom_vx", odom.vx_mps, "m/s", frames.base),
-        _aux("odom_omega", odom.omega_radps, "rad/s", frames.base),
-        _aux("odom_distance", odom.distance_m, "m"),
-        _aux("track_speed", (tracks.left_mps, tracks.right_mps), "m/s", frames.base),
-        _aux("track_speed_cmd", (tracks.cmd_left_mps, tracks.cmd_right_mps), "m/s", frames.base),
-        _aux("track_duty", (tracks.duty_left, tracks.duty_right), "1"),
-        _aux("track_counts", (tracks.left_counts, tracks.right_counts), "count"),
-    ]
-    if snap.joints.target:
-        out.append(_aux("joint_target", snap.joints.target, "rad"))
-    if snap.gripper is not None:
-        out.append(_aux("gripper", snap.gripper, "1"))
-    imu = snap.imu
-    if imu is not None:
-        out.append(_aux("imu_accel", imu.accel_mps2, "m/s^2", frames.base))
-        out.append(_aux("imu_gyro", imu.gyro_radps, "rad/s", frames.base))
-        if imu.orientation_xyzw is not None:
-            out.append(_aux("imu_orientation", imu.orientation_xyzw, "1", frames.imu_world))
-        if imu.temperature_c is not None:
-            out.append(_aux("imu_temperature", imu.temperature_c, "degC"))
-        out.append(_aux("imu_age", snap.t_mono_s - imu.t_mono_s, "s"))
-    power = snap.power
-    if power is not None:
-        if power.voltage_v is not None:
-            out.append(_aux("battery_voltage", power.voltage_v, "V"))
-        out.append(_aux("battery_current", power.current_a, "A"))
-        out.append(_aux("battery_power", power.power_w, "W"))
-        if power.percent is not None:
-            out.append(_aux("battery_percent", power.percent, "%"))
-        out.append(_aux("battery_age", snap.t_mono_s - power.t_mono_s, "s"))
-    out.append(_aux("stopped", 1.0 if snap.stopped else 0.0, "1"))
-    out.append(_aux("watchdog_expired", 1.0 if snap.watchdog == "expired" else 0.0, "1"))
-    out.append(_aux("fault_count", len(snap.faults), "1"))
-    for dev in snap.devices:  # 0 ok, 1 degraded, 2 lost (text in ARTEX / Sim2Bot telemetry)
-        out.append(_aux(f"health.{dev.name}", HEALTH_CODES.get(dev.state, 2.0), "1"))
-    out.extend(safety_aux(snap))
-    return finite_aux(out)
+    return finite_aux([_aux(*spec) for spec in aux_specs(snap, frames)])
 
 
 def finite_aux(arrays: list[NamedArray]) -> list[NamedArray]:
@@ -153,21 +165,26 @@ def finite_aux(arrays: list[NamedArray]) -> list[NamedArray]:
 SETTER_CODES = {"robot": 0.0, "console": 1.0, "cli": 2.0, "input": 3.0}
 
 
+def safety_specs(snap: Snapshot) -> list[AuxSpec]:
+    """The halts and speed cap as aux specs (:func:`safety_aux`)."""
+    safety = snap.safety
+    out: list[AuxSpec] = [("estop", 1.0 if safety.estop is not None else 0.0, "1", None),
+                          ("halted", 1.0 if safety.halted else 0.0, "1", None)]
+    for halt in safety.halts:
+        out.append((f"halt.{halt.kind}.since", halt.since_unix_s, "s", None))
+        out.append((f"halt.{halt.kind}.by", SETTER_CODES.get(halt.by, -1.0), "1", None))
+        out.append((f"halt.{halt.kind}.cleared", 1.0 if halt.cleared else 0.0, "1", None))
+    if safety.speed_cap_mps is not None:
+        out.append(("speed_cap", safety.speed_cap_mps, "m/s", None))
+    return out
+
+
 def safety_aux(snap: Snapshot) -> list[NamedArray]:
     """The halts and speed cap as aux arrays (docs/robot_msg.md; the reasons as text are in ARTEX and
     Sim2Bot telemetry, ``robot-agent status`` and each refusal): ``estop`` and ``halted`` (0/1) always;
     per halt ``halt.<kind>.since`` (Unix s), ``halt.<kind>.by`` (:data:`SETTER_CODES`) and
     ``halt.<kind>.cleared`` (0/1); ``speed_cap`` (m/s) while a cap holds."""
-    safety = snap.safety
-    out = [_aux("estop", 1.0 if safety.estop is not None else 0.0, "1"),
-           _aux("halted", 1.0 if safety.halted else 0.0, "1")]
-    for halt in safety.halts:
-        out.append(_aux(f"halt.{halt.kind}.since", halt.since_unix_s, "s"))
-        out.append(_aux(f"halt.{halt.kind}.by", SETTER_CODES.get(halt.by, -1.0), "1"))
-        out.append(_aux(f"halt.{halt.kind}.cleared", 1.0 if halt.cleared else 0.0, "1"))
-    if safety.speed_cap_mps is not None:
-        out.append(_aux("speed_cap", safety.speed_cap_mps, "m/s"))
-    return out
+    return [_aux(*spec) for spec in safety_specs(snap)]
 
 
 #: device health state -> aux value

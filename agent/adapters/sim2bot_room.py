@@ -30,7 +30,7 @@ from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import InvalidStatus, WebSocketException
 
 from agent.adapters.sim2bot_commands import ParseContext, Parsed, normalize_room
-from agent.adapters.sim2bot_telemetry import TelemetryBuilder
+from agent.adapters.sim2bot_telemetry import ChangeGate, TelemetryBuilder, change_key
 from agent.compat import websockets as ws_compat
 from agent.video.links import transport_backlog
 from agent.config.robotmsg import is_local_address
@@ -144,6 +144,7 @@ class RoomLink:
         self._reannounce = False
         self.connects = self.sent = 0
         self.telemetry_skipped = 0
+        self.telemetry_unchanged = 0
         self._clock, self._sleep = clock, sleep
         self.link = Reconnector(f"sim2bot: bridge at {self.where}", log, first_s=s.reconnect_delay_s,
                                 max_s=s.reconnect_delay_max_s, refused=refused, refused_s=s.refused_delay_s,
@@ -155,10 +156,11 @@ class RoomLink:
     def status(self) -> LinkStatus:
         """This room's link state (counters empty) and detail: ``room``, ``connected``,
         ``video_connected``, ``controllers``, ``connects``, ``sent``, ``telemetry_skipped`` (packets
-        not sent: the path was full)."""
+        not sent: the path was full), ``telemetry_unchanged`` (polls without a packet: nothing changed)."""
         detail = {"room": self.room, "connected": self.connected, "video_connected": self.video_connected,
                   "controllers": self.controllers, "simulators": self.simulators, "warning": self.warning,
-                  "connects": self.connects, "sent": self.sent, "telemetry_skipped": self.telemetry_skipped}
+                  "connects": self.connects, "sent": self.sent, "telemetry_skipped": self.telemetry_skipped,
+                  "telemetry_unchanged": self.telemetry_unchanged}
         return self.link.status(SOURCE, {}, detail, connected=self.connected)
 
     # ------------------------------------------------------------------ run
@@ -255,11 +257,17 @@ class RoomLink:
 
     # ------------------------------------------------------------------ telemetry
     async def _telemetry(self, ws: ClientConnection) -> None:
+        """Every ``1 / telemetry_hz`` s: a packet when the robot changed beyond noise since the last one
+        (sim2bot_telemetry.ChangeGate) or ``telemetry_keepalive_s`` passed; its
+        ``samples`` are the ticks since the last packet (at most ``max_samples``)."""
         builder = TelemetryBuilder(self._desc, self._s.robot_id, self.room)
         clock, robot = self._clock, self._robot
         period = 1.0 / self._s.telemetry_hz
+        keepalive = self._s.telemetry_keepalive_s
+        gate = ChangeGate()
         limit = self._s.max_samples
         last_seq = robot.snapshot().seq
+        last_sent = -float("inf")
         due = clock()
         while True:
             due += period
@@ -268,6 +276,10 @@ class RoomLink:
                 await self._sleep(delay)
             else:
                 due = clock()  # fell behind: skip, never burst
+            key = change_key(robot.snapshot(), self.warning)
+            if not (self._reannounce or clock() - last_sent >= keepalive - 1e-6 or gate.due(key)):
+                self.telemetry_unchanged += 1
+                continue
             if transport_backlog(ws_compat.transport(ws)) > TELEMETRY_BACKLOG_BYTES:
                 # the path is slower than telemetry: this packet is skipped (the next one carries the
                 # samples since the last sent), so pongs and replies never queue behind old telemetry
@@ -281,6 +293,8 @@ class RoomLink:
                 await ws.send(self._hello)   # the bridge's scene is the tank's again (describe)
             packet = json.dumps(builder.build(newest, batch, self.warning))
             await ws.send(packet)
+            gate.mark_sent(key)
+            last_sent = clock()
             self.sent += 1
             rate = self.streams.rate.bps if self.streams is not None else None
             if rate is not None:    # a slow path (the video link learned its rate): telemetry takes its share

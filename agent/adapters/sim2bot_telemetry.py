@@ -13,6 +13,10 @@ all filled; what each carries on a tracked robot is in docs/sim2bot.md:
   control ticks, like the protocol's own derivatives;
 - ``sensors`` are named entries whose keys carry units (``voltage_v``); the ``control`` entry
   carries the halts (e-stop, failsafes) and the speed cap (docs/safety.md).
+
+:func:`change_key` and :class:`ChangeGate` say when a packet is worth sending: the robot's values
+compared with noise deadbands (ARTEX's, agent.adapters.artex_telem, for the values both carry) and
+everything else compared as it is; times are left out (they change at every tick).
 """
 
 from __future__ import annotations
@@ -264,3 +268,68 @@ class TelemetryBuilder:
         packet["samples"] = [sample_entry(s) for s in batch]
         packet["roomDevices"] = []   # robot 0 carries the scene's doors and windows; the tank has none
         return packet
+
+
+
+def _pad(values: Sequence[float] | None, n: int) -> tuple[float, ...]:
+    return tuple(values) if values is not None else (math.nan,) * n
+
+
+def change_key(snap: Snapshot, warning: str = "") -> ChangeKey:
+    """What a telemetry packet of ``snap`` says, without its times: (numbers, the rest), numbers in a fixed
+    order (an absent device's are NaN) for :class:`ChangeGate`."""
+    o, tr, j, imu, p = snap.odom, snap.tracks, snap.joints, snap.imu, snap.power
+    nan = math.nan
+    numbers: tuple[float, ...] = (
+        (p.voltage_v if p.voltage_v is not None else nan, p.current_a, p.percent if p.percent is not None else nan,
+         p.power_w) if p is not None else (nan, nan, nan, nan))
+    numbers += (o.x_m, o.y_m, o.yaw_rad, o.vx_mps, o.omega_radps, o.distance_m,
+                tr.left_mps, tr.right_mps, tr.cmd_left_mps, tr.cmd_right_mps, tr.duty_left, tr.duty_right,
+                tr.left_counts, tr.right_counts)
+    if imu is not None:
+        numbers += (*imu.accel_mps2, *imu.gyro_radps, *_pad(imu.orientation_xyzw, 4),
+                    imu.temperature_c if imu.temperature_c is not None else nan)
+    else:
+        numbers += (nan,) * 11
+    numbers += (snap.gripper if snap.gripper is not None else nan, *j.q, *j.target, *j.qd)
+    rest = (snap.active_source, snap.watchdog, snap.stopped, snap.overridden, snap.faults, snap.devices,
+            snap.safety, warning, len(j.q), len(j.target), len(j.qd))
+    return numbers, rest
+
+
+ChangeKey = tuple[tuple[float, ...], tuple[Any, ...]]
+
+#: Smallest change that counts, per value of :func:`change_key` (ARTEX's deadbands, docs/artex.md "telem"):
+#: battery V, A, %, W; odometry and track speeds and duties; encoder counts (any whole count); IMU
+#: accel (noise ~0.035 m/s^2 rms), gyro, orientation, temperature; gripper; then the joints (rad, rad/s).
+_HEAD_DEADBANDS = ((0.05, 0.05, 2.0, 0.1) + (0.005,) * 12 + (0.5, 0.5)
+                   + (0.2,) * 3 + (0.02,) * 3 + (0.005,) * 4 + (0.5,) + (0.005,))
+
+
+class ChangeGate:
+    """When a Sim2Bot telemetry packet is worth sending: a value moved by its deadband from what was last sent
+    (an absent value appearing or going counts), or anything else changed (the active source, the watchdog,
+    a halt, a device's state or error, the room's warning). Noise below the deadbands never counts; the
+    resting values go out with the next keepalive."""
+
+    def __init__(self) -> None:
+        self._sent: ChangeKey | None = None
+        self._deadbands: tuple[float, ...] = ()
+
+    def due(self, key: ChangeKey) -> bool:
+        """True when ``key`` differs from the one last sent (nothing sent yet: True)."""
+        sent = self._sent
+        if sent is None or key[1] != sent[1] or len(key[0]) != len(sent[0]):
+            return True
+        dbs = self._deadbands
+        if len(dbs) != len(key[0]):
+            dbs = self._deadbands = _HEAD_DEADBANDS + (0.005,) * (len(key[0]) - len(_HEAD_DEADBANDS))
+        for a, b, d in zip(key[0], sent[0], dbs):
+            # a NaN on both sides is no change; a NaN on one side is
+            if a != b and not abs(a - b) < d and (a == a or b == b):
+                return True
+        return False
+
+    def mark_sent(self, key: ChangeKey) -> None:
+        """``key`` went out: the reference for the next comparisons."""
+        self._sent = key

@@ -58,6 +58,9 @@ FRAMING_VERSION = 1
 FLAG_KEYFRAME = 0x0001
 #: How long a stream waits for a frame before re-checking its TTL, s.
 _WAIT_S = 0.5
+#: A frame's drain is looked at after 2 ms, then when the rest should be gone at the rate seen, at most
+#: this far apart, s (a slow link's 40 ms drain: a few looks, not 20; agent.video.links.wait_drained)
+_DRAIN_POLL_MAX_S = 0.016
 #: Most streams (distinct formats) of one camera at a time. Each costs an encode per frame and,
 #: raw at 1920x1080, 8 MB in flight: without a bound, a few hundred subscriptions with distinct
 #: sizes took gigabytes and stalled the event loop for seconds.
@@ -338,7 +341,7 @@ class VideoStreams:
         self.frames_sent += 1
         self.bytes_sent += nbytes
         transport = ws_compat.transport(getattr(send, "__self__", None))
-        await wait_drained(lambda: transport_backlog(transport), _WAIT_S, clock=self._clock)
+        await wait_drained(lambda: transport_backlog(transport), _WAIT_S, clock=self._clock, max_poll_s=_DRAIN_POLL_MAX_S)
         pacer.drained(nbytes, self._clock() - start)
         self.rate.drained(nbytes, self._clock() - start)
         return nbytes, cpu + frame.encode_s

@@ -35,7 +35,10 @@ class Sim2botConfig(Section):
         token_in_query: also send the token as the ``token`` query parameter (for proxies
             that drop headers; the query may end up in access logs).
         robot_id: the robot's ``id`` in the announced scene and in telemetry.
-        telemetry_hz: telemetry packets per second (1..60).
+        telemetry_hz: telemetry polls per second (1..60): a packet goes out at a poll when the robot
+            changed beyond noise since the last packet, or when ``telemetry_keepalive_s`` has passed.
+        telemetry_keepalive_s: longest time between two telemetry packets while nothing changes, s
+            (0: a packet at every poll, whatever changed).
         max_samples: most control-tick samples carried by one telemetry packet.
         max_message_bytes: larger incoming commands are rejected (the connection stays up).
         subscription_ttl_s: a camera subscription not renewed for this long stops, s.
@@ -57,6 +60,7 @@ class Sim2botConfig(Section):
     token_in_query: bool = False
     robot_id: str = Field("tank", min_length=1, max_length=64, pattern=r"^[A-Za-z0-9._:-]+$")
     telemetry_hz: float = Field(30.0, ge=1.0, le=60.0)
+    telemetry_keepalive_s: float = Field(1.0, ge=0.0, le=60.0)
     max_samples: int = Field(64, ge=1, le=256)
     max_message_bytes: int = Field(4 << 20, ge=1024, le=16 << 20)
     subscription_ttl_s: float = Field(3.0, ge=0.5, le=60.0)

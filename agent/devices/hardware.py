@@ -108,7 +108,9 @@ class Hardware:
         for kind, dcfg in d.devices():
             if dcfg.transport == "i2c":
                 groups.setdefault(bus_key(dcfg.bus), []).append(kind)
-        estop_timing = {"estop_debounce_s": d.estop.debounce_s, "estop_poll_hz": d.estop.poll_hz} if d.estop else {}
+        estop_timing = {"estop_debounce_s": d.estop.debounce_s,     # edges wake the watch: polls only back them up
+                        "estop_poll_hz": d.estop.edge_poll_hz if d.estop.edge_events else d.estop.poll_hz,
+                        } if d.estop else {}
         return cls(**devices, **estop_timing, imu_rate_hz=d.imu.rate_hz if d.imu else 100.0,
                    power_rate_hz=d.power.rate_hz if d.power else 10.0, i2c_groups=list(groups.items()),
                    motor_feedback_hz=driver_class(d.motor).feedback_hz(d.motor) if d.motor else DEFAULT_FEEDBACK_HZ,

@@ -13,8 +13,8 @@ from typing import Any
 
 log = logging.getLogger(__name__)
 
-#: link states are read this often, s
-LINK_POLL_S = 0.1
+#: link states are read this often, s (each read builds every adapter's status(); a state lasting less may go unseen)
+LINK_POLL_S = 0.25
 
 
 async def watch_links(recorder: Any, adapters: dict[str, Any]) -> None:

@@ -40,8 +40,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-#: the recorder thread wakes this often, s
-POLL_S = 0.1
+#: the recorder thread wakes this often, s (the snapshot ring holds ~10 s at 50 Hz; flush() and close() wake it at once)
+POLL_S = 0.25
 #: incidents kept in memory for the console and /metrics
 KEEP_INCIDENTS = 200
 _VELOCITY = (BaseVelocity, TrackDuty, JointVelocity)

@@ -202,7 +202,8 @@ async def test_reconnects_while_the_hub_is_down_for_a_while(hub):
     port = hub.port
     await hub.stop()
     async with running_agent(artex_params(hub, port=port)) as agent:
-        await asyncio.sleep(1.0)  # a few failed attempts
+        # a few failed attempts
+        assert await wait_for(lambda: agent.adapters["artex"].status().get("connect_failures", 0) >= 2, 10)
         assert agent.adapters["artex"].status()["connect_failures"] >= 1
         await hub.start()
         assert await wait_for(lambda: hub.heartbeats, 10)

@@ -110,7 +110,7 @@ async def test_streams_honour_fps_and_share_one_encode_per_frame(hub):
     for _ in range(3):                          # three subscribers, same format: one stream
         key = streams.subscribe(CameraRequest("model:0", fps=30, width=80, height=60, codec=0))
     assert streams.active == (key,)
-    await asyncio.sleep(1.0)
+    await wait_for(lambda: len(rec.frames) >= 5, 5)  # a loaded machine may stall the camera
     streams.close()
     assert len(rec.frames) >= 5 and hub.encode_count - before <= len(rec.frames) + 2
 
@@ -159,15 +159,51 @@ async def test_on_a_slow_link_frames_come_smaller_than_asked_and_full_size_when_
     streams.close()
 
 
+#: the frame age limit of streams on a :class:`Skipping` clock (their frames look older by what was skipped)
+SKIPPED_AGE_S = 60.0
+
+
+class Skipping:
+    """The streams' clock: real monotonic time (the camera's frames come on it) plus the time the
+    test skipped, so a TTL or a grace passes at once instead of being waited out. Frames then look
+    older by the skipped time: the streams get :data:`SKIPPED_AGE_S` as their frame age limit."""
+
+    def __init__(self) -> None:
+        self.skipped = 0.0
+
+    def __call__(self) -> float:
+        return time.monotonic() + self.skipped
+
+    def skip(self, seconds: float) -> None:
+        self.skipped += seconds
+
+
+async def rounds_after(rec: "Recorder", *codecs: int) -> bool:
+    """Wait until every stream (one per codec in ``codecs``) sent 2 more frames: the stream's loop,
+    which checks the expiry before it takes a frame, then ran at least once after this call."""
+    count = len(rec.frames)
+
+    def sent() -> bool:
+        got = [_parse_frame(d).codec for _, d in rec.frames[count:]]
+        return all(got.count(codec) >= 2 for codec in codecs)
+    return await wait_for(sent, 10)                  # a loaded machine may stall (and reopen) the camera
+
+
 async def test_subscription_expires_after_its_ttl_and_renewal_keeps_it(hub):
-    streams = VideoStreams(hub, {"model:0": ("front", CAM)}, ttl_s=1.0)
+    clock = Skipping()
+    streams = VideoStreams(hub, {"model:0": ("front", CAM)}, ttl_s=1.0, clock=clock,
+                           max_age_s=SKIPPED_AGE_S)
     rec = Recorder()
     streams.attach(rec)
     for _ in range(6):                          # renewed every 0.3 s for longer than the TTL: keeps streaming
         streams.subscribe(CameraRequest("model:0", fps=30))
-        await asyncio.sleep(0.3)
+        clock.skip(0.3)
+        assert await rounds_after(rec, 0) and streams.active, "a renewed stream ended"
     await wait_for(lambda: len(rec.frames) >= 5, 5)          # a loaded machine may stall the camera
     assert streams.active and len(rec.frames) >= 5
+    clock.skip(0.2)                             # 0.5 s (and the real time the rounds took) since the last
+    assert await rounds_after(rec, 0) and streams.active, "ended before its TTL"      # renewal: streaming
+    clock.skip(0.6)                             # over 1.1 s: expired at the stream's next round
     await wait_for(lambda: streams.active == (), 5)          # no renewal: expired
     assert streams.active == ()
     count = len(rec.frames)
@@ -178,16 +214,21 @@ async def test_subscription_expires_after_its_ttl_and_renewal_keeps_it(hub):
 async def test_unsubscribe_ends_every_unrenewed_format_after_the_grace(hub, caplog):
     """The protocol names neither the controller nor the format: every stream of the camera ends
     UNSUBSCRIBE_GRACE_S later, except the ones renewed meanwhile (another controller's)."""
-    streams = VideoStreams(hub, {"model:0": ("front", CAM)}, ttl_s=3.0)
-    streams.attach(Recorder())
+    clock = Skipping()
+    streams = VideoStreams(hub, {"model:0": ("front", CAM)}, ttl_s=3.0, clock=clock,
+                           max_age_s=SKIPPED_AGE_S)
+    rec = Recorder()
+    streams.attach(rec)
     jpeg = streams.subscribe(CameraRequest("model:0", codec=0))
     streams.subscribe(CameraRequest("model:0", codec=2))
     assert len(streams.active) == 2
     assert streams.unsubscribe("model:0") == 2 and len(streams.active) == 2
-    await asyncio.sleep(UNSUBSCRIBE_GRACE_S / 2)
+    clock.skip(UNSUBSCRIBE_GRACE_S / 2)
+    assert await rounds_after(rec, 0, 2) and len(streams.active) == 2, "ended before the grace"
     streams.subscribe(CameraRequest("model:0", codec=0))          # the other controller renews
     caplog.set_level(logging.INFO, logger="agent.adapters.sim2bot_video")
-    await asyncio.sleep(UNSUBSCRIBE_GRACE_S / 2 + 0.6)
+    clock.skip(UNSUBSCRIBE_GRACE_S / 2 + 0.6)
+    await wait_for(lambda: streams.active == (jpeg,), 5)          # at the unrenewed stream's next round
     assert streams.active == (jpeg,)
     ended = [r.getMessage() for r in caplog.records if "stopped streaming" in r.getMessage()]
     assert len(ended) == 1 and f"unsubscribed, not renewed within {UNSUBSCRIBE_GRACE_S:g} s" in ended[0], ended

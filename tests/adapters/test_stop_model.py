@@ -201,14 +201,23 @@ CASES = [("console", "artex", "sim2bot"), ("robot_msg", "console", "sim2bot"),
 
 @pytest.mark.parametrize("b, a, c", CASES, ids=[case[0] for case in CASES])
 async def test_a_source_streaming_when_another_stops_stays_stopped_until_it_re_engages(peers, b, a, c):
-    await peers.stream(0.5, b)
-    assert await wait_for(lambda: peers.agent.control.snapshot().active_source == b, 3)
-    await peers.stop(a)
-    assert await wait_for(lambda: peers.agent.physics.duty == [0.0, 0.0], 2)
-    before = peers.refusals(b)
-    duties: list[float] = []
-    async with sampling_duty(peers.agent, duties):           # B streams on; C (lower) starts streaming
-        await peers.stream(1.5, *(s for s in (b, c) if s))
+    async def b_streams() -> None:        # B streams through A's stop with no pause (a pause would re-engage it)
+        while True:
+            await peers.drive(b)
+            await asyncio.sleep(PERIOD_S)
+
+    b_stream = asyncio.ensure_future(b_streams())
+    try:
+        assert await wait_for(lambda: peers.agent.control.snapshot().active_source == b, 3)
+        await peers.stop(a)
+        assert await wait_for(lambda: peers.agent.physics.duty == [0.0, 0.0], 2)
+        before = peers.refusals(b)
+        duties: list[float] = []
+        async with sampling_duty(peers.agent, duties):       # B streams on; C (lower) starts streaming
+            await peers.stream(1.5, *(s for s in (c,) if s))
+    finally:
+        b_stream.cancel()
+        await asyncio.gather(b_stream, return_exceptions=True)
     assert max(duties) == 0.0, "the tank moved while the source streaming at the stop was latched out"
     assert peers.refusals(b) - before >= 10                  # ~15 commands refused, counted on B's own channel
     if b == "console":
@@ -231,7 +240,8 @@ async def test_the_console_re_engaged_overrides_the_hubs_stream_at_once(peers):
         await peers.stop("artex")
         duties: list[float] = []
         async with sampling_duty(peers.agent, duties):
-            await asyncio.sleep(0.05)                         # the stop takes effect
+            # the stop takes effect (the tick that applies it may come late on a loaded machine)
+            assert await wait_for(lambda: peers.agent.physics.duty == [0.0, 0.0], 2), "the hub's stop did not stop"
             duties.clear()
             await peers.stream(1.0, "console")                # the key still held: refused, the tank still
         assert max(duties) == 0.0, "the hub drove while the operator held the key"

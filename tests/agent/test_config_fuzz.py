@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -116,6 +117,7 @@ def check(path: Path) -> int:
         return main(["check-config", str(path)])
 
 
+@pytest.mark.slow                # 200 mutated configs through check-config's main(), ~5-15 s
 @settings(max_examples=200, derandomize=True, deadline=None, database=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(doc_i=st.integers(0, len(DOCS) - 1), picks=st.lists(PICK, min_size=1, max_size=3),
@@ -126,6 +128,7 @@ def test_mutated_configs_exit_0_or_2_in_process(tmp_path, doc_i, picks, garble_a
     assert check(path) in (0, 2)
 
 
+@pytest.mark.slow                # 10 `python -m agent check-config` processes
 def test_mutated_configs_exit_0_or_2_through_the_command(tmp_path):
     rng = random.Random(12)
     procs = []

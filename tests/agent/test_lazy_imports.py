@@ -11,13 +11,14 @@ when the agent logs that it is up (after its optional work).
 
 from __future__ import annotations
 
+import asyncio
 import json
 import secrets
 import subprocess
 import sys
 import textwrap
 
-import asyncio
+import pytest
 
 from agent.testing.artex_hub import ArtexHub
 from agent.testing.ports import free_port
@@ -44,6 +45,9 @@ CHILD = textwrap.dedent('''
 
     asyncio.run(main())
 ''')
+
+#: a real agent in a fresh interpreter per test, ~3-10 s each
+pytestmark = pytest.mark.slow
 
 
 def loaded(cfg: dict, artex: bool) -> dict:
