@@ -22,7 +22,8 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
     from agent.config import AgentConfig
-    from agent.model import Command, RobotDescription, Snapshot
+    from agent.commands import Command
+    from agent.model import RobotDescription, Snapshot
     from agent.video import EncodedFrame, Frame, FrameFormat
 
 __all__ = ["Adapter", "AdapterFactory", "LinkState", "LinkStatus", "RobotPort", "VideoPort"]

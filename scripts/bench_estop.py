@@ -37,7 +37,7 @@ from bench_watchdog import DutyLog, motor_only_tank  # noqa: E402
 from agent.config import load  # noqa: E402
 from agent.control import ControlLoop  # noqa: E402
 from agent.ops.estopctl import ControlServer, request  # noqa: E402
-from agent.model import BaseVelocity, Reset  # noqa: E402
+from agent.commands import BaseVelocity, Reset
 
 SOURCE = "robot_msg"
 

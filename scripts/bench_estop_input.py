@@ -35,7 +35,7 @@ from agent.config import load  # noqa: E402
 from agent.control import ControlLoop  # noqa: E402
 from agent.devices.estopinput import LoopEstop  # noqa: E402
 from agent.devices.hardware import Hardware  # noqa: E402
-from agent.model import BaseVelocity  # noqa: E402
+from agent.commands import BaseVelocity
 from agent.devices.simtank import SimTank  # noqa: E402
 from bench_watchdog import DutyLog, report  # noqa: E402
 

@@ -34,7 +34,7 @@ from bench_watchdog import DutyLog, motor_only_tank  # noqa: E402
 from agent.config import load
 from agent.control import ControlLoop
 from agent.devices.hardware import Hardware
-from agent.model import BaseVelocity
+from agent.commands import BaseVelocity
 from agent.devices.simtank import SimTank
 
 SOURCE = "robot_msg"        # given a 5 s timeout here: one submit keeps it driving through a trial

@@ -30,7 +30,7 @@ import random
 import sys
 import time
 
-from agent.model import BaseVelocity
+from agent.commands import BaseVelocity
 from agent.testing.running_agent import running_agent, sim_config
 from drivers import roboclaw as rc
 from drivers.serialport import transfer_s

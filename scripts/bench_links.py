@@ -29,7 +29,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from agent.model import BaseVelocity
+from agent.commands import BaseVelocity
 from agent.testing.artex_hub import ArtexHub, artex_params, driving
 from agent.testing.proxy import TcpProxy
 from agent.testing.running_agent import ROOT, running_agent, sim_config, wait_for

@@ -79,7 +79,7 @@ class Submits:
 
     def __init__(self) -> None:
         from agent.control.loop import ControlLoop
-        from agent.model import Stop
+        from agent.commands import Stop
 
         self.events: list[tuple[float, str]] = []
         original = ControlLoop.submit

@@ -30,7 +30,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from agent.model import BaseVelocity  # noqa: E402
+from agent.commands import BaseVelocity
 from agent.testing.running_agent import running_agent, sim_config  # noqa: E402
 
 

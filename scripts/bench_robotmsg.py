@@ -34,7 +34,7 @@ import zmq.asyncio
 from agent.adapters.robotmsg_state import StateFrames, monotonic_clock_id, robot_state
 from agent.app import Agent
 from agent.config import AgentConfig
-from agent.model import BaseVelocity
+from agent.commands import BaseVelocity
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -33,7 +33,7 @@ from agent.config import AgentConfig, load
 from agent.config.control import SourceConfig
 from agent.control import ControlLoop
 from agent.devices.hardware import Hardware
-from agent.model import BaseVelocity, Reset, Stop
+from agent.commands import BaseVelocity, Reset, Stop
 from agent.devices.simtank import SimTank
 from drivers.serialport import transfer_s
 

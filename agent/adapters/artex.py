@@ -53,7 +53,7 @@ from agent.adapters.artex_streams import ArtexStreams
 from agent.config import AgentConfig
 from agent.errors import CommandDeclined, CommandError, ConfigError
 from agent.support.logtail import LogTail
-from agent.model import Stop
+from agent.commands import Stop
 from agent.ports import LinkStatus, RobotPort, VideoPort
 from agent.support.ratelimit import RateLimitedLog, safe
 from agent.support.reconnect import Reconnector

@@ -9,10 +9,10 @@ An ARTEX hub sends ``command`` events shaped ``{"author": str, "payload": {TYPE:
 =========== ======================================== ===================================
 TYPE        COMMAND                                  result
 =========== ======================================== ===================================
-``com``     ``"stop"``                               :class:`~agent.model.Stop`
-``com``     a name in ``cfg.artex.commands``         :class:`~agent.model.BaseVelocity`
-``drive``   ``{"vx": m/s, "omega": rad/s}``          :class:`~agent.model.BaseVelocity`
-``tracks``  ``{"left": -1..1, "right": -1..1}``      :class:`~agent.model.TrackDuty`
+``com``     ``"stop"``                               :class:`~agent.commands.Stop`
+``com``     a name in ``cfg.artex.commands``         :class:`~agent.commands.BaseVelocity`
+``drive``   ``{"vx": m/s, "omega": rad/s}``          :class:`~agent.commands.BaseVelocity`
+``tracks``  ``{"left": -1..1, "right": -1..1}``      :class:`~agent.commands.TrackDuty`
 ``file``    ``"log"`` / ``"error"`` / ``"clear"``    :class:`FileRequest`
 ``web_settings`` ``{key: value, ...}``               :class:`WebSettings` (checked by artex_settings)
 =========== ======================================== ===================================
@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 from agent.config.artex import BUILTIN_STOP, MotionConfig
 from agent.errors import CommandError, CommandRejected, NonFiniteValue
-from agent.model import BaseVelocity, Command, Stop, TrackDuty, finite_number
+from agent.commands import BaseVelocity, Command, Stop, TrackDuty, finite_number
 from agent.support.ratelimit import safe
 
 __all__ = [
@@ -183,7 +183,7 @@ def _drive_command(vx: int | float, omega: int | float) -> BaseVelocity:
 
 
 def _number(where: str, value: object) -> float:
-    """A finite number (agent.model.finite_number) for a value that becomes no model value; a
+    """A finite number (agent.commands.finite_number) for a value that becomes no model value; a
     non-number is described as the hub sent it."""
     return finite_number(where, _numeric(where, value))
 

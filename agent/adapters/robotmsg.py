@@ -52,7 +52,7 @@ from agent.adapters.robotmsg_state import StateFrames, monotonic_clock_id
 from agent.config import AgentConfig
 from agent.config.robotmsg import SocketConfig
 from agent.errors import CommandError
-from agent.model import CalibrateImu, Stop
+from agent.commands import CalibrateImu, Stop
 from agent.ports import LinkStatus, RobotPort, VideoPort
 from agent.support.ratelimit import RateLimitedLog, safe
 from agent.support.reconnect import Reconnector

@@ -17,9 +17,9 @@ from typing import Any, TypeVar
 import robot_msg as rm
 
 from agent.errors import CommandError, CommandRejected
-from agent.model import (
-    MAX_TRAJECTORY_POINTS, BaseVelocity, CalibrateImu, Command, JointPosition, JointTrajectory,
-    JointTrajectoryStop, Reset, Stop, TrajectoryPoint,
+from agent.commands import (
+    MAX_TRAJECTORY_POINTS, BaseVelocity, CalibrateImu, Command, JointPosition, JointTrajectory, JointTrajectoryStop,
+    Reset, Stop, TrajectoryPoint,
 )
 
 #: Magic of robot_msg protocol-1 binary frames (the bit-packed layout R2 replaced).

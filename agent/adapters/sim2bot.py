@@ -56,7 +56,7 @@ from agent.control.stoplatch import SenderLatch
 from agent.config import AgentConfig
 from agent.config.robotmsg import is_local_address
 from agent.errors import CommandDeclined, CommandError
-from agent.model import BaseVelocity, JointVelocity, Reset, Stop
+from agent.commands import BaseVelocity, JointVelocity, Reset, Stop
 from agent.ports import LinkState, LinkStatus, RobotPort, VideoPort
 from agent.support.ratelimit import RateLimitedLog, safe
 

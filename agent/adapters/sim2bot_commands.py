@@ -3,7 +3,7 @@
 Pure functions, no I/O: :func:`decode` turns one WebSocket text message into a
 JSON object, :func:`parse` turns that object into what the adapter does with
 it. Everything from the network is untrusted: types, shapes and sizes are
-checked here, finiteness once per number by :func:`agent.model.finite_number`
+checked here, finiteness once per number by :func:`agent.commands.finite_number`
 (the agent.model constructors for the values they hold, e.g. base_velocity's
 ``vx``/``omega``; here for wire-only ones), and a bad message raises
 :class:`agent.errors.CommandError` naming the message type and the field.
@@ -22,20 +22,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from agent.errors import CommandDeclined, CommandError, CommandRejected
-from agent.model import (
-    MAX_JOINTS,
-    MAX_TRAJECTORY_POINTS,
-    BaseVelocity,
-    Command,
-    Gripper,
-    JointPosition,
-    JointTrajectory,
-    JointTrajectoryStop,
-    JointVelocity,
-    Reset,
-    Stop,
-    TrajectoryPoint,
-    finite_number as _number,
+from agent.commands import (
+    MAX_JOINTS, MAX_TRAJECTORY_POINTS, BaseVelocity, Command, Gripper, JointPosition, JointTrajectory,
+    JointTrajectoryStop, JointVelocity, Reset, Stop, TrajectoryPoint, finite_number as _number,
 )
 
 #: Command types the bridge relays to a simulator (``bridge_server.COMMAND_TYPES``).

@@ -7,7 +7,7 @@ message                                         result
 =============================================== ==========================================
 ``{"type": "drive", "vx": m/s, "omega": rad/s}`` :class:`Drive` (repeated while held); optional
                                                 ``"press": true`` on the first of a new press
-``{"type": "stop"}``                            :class:`~agent.model.Stop`
+``{"type": "stop"}``                            :class:`~agent.commands.Stop`
 ``{"type": "take"}``                            :class:`TakeControl`: this tab wants to drive
 ``{"type": "estop"}``                           :class:`EStop`: set the emergency stop (STOP button)
 ``{"type": "release_estop"}``                   :class:`ReleaseEStop`: release it (after a confirm)
@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from agent.adapters.sim2bot_commands import decode as json_object
 from agent.errors import CommandError, CommandRejected
 from agent.support.ratelimit import safe
-from agent.model import BaseVelocity, Stop
+from agent.commands import BaseVelocity, Stop
 
 SOURCE = "console"
 

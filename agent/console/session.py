@@ -36,7 +36,7 @@ from agent.console.state import state_message
 from agent.console.video import TabVideo
 from agent.errors import CommandError
 from agent.support.ratelimit import safe
-from agent.model import BaseVelocity, Stop
+from agent.commands import BaseVelocity, Stop
 
 if TYPE_CHECKING:
     from agent.console.server import Console

@@ -42,7 +42,7 @@ from dataclasses import dataclass
 from agent.config import AgentConfig
 from agent.config.control import SOURCES
 from agent.control.stoplatch import Engage, LatchedOut, StopLatch
-from agent.model import Command
+from agent.commands import Command
 
 log = logging.getLogger(__name__)
 

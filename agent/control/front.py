@@ -9,9 +9,9 @@ until they re-engage (the stop latch, docs/safety.md). It logs what they did and
 and holds the snapshot ring the tick publishes into (``snapshot``, ``samples_since``). A
 ``Stop`` or the release of a driving source calls ``wake`` so the scheduler runs a tick at
 once, and so does a velocity command whose value differs from its source's last one (a
-repeat only refreshes the watchdog). A velocity more than ``agent.model.OVER_LIMIT_FACTOR`` (10)
+repeat only refreshes the watchdog). A velocity more than ``agent.commands.OVER_LIMIT_FACTOR`` (10)
 times the configured maximum is refused with a CommandRejected, not clamped to full speed
-(:meth:`agent.model.Reach.check`, the edge's one over-limit refusal; docs/architecture.md,
+(:meth:`agent.commands.Reach.check`, the edge's one over-limit refusal; docs/architecture.md,
 "One check per command"). While
 the e-stop or a failsafe latch holds every motion command is refused (agent.control.safety);
 ``estop`` / ``release_estop`` set and release the e-stop (docs/safety.md).
@@ -31,23 +31,11 @@ from agent.config.control import SOURCES
 from agent.control.devices import HardwarePort
 from agent.control.state import ControlState
 from agent.errors import CommandDeclined, CommandError, CommandRejected
-from agent.model import (
-    BaseVelocity,
-    CalibrateImu,
-    Command,
-    Gripper,
-    Halt,
-    JointPosition,
-    JointTrajectory,
-    JointTrajectoryStop,
-    JointVelocity,
-    Reach,
-    Reset,
-    RobotDescription,
-    Snapshot,
-    Stop,
-    TrackDuty,
+from agent.commands import (
+    BaseVelocity, CalibrateImu, Command, Gripper, JointPosition, JointTrajectory, JointTrajectoryStop,
+    JointVelocity, Reach, Reset, Stop, TrackDuty,
 )
+from agent.model import Halt, RobotDescription, Snapshot
 from agent.support.ratelimit import RateLimitedLog
 
 log = logging.getLogger(__name__)
@@ -100,7 +88,7 @@ class Front:
         self._estop_listeners: list[Callable[[Halt | None], None]] = []
         self._command_taps: list[Callable[[str, Command, CommandError | None], None]] = []
         self._rejects = RateLimitedLog(log, REJECT_LOG_INTERVAL_S)
-        # the maxima of the edge's over-limit refusal (agent.model.Reach); config, fixed for the loop's life
+        # the maxima of the edge's over-limit refusal (agent.commands.Reach); config, fixed for the loop's life
         self._reach = Reach(state.full_duty_mps, 2.0 * state.full_duty_mps / state.track_width_m,
                             tuple((j.name, j.max_speed_radps) for j in state.joints.joints))
         self._snap = Snapshot(joints=state.joints.state(), gripper=state.joints.gripper)
@@ -170,9 +158,9 @@ class Front:
     def _validate(self, command: Command) -> None:
         """Refuse a command whose values do not fit the robot (CommandRejected); the robot's state is
         the transitions' to judge. Joint counts, targets and the gripper are the joints' to check
-        (agent.control.joints); a finite but absurd velocity (more than agent.model.OVER_LIMIT_FACTOR x the
+        (agent.control.joints); a finite but absurd velocity (more than agent.commands.OVER_LIMIT_FACTOR x the
         maximum) is refused instead of clamped to full speed, by the edge's one over-limit refusal
-        (agent.model.Reach.check). TrackDuty outside -1..1 is refused by the model already."""
+        (agent.commands.Reach.check). TrackDuty outside -1..1 is refused by the model already."""
         joints = self._state.joints
         if isinstance(command, JointVelocity):
             joints.check_length("joint_velocity", len(command.qd))
@@ -182,7 +170,7 @@ class Front:
             joints.check_trajectory(command)
         elif isinstance(command, Gripper):
             joints.check_gripper()
-        self._reach.check(command)      # the edge's over-limit refusal (agent.model.Reach)
+        self._reach.check(command)      # the edge's over-limit refusal (agent.commands.Reach)
 
     def _stop(self, source: str) -> None:
         stopped = self._state.stop(source)

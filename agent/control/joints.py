@@ -36,7 +36,8 @@ from itertools import pairwise
 
 from agent.config.drivers import GripperConfig, ServoJointConfig
 from agent.errors import CommandError, CommandRejected
-from agent.model import JointState, JointTrajectory
+from agent.commands import JointTrajectory
+from agent.model import JointState
 
 log = logging.getLogger(__name__)
 
@@ -232,7 +233,7 @@ class JointController:
             self.gripper = self.gripper_cfg.home_fraction
 
     def set_gripper(self, fraction: float) -> None:
-        """Gripper opening 0..1 (validated by agent.model.Gripper)."""
+        """Gripper opening 0..1 (validated by agent.commands.Gripper)."""
         self.check_gripper()
         self.gripper = min(max(fraction, 0.0), 1.0)
 

@@ -28,7 +28,8 @@ import math
 from collections.abc import Callable
 
 from agent.errors import CommandDeclined, CommandRejected
-from agent.model import Command, Halt, SafetyState
+from agent.commands import Command
+from agent.model import Halt, SafetyState
 from agent.support.ratelimit import safe
 
 log = logging.getLogger(__name__)

@@ -26,17 +26,10 @@ from agent.control.kinematics import Odometer, limited_tracks, scale_to_limit
 from agent.control.safety import SafetyLatches
 from agent.control.stoplatch import Engage, is_zero
 from agent.errors import CommandDeclined
-from agent.model import (
-    BaseVelocity,
-    Command,
-    Gripper,
-    Halt,
-    JointPosition,
-    JointTrajectory,
-    JointVelocity,
-    Reset,
-    TrackDuty,
+from agent.commands import (
+    BaseVelocity, Command, Gripper, JointPosition, JointTrajectory, JointVelocity, Reset, TrackDuty,
 )
+from agent.model import Halt
 
 Pair = tuple[float, float]
 

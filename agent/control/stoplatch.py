@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from agent.model import BaseVelocity, Command, JointVelocity, TrackDuty
+from agent.commands import BaseVelocity, Command, JointVelocity, TrackDuty
 
 log = logging.getLogger(__name__)
 

@@ -36,16 +36,8 @@ from typing import NamedTuple
 from agent.control.arbitration import BASE, JOINTS, Selection
 from agent.control.kinematics import ramp, tracks_to_duty
 from agent.control.state import ControlState, Pair
-from agent.model import (
-    DeviceHealth,
-    ImuSample,
-    JointState,
-    JointVelocity,
-    PowerSample,
-    SafetyState,
-    Snapshot,
-    TrackState,
-)
+from agent.commands import JointVelocity
+from agent.model import DeviceHealth, ImuSample, JointState, PowerSample, SafetyState, Snapshot, TrackState
 from drivers.base import MotorFeedback
 
 log = logging.getLogger(__name__)

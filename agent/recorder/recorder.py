@@ -30,7 +30,8 @@ from typing import TYPE_CHECKING, Any
 
 from agent.config import AgentConfig
 from agent.errors import CommandDeclined
-from agent.model import BaseVelocity, JointVelocity, Snapshot, Stop, TrackDuty
+from agent.commands import BaseVelocity, JointVelocity, Stop, TrackDuty
+from agent.model import Snapshot
 from agent.support.ratelimit import RateLimitedLog
 from agent.recorder import channels, feeds
 from agent.recorder.incidents import Detector, Incident, IncidentLog, moving

@@ -18,7 +18,7 @@ import pytest
 
 from agent.config import load
 from agent.support.logtail import LogTail
-from agent.model import BaseVelocity
+from agent.commands import BaseVelocity
 from agent.testing import artex_hub
 from agent.testing.artex_hub import agent_on, artex_params, distance, drive, driving, hub_script
 from agent.testing.ports import free_port

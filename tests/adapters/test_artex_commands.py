@@ -18,7 +18,7 @@ from agent.adapters.artex_commands import (
 )
 from agent.config.artex import ArtexConfig
 from agent.errors import CommandError
-from agent.model import BaseVelocity, Stop, TrackDuty
+from agent.commands import BaseVelocity, Stop, TrackDuty
 
 COMMANDS = ArtexConfig().commands
 

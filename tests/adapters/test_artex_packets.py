@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from agent.model import BaseVelocity
+from agent.commands import BaseVelocity
 from agent.testing.artex_hub import agent_on, distance
 from agent.testing.running_agent import wait_for
 

@@ -16,9 +16,9 @@ from agent.adapters.robotmsg_inbound import (
     Rejected, StopOrder, Translation, action_commands, controller_commands, decode_envelope, expect_type, intent, is_json, LatestWins,
     trajectory_points, unpack_frames,
 )
-from agent.model import (
-    MAX_TRAJECTORY_POINTS, BaseVelocity, CalibrateImu, JointPosition, JointTrajectory, JointTrajectoryStop,
-    Reset, Stop,
+from agent.commands import (
+    MAX_TRAJECTORY_POINTS, BaseVelocity, CalibrateImu, JointPosition, JointTrajectory, JointTrajectoryStop, Reset,
+    Stop,
 )
 
 MODES = {0: "stop", 1: "hold", 2: "home"}

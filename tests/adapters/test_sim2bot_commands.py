@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agent import model as m
+from agent import commands as m
 from agent.adapters.sim2bot_commands import (
     COMMAND_TYPES,
     IGNORED_TYPES,

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from agent.model import BaseVelocity
+from agent.commands import BaseVelocity
 from agent.testing.proxy import TcpProxy
 from agent.testing.running_agent import running_agent, wait_for
 from agent.testing.sim2bot_bridge import Bridge, agent_params, controller

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from agent.model import BaseVelocity
+from agent.commands import BaseVelocity
 from agent.testing.ports import free_port
 from agent.testing.running_agent import running_agent, sim_config, wait_for
 
@@ -109,7 +109,7 @@ async def test_every_adapter_meets_the_contract_and_reports_one_status_shape():
 async def test_close_stops_tracks_and_a_running_trajectory_before_any_adapter_closes():
     """SIGTERM path (Agent.close): the zero duty and the halted trajectory come first; an adapter that
     is still closing sees the motors already stopped."""
-    from agent.model import JointTrajectory, TrajectoryPoint
+    from agent.commands import JointTrajectory, TrajectoryPoint
 
     cfg = sim_config(control={"sources": {"sim2bot": {"priority": 20, "timeout_s": 5.0}}})
     cfg["drivers"]["cameras"] = []

@@ -9,7 +9,7 @@ import pytest
 from agent.control.arbitration import BASE, EXPIRED, IDLE, JOINTS, OK, Arbiter, Watchdog
 from agent.control.stoplatch import SenderLatch, is_zero
 from agent.config import AgentConfig
-from agent.model import BaseVelocity, JointVelocity, TrackDuty
+from agent.commands import BaseVelocity, JointVelocity, TrackDuty
 
 PRIO = {"artex": 10, "sim2bot": 20, "robot_msg": 30}
 TIMEOUT = {"artex": 0.5, "sim2bot": 0.5, "robot_msg": 0.2}

@@ -22,18 +22,9 @@ from agent.config import AgentConfig
 from agent.control import ControlLoop, describe
 from agent.errors import CommandError, CommandRejected
 from agent.devices.hardware import Hardware
-from agent.model import (
-    BaseVelocity,
-    CalibrateImu,
-    Gripper,
-    JointPosition,
-    JointTrajectory,
-    JointTrajectoryStop,
-    JointVelocity,
-    Reset,
-    Stop,
-    TrackDuty,
-    TrajectoryPoint,
+from agent.commands import (
+    BaseVelocity, CalibrateImu, Gripper, JointPosition, JointTrajectory, JointTrajectoryStop, JointVelocity, Reset,
+    Stop, TrackDuty, TrajectoryPoint,
 )
 from agent.devices.simtank import SimTank
 from tests.conftest import deep_merge, sim_config

@@ -17,7 +17,7 @@ import pytest
 from agent.config import AgentConfig
 from agent.control import ControlLoop
 from agent.devices.hardware import Hardware
-from agent.model import BaseVelocity
+from agent.commands import BaseVelocity
 from agent.devices.simtank import SimTank
 from tests.conftest import deep_merge, sim_config
 

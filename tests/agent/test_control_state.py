@@ -16,7 +16,7 @@ from agent.control.arbitration import BASE, JOINTS
 from agent.control.state import ControlState
 from agent.control.tick import command
 from agent.errors import CommandDeclined, CommandRejected
-from agent.model import BaseVelocity, Gripper, JointPosition, JointVelocity, Reset, TrackDuty
+from agent.commands import BaseVelocity, Gripper, JointPosition, JointVelocity, Reset, TrackDuty
 from agent.testing.clock import VirtualClock
 from tests.conftest import sim_config
 

@@ -13,7 +13,8 @@ from agent.control.arbitration import BASE
 from agent.config import AgentConfig
 from agent.control.state import ControlState
 from agent.control.tick import Readings, command, motor_answered, observe
-from agent.model import BaseVelocity, DeviceHealth, TrackDuty
+from agent.commands import BaseVelocity, TrackDuty
+from agent.model import DeviceHealth
 from drivers.base import MotorFeedback
 from tests.conftest import sim_config
 

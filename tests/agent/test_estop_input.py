@@ -18,7 +18,7 @@ from agent.control import ControlLoop
 from agent.errors import CommandDeclined
 from agent.devices.estopinput import RELEASE, SET, EstopDebounce, EstopWatch, LoopEstop
 from agent.devices.hardware import Hardware
-from agent.model import BaseVelocity
+from agent.commands import BaseVelocity
 from agent.devices.simtank import SimTank
 from agent.devices.supervisor import Supervised
 from drivers.gpio import GpioSwitch

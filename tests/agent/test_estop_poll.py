@@ -7,7 +7,7 @@ import pytest
 
 from agent.devices.hardware import Hardware
 from agent.devices.simtank import SimTank
-from agent.model import BaseVelocity
+from agent.commands import BaseVelocity
 from tests.agent.test_control import config
 from tests.conftest import running_agent, sim_config, wait_for
 

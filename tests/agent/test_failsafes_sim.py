@@ -19,7 +19,7 @@ from agent.config import AgentConfig
 from agent.control import ControlLoop
 from agent.errors import CommandDeclined
 from agent.devices.hardware import Hardware
-from agent.model import BaseVelocity
+from agent.commands import BaseVelocity
 from agent.devices.simtank import SimTank
 from tests.agent.test_control import DT, Clock
 from tests.agent.test_control import Rig as ControlRig

@@ -16,7 +16,7 @@ from agent.errors import DriverConfigError
 from agent.devices.hardware import Hardware
 from drivers.registry import driver_class
 from agent.devices.simtank import SimTank
-from agent.model import BaseVelocity
+from agent.commands import BaseVelocity
 from tests.conftest import ROOT, running_agent, sim_config, wait_for
 
 

@@ -17,7 +17,7 @@ from agent.control.joints import (
     gripper_pulse_us,
     interpolate,
 )
-from agent.model import JointTrajectory, TrajectoryPoint
+from agent.commands import JointTrajectory, TrajectoryPoint
 
 PAN = ServoJointConfig(name="pan", channel=0, min_us=500, max_us=2500, min_rad=-1.0, max_rad=1.0,
                        home_rad=0.0, max_speed_radps=1.0)

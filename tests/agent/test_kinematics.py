@@ -20,7 +20,8 @@ from agent.control.kinematics import (
     wrap_angle,
 )
 from agent.errors import CommandRejected
-from agent.model import BaseVelocity, Odometry, Reach
+from agent.commands import BaseVelocity, Reach
+from agent.model import Odometry
 
 W = 0.30
 
@@ -174,7 +175,7 @@ def test_scaled_tracks_never_exceed_limit(vx, omega, limit):
     assert abs(left) <= limit + 1e-12 and abs(right) <= limit + 1e-12
 
 
-#: Far beyond any twist the edge admits (10x the maximum speed and yaw rate; agent.model.Reach).
+#: Far beyond any twist the edge admits (10x the maximum speed and yaw rate; agent.commands.Reach).
 ADMITTED = st.floats(-1e6, 1e6)
 
 

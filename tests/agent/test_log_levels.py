@@ -13,7 +13,7 @@ import aiohttp
 import pytest
 
 from agent.ops import status
-from agent.model import BaseVelocity
+from agent.commands import BaseVelocity
 from agent.testing.artex_hub import ArtexHub, artex_params, driving
 from tests.conftest import deep_merge, free_port, running_agent, wait_for
 

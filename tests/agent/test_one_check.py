@@ -1,6 +1,6 @@
 """One check per command (docs/architecture.md, "One check per command"): a ``base_velocity``
-crosses one finite check at the edge (agent.model.finite_number, in the model constructor), one
-over-limit refusal (agent.model.Reach.check), one clamp policy (agent.control.kinematics.scale_to_limit)
+crosses one finite check at the edge (agent.commands.finite_number, in the model constructor), one
+over-limit refusal (agent.commands.Reach.check), one clamp policy (agent.control.kinematics.scale_to_limit)
 and the motor driver's one device guard (drivers/serialport.py ``track_duty``).
 
 Two views: the source (every finite check in the walk's modules is one the docs name) and the
@@ -28,7 +28,7 @@ from agent.control import kinematics
 from agent.devices.hardware import Hardware
 from agent.devices.simtank import SimTank
 from agent.errors import CommandRejected, NonFiniteValue
-from agent.model import Reach, finite_number
+from agent.commands import Reach, finite_number
 from drivers.serialport import SerialMotorController
 from tests.conftest import sim_config
 
@@ -36,7 +36,7 @@ ROOT = Path(__file__).resolve().parents[2]
 CHECKS = ("isfinite", "isnan", "isinf")
 
 #: The modules a base_velocity walks through, wire to serial write, for every protocol.
-WALK = ("agent/model.py", "agent/adapters/sim2bot.py", "agent/adapters/sim2bot_commands.py",
+WALK = ("agent/commands.py", "agent/adapters/sim2bot.py", "agent/adapters/sim2bot_commands.py",
         "agent/adapters/sim2bot_room.py", "agent/adapters/artex_commands.py",
         "agent/adapters/robotmsg_inbound.py", "agent/console/messages.py",
         *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "agent" / "control").glob("*.py")),
@@ -84,12 +84,12 @@ def test_every_finite_check_on_the_walk_is_a_named_one():
     unnamed = sorted(s for s in sites if s[1] not in FINITE_CHECKS)
     assert not unnamed, f"a finite check the docs do not name (one check per command): {unnamed}"
     # the two on the command walk are each in exactly one place
-    assert {p for p, fn, _ in sites if fn == "finite_number"} == {"agent/model.py"}
+    assert {p for p, fn, _ in sites if fn == "finite_number"} == {"agent/commands.py"}
     assert {p for p, fn, _ in sites if fn == "SerialMotorController.track_duty"} == {"drivers/serialport.py"}
     # and the docs name the same places
     docs = (ROOT / "docs" / "architecture.md").read_text()
     section = docs[docs.index("## One check per command"):]
-    for name in ("agent.model.finite_number", "Reach.check", "scale_to_limit", "track_duty"):
+    for name in ("agent.commands.finite_number", "Reach.check", "scale_to_limit", "track_duty"):
         assert name in section, name
 
 
@@ -102,7 +102,7 @@ def test_the_over_limit_refusal_and_the_clamp_live_in_one_place_each():
         for node in ast.walk(tree):
             if isinstance(node, ast.Name) and node.id == "OVER_LIMIT_FACTOR" and isinstance(node.ctx, ast.Load):
                 users.append(path)
-    assert users == ["agent/model.py"]
+    assert users == ["agent/commands.py"]
     kin = ast.parse((ROOT / "agent/control/kinematics.py").read_text())
     clamps = [n.lineno for n in ast.walk(kin) if isinstance(n, ast.Call) and getattr(n.func, "id", None) == "min"]
     assert not clamps, f"a min() clamp in kinematics besides scale_to_limit: lines {clamps}"

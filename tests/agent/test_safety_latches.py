@@ -13,15 +13,7 @@ import pytest
 from agent.control import ControlLoop
 from agent.errors import CommandDeclined, CommandRejected
 from agent.devices.hardware import Hardware
-from agent.model import (
-    BaseVelocity,
-    Gripper,
-    JointPosition,
-    JointVelocity,
-    Reset,
-    Stop,
-    TrackDuty,
-)
+from agent.commands import BaseVelocity, Gripper, JointPosition, JointVelocity, Reset, Stop, TrackDuty
 from agent.devices.simtank import SimTank
 from tests.agent.test_control import DT, Clock, Rig, config
 

@@ -209,7 +209,7 @@ def test_summary_and_table_lead_with_the_halts():
 
 
 async def test_status_shows_the_duty_and_track_speed_at_a_glance(tmp_path):
-    from agent.model import BaseVelocity
+    from agent.commands import BaseVelocity
     from agent.ops.status import format_table
 
     cfg = sim_config(drivers={"cameras": []})

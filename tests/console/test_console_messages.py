@@ -14,7 +14,7 @@ from agent.errors import ConfigError
 from agent.console.auth import refusal
 from agent.console.messages import Drive, FrameReady, Limits, TakeControl, decode, parse
 from agent.errors import CommandError
-from agent.model import BaseVelocity, Stop
+from agent.commands import BaseVelocity, Stop
 
 LIMITS = Limits(vx_mps=1.0, omega_radps=2.0)
 

@@ -8,7 +8,7 @@ import json
 
 import aiohttp
 
-from agent.model import BaseVelocity
+from agent.commands import BaseVelocity
 from tests.conftest import free_port
 from tests.console.peers import console_agent
 

@@ -16,7 +16,7 @@ import sys
 
 import pytest
 
-from agent.model import BaseVelocity, Stop
+from agent.commands import BaseVelocity, Stop
 from agent.testing.ports import free_port
 from agent.testing.running_agent import running_agent, sim_config, wait_for
 from tests.console.browser import available, chromium, text, wait_until

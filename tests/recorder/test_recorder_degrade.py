@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from mcap.reader import make_reader
 
-from agent.model import BaseVelocity
+from agent.commands import BaseVelocity
 from agent.recorder.writer import _File, recordings
 from agent.ops.status import gather
 from agent.testing.running_agent import running_agent, sim_config
