@@ -15,178 +15,34 @@
 - ``robot-agent selftest [--config PATH] [--yes]``: open, read and check every configured device,
   pulse each track after a confirmation (agent.devices.selftest); exit 0 all passed, 1 any failed.
 
-``--log-level`` overrides params.json ``logger_level``. Logs go to stderr with a timestamp;
-under systemd (stderr is the journal stream named by ``JOURNAL_STREAM``) they go to the
-journal instead, without a timestamp of their own, with the record's priority and the
-structured fields ``DEVICE=``, ``SOURCE=``, ``FAULT=`` taken from the record's ``device``,
-``source`` and ``fault`` extras (``log.error(..., extra={"device": "motor"})``), through
-systemd-python's ``JournalHandler`` (or ``<N>`` priority prefixes when it is not installed).
-Handlers are configured here and nowhere else. Records are written by one logging thread
-(``QueueHandler`` -> ``QueueListener``), so no caller, the event loop least of all, ever
-waits for stderr, the journal or a log file.
+``--log-level`` overrides params.json ``logger_level``; where the logs go and how: agent.ops.logs.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import atexit
+import gc
 import json
 import logging
-import logging.handlers
 import os
-import queue
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from agent.config import AgentConfig, ConfigError, load, log_level
+if TYPE_CHECKING:
+    from agent.config import AgentConfig
 
 DEFAULT_CONFIG = "config/params.json"
 EXIT_CONFIG = 2
-#: Records waiting for the logging thread; when it is full, new records are dropped and counted.
-LOG_QUEUE_SIZE = 10_000
 
 log = logging.getLogger(__name__)
 
 
-def _level(name: str) -> int:
-    try:
-        return log_level(name)
-    except ValueError as err:
-        raise ConfigError(str(err), [("$.logger_level", str(err))]) from None
-
-
-class LogQueueHandler(logging.handlers.QueueHandler):
-    """Hands records to the logging thread without ever blocking: a full queue drops the record.
-
-    Attributes:
-        dropped: records dropped because the queue was full.
-        listener: the ``QueueListener`` writing the records (``listener.stop()`` flushes).
-    """
-
-    def __init__(self, q: queue.Queue) -> None:
-        super().__init__(q)
-        self.dropped = 0
-        self.listener: logging.handlers.QueueListener | None = None
-
-    def enqueue(self, record: logging.LogRecord) -> None:
-        try:
-            self.queue.put_nowait(record)
-        except queue.Full:
-            self.dropped += 1
-
-
-def _stop_listener(handler: LogQueueHandler) -> None:
-    """Flush and stop the logging thread (at exit)."""
-    listener, handler.listener = handler.listener, None
-    if listener is not None:
-        try:
-            listener.stop()
-        except queue.Full:  # the end marker did not fit; the thread is a daemon and ends with the process
-            pass
-    if handler.dropped:
-        sys.stderr.write(f"robot-agent: {handler.dropped} log records dropped (log queue full)\n")
-
-
-#: libraries whose DEBUG logging dumps every frame; held at INFO even with --log-level debug
-QUIET_LIBRARIES = ("websockets", "engineio", "socketio", "aiohttp.access", "asyncio")
-
-
-#: record extras copied to journal fields of the same name in capitals
-JOURNAL_FIELDS = ("device", "source", "fault")
-SYSLOG_IDENTIFIER = "robot-agent"
-
-
-def under_journald() -> bool:
-    """True when stderr is the journal stream systemd connected (``JOURNAL_STREAM`` = its device:inode)."""
-    want = os.environ.get("JOURNAL_STREAM", "")
-    try:
-        st = os.fstat(sys.stderr.fileno())
-    except (OSError, ValueError, AttributeError):
-        return False
-    return bool(want) and want == f"{st.st_dev}:{st.st_ino}"
-
-
-class JournalFields(logging.Filter):
-    """Copies the record's ``device`` / ``source`` / ``fault`` extras to ``DEVICE`` / ``SOURCE`` / ``FAULT``
-    (the names journal fields must have); the record is always passed on."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        for name in JOURNAL_FIELDS:
-            value = getattr(record, name, None)
-            if value is not None:
-                setattr(record, name.upper(), str(value))
-        return True
-
-
-class PriorityPrefix(logging.Formatter):
-    """``<N>logger: message`` with the syslog priority N, which journald reads from a stream."""
-
-    def format(self, record: logging.LogRecord) -> str:
-        level = record.levelno
-        pri = 2 if level >= logging.CRITICAL else 3 if level >= logging.ERROR else \
-            4 if level >= logging.WARNING else 6 if level >= logging.INFO else 7
-        return f"<{pri}>" + super().format(record)
-
-
-def console_handler(journal: bool | None = None, sender=None) -> logging.Handler:
-    """The handler for the console: the journal under systemd (see the module docstring), else stderr.
-
-    Args:
-        journal: force the choice (default: :func:`under_journald`).
-        sender: ``systemd.journal.send`` or a stand-in with its signature (tests).
-    """
-    if not (under_journald() if journal is None else journal):
-        handler: logging.Handler = logging.StreamHandler(sys.stderr)
-        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-        return handler
-    try:
-        from systemd import journal as sd_journal  # type: ignore[import-not-found]
-    except ImportError:
-        handler = logging.StreamHandler(sys.stderr)
-        handler.setFormatter(PriorityPrefix("%(name)s: %(message)s"))
-        return handler
-    handler = sd_journal.JournalHandler(sender_function=sender or sd_journal.send,
-                                        SYSLOG_IDENTIFIER=SYSLOG_IDENTIFIER)
-    handler.addFilter(JournalFields())
-    handler.setFormatter(logging.Formatter("%(name)s: %(message)s"))
-    return handler
-
-
-def setup_logging(cfg: AgentConfig | None, override: str | None):
-    """Configure the root logger once: stderr, the ARTEX log tail, optionally a file. Returns the tail.
-
-    The root logger gets one :class:`LogQueueHandler`; a ``QueueListener`` thread formats and
-    writes the records to the real handlers (stopped and flushed at exit).
-    """
-    from agent.support.logtail import LogTail
-
-    level = _level(override) if override else _level(cfg.logger_level) if cfg else logging.INFO
-    root = logging.getLogger()
-    root.setLevel(level)
-    fmt = logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s")
-    tail = LogTail(max_bytes=(cfg.artex.log_tail_kib if cfg else 64) * 1024)
-    tail.setFormatter(fmt)
-    handlers: list[logging.Handler] = [console_handler(), tail]
-    if cfg is not None and cfg.file_log_dir is not None:
-        Path(cfg.file_log_dir).mkdir(parents=True, exist_ok=True)
-        fh = logging.handlers.RotatingFileHandler(Path(cfg.file_log_dir).resolve() / "robot-agent.log",
-                                                  maxBytes=5 << 20, backupCount=3)
-        fh.setFormatter(fmt)
-        handlers.append(fh)
-    handler = LogQueueHandler(queue.Queue(LOG_QUEUE_SIZE))
-    handler.listener = logging.handlers.QueueListener(handler.queue, *handlers, respect_handler_level=True)
-    handler.listener.start()
-    atexit.register(_stop_listener, handler)
-    root.addHandler(handler)
-    for name in QUIET_LIBRARIES:  # their debug output is one line per frame/packet: keep it at INFO
-        logging.getLogger(name).setLevel(max(level, logging.INFO))
-    return tail
-
-
 def _config_and_logging(args: argparse.Namespace, level: str | None) -> tuple[AgentConfig | None, Any]:
     """Load ``args.config`` (problems to stderr: None) and set up logging; returns (config, log tail)."""
+    from agent.config import ConfigError, load
+    from agent.ops.logs import setup_logging
     try:
         cfg = load(args.config)
     except ConfigError as err:
@@ -201,12 +57,19 @@ def _config_and_logging(args: argparse.Namespace, level: str | None) -> tuple[Ag
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    cfg, tail = _config_and_logging(args, args.log_level)
-    if cfg is None:
-        return EXIT_CONFIG
-    from agent.ops.service import run
-    from agent.ops.status import status_path
-    return asyncio.run(run(cfg, config_path=args.config, logs=tail, status_file=status_path(args.status_file)))
+    # Start allocates what lives as long as the agent (modules, config, parts) and little garbage: the
+    # cyclic collector stays off until the agent's startup freeze (agent.app) turns it on again, so
+    # the imports and the hub connect do not pay a dozen full collections over a growing heap.
+    gc.disable()
+    try:
+        cfg, tail = _config_and_logging(args, args.log_level)
+        if cfg is None:
+            return EXIT_CONFIG
+        from agent.ops.service import run
+        from agent.ops.status import status_path
+        return asyncio.run(run(cfg, config_path=args.config, logs=tail, status_file=status_path(args.status_file)))
+    finally:
+        gc.enable()
 
 
 def cmd_status(args: argparse.Namespace) -> int:
@@ -222,6 +85,7 @@ def cmd_estop(args: argparse.Namespace) -> int:
 
 
 def _recordings(args: argparse.Namespace) -> Path | None:
+    from agent.config import ConfigError
     from agent.recorder.cli import recordings_dir
     try:
         return recordings_dir(args.dir, args.config)
@@ -243,6 +107,7 @@ def cmd_export(args: argparse.Namespace) -> int:
         return EXIT_CONFIG
     before, after = args.before_s, args.after_s
     if before is None or after is None:
+        from agent.config import ConfigError, load
         from agent.config.recorder import RecorderConfig
         rc = RecorderConfig()
         if args.config:
@@ -256,6 +121,7 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def cmd_check_config(args: argparse.Namespace) -> int:
+    from agent.config import ConfigError, load
     try:
         cfg = load(args.path)
     except ConfigError as err:
@@ -296,6 +162,7 @@ def cmd_selftest(args: argparse.Namespace) -> int:
 
 
 def cmd_probe(args: argparse.Namespace) -> int:
+    from agent.ops.logs import setup_logging
     setup_logging(None, args.log_level or "warning")
     from agent.devices.probe import format_probe, probe
     result = probe([int(b) if str(b).isdigit() else b for b in args.bus])
@@ -331,10 +198,23 @@ def version() -> str:
         return found.group(1) if found else "unknown"
 
 
+class _Version(argparse.Action):
+    """``--version``: prints :func:`version` and exits; looked up only then (package metadata is a
+    directory scan every start would pay)."""
+
+    def __init__(self, option_strings: list[str], dest: str = argparse.SUPPRESS, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS,
+                         help="show program's version number and exit")
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: Any) -> None:
+        print(f"robot-agent {version()}")
+        parser.exit()
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="robot-agent", description=__doc__.split("\n")[0])
     p.add_argument("--log-level", default=None, help="debug, info, warning, error (overrides logger_level)")
-    p.add_argument("--version", action="version", version=f"robot-agent {version()}")
+    p.add_argument("--version", action=_Version)
     sub = p.add_subparsers(dest="command", required=True)
     r = sub.add_parser("run", help="run the agent")
     r.add_argument("--config", default=DEFAULT_CONFIG, help=f"params.json (default {DEFAULT_CONFIG})")

@@ -37,6 +37,7 @@ from agent.devices.simtank import SimTank, serves
 if TYPE_CHECKING:
     from agent.ports import Adapter
     from agent.video.hub import VideoHub
+    from agent.video.late import LateVideo
 
 log = logging.getLogger(__name__)
 
@@ -48,9 +49,14 @@ ZERO_CONFIRM_S = 0.5
 RESTART_FIRST_S, RESTART_MAX_S = 1.0, 30.0
 #: an adapter's failure is logged with its traceback at most this often, s
 BUG_LOG_S = 10.0
+#: how long start() waits for ARTEX's first connect to end before the optional work (the other
+#: adapters' modules, OpenCV and the video hub) loads anyway, s; and how often it looks, s
+FIRST_CONNECT_S, FIRST_CONNECT_POLL_S = 0.5, 0.005
 #: the startup objects are frozen out of the garbage collector this long after start() (after the
 #: adapters' first connects, which a full collection on the event loop would delay), s
 GC_FREEZE_AFTER_S = 1.0
+#: the adapters, in the order they are built (= command sources; ARTEX starts first: Agent.start)
+ADAPTERS = ("artex", "sim2bot", "robot_msg", "console")
 
 
 def adapter_modules(cfg: AgentConfig) -> list[str]:
@@ -75,9 +81,11 @@ def _import_all(names: list[str]) -> None:
 
 def _freeze_startup_objects() -> None:
     """What startup built lives as long as the agent: keep it out of every later collection, so a
-    full one scans only newer objects (scripts/bench_pi.py: gc pauses)."""
+    full one scans only newer objects (scripts/bench_pi.py: gc pauses). Then the collector runs
+    again (``robot-agent run`` starts with it off: agent.__main__.cmd_run)."""
     gc.collect()
     gc.freeze()
+    gc.enable()
 
 
 class Agent:
@@ -98,7 +106,7 @@ class Agent:
         self.sim = SimTank(cfg) if serves(cfg) else None
         self.physics = self.sim.physics if self.sim is not None else None
         self.hardware = Hardware.from_config(cfg, self.sim)
-        self.video: VideoHub | None = None       # the VideoHub, built by start() (its OpenCV loads while the devices open)
+        self.video: VideoHub | None = None       # the VideoHub, built by start() after ARTEX's first connect
         self.control = ControlLoop(cfg, self.hardware)
         self.hardware.watch_estop(LoopEstop(self.control))   # the e-stop input, if configured
         from agent.recorder.recorder import Recorder
@@ -110,57 +118,108 @@ class Agent:
         self._bugs = RateLimitedLog(log, BUG_LOG_S)
         self.restarts: dict[str, int] = {}
         self._gc_freeze: asyncio.TimerHandle | None = None
+        self._late_video: LateVideo | None = None   # ARTEX's VideoPort until the video hub is built
 
-    def _build_adapters(self) -> None:
-        """One adapter per enabled protocol: each an agent.ports.Adapter on the RobotPort (the
-        control loop) and the VideoPort (the video hub, or None)."""
+    def _build_adapters(self, names: tuple[str, ...] = ADAPTERS) -> dict[str, Adapter]:
+        """Build the enabled adapters among ``names`` into :attr:`adapters` (not started); returns them.
+
+        Each is an agent.ports.Adapter on the RobotPort (the control loop) and the VideoPort: the video
+        hub; for ARTEX, which starts before the hub exists, a LateVideo the hub is attached to once
+        built (agent.video.late); None without cameras."""
         from agent.ports import Adapter, RobotPort, VideoPort
 
         cfg = self.cfg
         robot: RobotPort = self.control
         video: VideoPort | None = self.video
         built: dict[str, Adapter] = {}
-        if cfg.artex_enabled:
+        if "artex" in names and cfg.artex_enabled:
             from agent.adapters.artex import ArtexAdapter
+            if cfg.drivers.cameras and video is None:
+                from agent.video.late import LateVideo
+                self._late_video = LateVideo(tuple(c.id for c in cfg.drivers.cameras))
+                video = self._late_video
             built["artex"] = ArtexAdapter(cfg, robot, video, config_path=self.config_path, logs=self.logs)
-        if cfg.sim2bot.enabled:
+            video = self.video
+        if "sim2bot" in names and cfg.sim2bot.enabled:
             from agent.adapters.sim2bot import Sim2botAdapter
             built["sim2bot"] = Sim2botAdapter(cfg, robot, video, config_path=self.config_path)
-        if cfg.robot_msg.enabled:
+        if "robot_msg" in names and cfg.robot_msg.enabled:
             from agent.adapters.robotmsg import RobotMsgAdapter
             built["robot_msg"] = RobotMsgAdapter(cfg, robot, video, config_path=self.config_path)
-        if cfg.console.enabled:
+        if "console" in names and cfg.console.enabled:
             from agent.console import build_console
             console = build_console(cfg, robot, video)  # None (logged) without a needed token
             if console is not None:
                 from agent.recorder.web import RecorderRoutes
                 console.routes.extend(RecorderRoutes(self).routes())     # /metrics, /incidents
                 built["console"] = console
-                links = [a for a in built.values() if a is not console]
+                links = [a for a in {**self.adapters, **built}.values() if a is not console]
                 console.link_warnings = lambda: [w for a in links for w in a.warnings()]
         self.adapters.update(built)
+        return built
+
+    def _run_adapters(self, built: dict[str, Adapter]) -> None:
+        """Start each adapter under its supervisor (:meth:`_supervise`)."""
+        for name, adapter in built.items():
+            self._tasks.append(asyncio.create_task(self._supervise(name, adapter), name=f"adapter-{name}"))
+
+    def _first_modules(self) -> None:
+        """The ARTEX adapter's modules (python-socketio, aiohttp) when ARTEX is on, and the settings
+        temp files a killed write left removed (before anything writes the settings). Blocking."""
+        if self.cfg.artex_enabled:
+            _import_all(["agent.adapters.artex"])
+        if self.config_path:    # what a settings write killed mid-way (power cut, kill -9) left
+            from agent.adapters.artex_settings import remove_stale_temp_files
+            remove_stale_temp_files(self.config_path)
+
+    async def _first_connect(self, timeout_s: float) -> None:
+        """Wait until ARTEX's first connection attempt has ended (up or failed), at most ``timeout_s``."""
+        from agent.ports import LinkState
+
+        artex = self.adapters.get("artex")
+        deadline = asyncio.get_running_loop().time() + timeout_s
+        while (artex is not None and artex.status().state is LinkState.CONNECTING
+               and asyncio.get_running_loop().time() < deadline):
+            await asyncio.sleep(FIRST_CONNECT_POLL_S)
 
     async def start(self) -> None:
-        """Open the devices (off the event loop), start the control loop, video and adapters.
+        """Open the devices (off the event loop), start the control loop, the adapters and video.
 
-        The adapters' modules load on a second thread while the devices open (opening is mostly
-        waiting on device delays; loading is CPU): the hub connection is not behind both."""
-        modules = adapter_modules(self.cfg) + (["agent.video.hub"] if self.cfg.drivers.cameras else [])
-        await asyncio.gather(asyncio.to_thread(self.hardware.start), asyncio.to_thread(_import_all, modules))
+        In this order, so the ARTEX hub connection is behind neither the devices nor optional work:
+
+        1. the devices open on a thread (mostly datasheet waits) while the ARTEX adapter's modules load
+           on another; the ARTEX adapter then starts and connects while the devices finish opening
+           (a command it takes is queued for the control loop's first tick, as any command is);
+        2. once the devices are open, the control loop starts;
+        3. once ARTEX's first connect has ended (up or failed; at most :data:`FIRST_CONNECT_S`), the
+           optional work: the other adapters' modules and, with cameras, OpenCV and the video hub
+           (attached to ARTEX's LateVideo) load on a thread; the hub starts, the other adapters
+           (Sim2Bot, robot_msg, the console) start, then the flight recorder.
+
+        On return the devices, the control loop and every adapter are up (``READY=1``)."""
+        opening = asyncio.ensure_future(asyncio.to_thread(self.hardware.start))
+        try:
+            await asyncio.to_thread(self._first_modules)
+            self._run_adapters(self._build_adapters(("artex",)))   # connects while the devices open
+        finally:
+            await asyncio.wait([opening])     # never leave the devices half-opened on a thread
+        opening.result()
+        self.control.start()
+        self._started = True
+        modules = [m for m in adapter_modules(self.cfg) if m != "agent.adapters.artex"]
+        modules += ["agent.video.hub"] if self.cfg.drivers.cameras and self.video is None else []
+        if modules:     # CPU the connect would wait behind (the GIL)
+            await self._first_connect(FIRST_CONNECT_S)
+            await asyncio.to_thread(_import_all, modules)
         if self.cfg.drivers.cameras and self.video is None:
             from agent.video import hub_from_config
             self.video = hub_from_config(self.cfg)
             self.hardware.add_health_source(self.video.health)
         if self.video is not None:
             self.video.start()
-        self.control.start()
-        self._started = True
-        if self.config_path:    # what a settings write killed mid-way (power cut, kill -9) left
-            from agent.adapters.artex_settings import remove_stale_temp_files
-            await asyncio.to_thread(remove_stale_temp_files, self.config_path)
-        self._build_adapters()
-        for name, adapter in self.adapters.items():
-            self._tasks.append(asyncio.create_task(self._supervise(name, adapter), name=f"adapter-{name}"))
+            if self._late_video is not None:
+                self._late_video.attach(self.video)
+        self._run_adapters(self._build_adapters(("sim2bot", "robot_msg", "console")))
         self.recorder.start()
         self._recorder_tasks = [asyncio.create_task(self.recorder.watch_links(self.adapters), name="recorder-links")]
         if self.video is not None and self.recorder.directory is not None:

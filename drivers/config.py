@@ -81,7 +81,10 @@ class DriverSection(BaseModel):
     mode would turn into 1 and 8080) and a bool field ``true`` or ``false`` only (not ``"yes"``
     or ``1``)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True, allow_inf_nan=False)
+    # defer_build: a model's validator is built when it first validates (the whole params.json tree
+    # at once on load), not when its class is defined: importing every section costs a start little
+    model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True, allow_inf_nan=False,
+                              defer_build=True)
 
     #: How the driver reaches its device: ``serial`` (its ``port`` field), ``i2c`` (``bus``),
     #: ``gpio`` (``chip``), or ``""``: the driver opens its own source (a camera) or the section

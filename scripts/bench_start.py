@@ -20,7 +20,12 @@ average is printed beside every figure.
 (``git worktree add /tmp/before <commit>``), interleaved in the same rounds: before/after under
 the same load.
 
-Usage: ``scripts/bench_start.py [--rounds 10] [--before TREE]`` (about 1-3 s per trial: ~60 s for
+Bytecode: an installed agent starts from compiled modules (scripts/install.sh compiles them; pip
+compiled the SDK's), so the script first compiles ``agent/`` and ``drivers/`` of each tree
+(``compileall``; a checkout under ``PYTHONDONTWRITEBYTECODE`` has none, and every start would compile
+~140 modules from source). ``--no-compile`` leaves the trees as they are.
+
+Usage: ``scripts/bench_start.py [--rounds 10] [--before TREE] [--no-compile]`` (about 1-3 s per trial: ~60 s for
 10 rounds on a quiet machine, twice that with ``--before``).
 """
 
@@ -32,6 +37,7 @@ import json
 import os
 import socket
 import statistics
+import subprocess
 import sys
 import tempfile
 import textwrap
@@ -139,6 +145,11 @@ async def main(args: argparse.Namespace) -> None:
             trees[f"{v} (before)"] = args.before
         variants = variants[:2] + [f"{v} (before)" for v in variants[:2]] + ["sdk"]
     results: dict[str, list[tuple[float | None, float, float, float]]] = {v: [] for v in variants}
+    if not args.no_compile:
+        for tree in sorted(set(trees.values())):
+            subprocess.run([PY, "-m", "compileall", "-q", "agent", "drivers"], cwd=tree, check=True,
+                           stdout=subprocess.DEVNULL)
+        print(f"bytecode compiled in {', '.join(sorted(set(trees.values())))} (as installed; --no-compile: not)")
     with tempfile.TemporaryDirectory(prefix="bench_start_") as tmp:
         sock_path = str(Path(tmp) / "notify")
         notify = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
@@ -188,4 +199,5 @@ if __name__ == "__main__":
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--rounds", type=int, default=10, help="rounds of one trial per variant (default 10)")
     p.add_argument("--before", help="another checkout whose agent runs interleaved (before/after)")
+    p.add_argument("--no-compile", action="store_true", help="do not compile the trees' bytecode first")
     asyncio.run(main(p.parse_args()))

@@ -134,6 +134,9 @@ if [ ! -x "$VENV/bin/python" ]; then
   run "$PY" -m venv --system-site-packages "$VENV"
 fi
 run "$VENV/bin/python" -m pip install -q --disable-pip-version-check ${CONSTRAINTS[@]+"${CONSTRAINTS[@]}"} --upgrade "$OPT/src$SYSTEMD_EXTRA"
+# The agent's bytecode, compiled here (pip does too, unless told not to): the service cannot write it
+# (ProtectSystem=strict keeps /opt read-only), and a module without it is compiled from source at every start.
+run "$VENV/bin/python" -I -c 'import compileall as c, importlib.util as u, sys; sys.exit(not all([c.compile_dir(u.find_spec(p).submodule_search_locations[0], quiet=1) for p in ("agent", "drivers")]))'
 run install -d -m 0755 "$ROOT/usr/local/bin"
 run ln -sfn /opt/robot-agent/venv/bin/robot-agent "$ROOT/usr/local/bin/robot-agent"   # robot-agent on PATH
 

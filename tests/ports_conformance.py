@@ -14,11 +14,13 @@ if TYPE_CHECKING:
     from agent.control.loop import ControlLoop
     from agent.ports import Adapter, AdapterFactory, RobotPort, VideoPort
     from agent.video.hub import VideoHub
+    from agent.video.late import LateVideo
 
     def conformance(loop: ControlLoop, hub: VideoHub, artex: ArtexAdapter, sim2bot: Sim2botAdapter,
-                    robot_msg: RobotMsgAdapter, console: Console) -> None:
+                    robot_msg: RobotMsgAdapter, console: Console, late: LateVideo) -> None:
         robot: RobotPort = loop
         video: VideoPort = hub
+        late_video: VideoPort = late
         adapters: list[Adapter] = [artex, sim2bot, robot_msg, console]
         factories: list[AdapterFactory] = [ArtexAdapter, Sim2botAdapter, RobotMsgAdapter]
-        del robot, video, adapters, factories
+        del robot, video, late_video, adapters, factories

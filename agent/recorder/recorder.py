@@ -26,7 +26,7 @@ import threading
 import time
 from collections import Counter, deque
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agent.config import AgentConfig
 from agent.errors import CommandDeclined
@@ -35,7 +35,9 @@ from agent.model import Snapshot
 from agent.support.ratelimit import RateLimitedLog
 from agent.recorder import channels, feeds
 from agent.recorder.incidents import Detector, Incident, IncidentLog, moving
-from agent.recorder.writer import RotatingWriter
+
+if TYPE_CHECKING:
+    from agent.recorder.writer import RotatingWriter
 
 log = logging.getLogger(__name__)
 
@@ -162,7 +164,8 @@ class Recorder:
         self._thread: threading.Thread | None = None
         self.cpu_s = 0.0
         self.degraded = ""
-        if self.directory is not None:
+        if self.directory is not None:     # the MCAP library loads only to record
+            from agent.recorder.writer import RotatingWriter
             self._writer = RotatingWriter(self.directory, max_bytes=int(rc.max_mib * 2**20),
                                           file_bytes=int(rc.file_mib * 2**20), chunk_bytes=rc.chunk_kib * 1024,
                                           chunk_max_s=rc.chunk_max_s)

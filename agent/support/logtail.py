@@ -7,7 +7,7 @@ SDK's ``all.log`` / ``error.log`` files (SDK ``Logger.request_file`` /
 ``Logger.clear``): the hub asks ``{"file": "log"}`` or ``{"file": "error"}``
 and gets the text; ``{"file": "clear"}`` empties both.
 
-The lead installs one on the root logger in ``agent/__main__.py``::
+The lead installs one on the root logger in ``agent/ops/logs.py``::
 
     tail = LogTail(max_bytes=cfg.artex.log_tail_kib * 1024)
     logging.getLogger().addHandler(tail)

@@ -158,6 +158,9 @@ async def peers(bridge):
                       "command": {"address": "tcp://127.0.0.1:*"}, "action": {"address": "tcp://127.0.0.1:*"}},
         "console": {"enabled": True, "port": port},
         "drivers": {"cameras": []},
+        # a pause of a source's timeout re-engages it (docs/safety.md): 1.5 s, so that a loaded
+        # machine's stall between two of a test's commands is not taken for one
+        "watchdog": {"velocity_timeout_s": 1.5},
     }, {}))
     ctx = zmq.asyncio.Context()
     try:

@@ -6,7 +6,7 @@ import logging
 
 import pytest
 
-from agent.__main__ import LogQueueHandler, _stop_listener
+from agent.ops.logs import LogQueueHandler, _stop_listener
 
 
 @pytest.fixture

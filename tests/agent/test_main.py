@@ -1,4 +1,4 @@
-"""agent/__main__.py: the CLI's logging setup (one non-blocking handler, a writer thread; the journal under systemd)."""
+"""agent/ops/logs.py: the CLI's logging setup (one non-blocking handler, a writer thread; the journal under systemd)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from agent.__main__ import LogQueueHandler, PriorityPrefix, _stop_listener, console_handler, setup_logging
+from agent.ops.logs import LogQueueHandler, PriorityPrefix, _stop_listener, console_handler, setup_logging
 from agent.config import loads
 from tests.conftest import ROOT
 
@@ -71,7 +71,7 @@ def test_the_journal_is_used_only_when_stderr_is_the_stream_systemd_named(tmp_pa
     with open(err, "w") as f:
         st = os.fstat(f.fileno())
         stream = f"{st.st_dev}:{st.st_ino}" if matching else f"{st.st_dev}:{st.st_ino + 1}"
-        res = subprocess.run([sys.executable, "-c", "from agent.__main__ import under_journald as u; print(u())"],
+        res = subprocess.run([sys.executable, "-c", "from agent.ops.logs import under_journald as u; print(u())"],
                              cwd=ROOT, env=dict(os.environ, JOURNAL_STREAM=stream), stdout=subprocess.PIPE,
                              stderr=f, text=True, timeout=30)
     assert res.stdout.strip() == str(matching), err.read_text()

@@ -45,6 +45,9 @@ async def test_metrics_move_while_the_tank_drives_stops_and_loses_a_link(tmp_pat
         async with running_agent(cfg) as agent, aiohttp.ClientSession() as http:
             assert await wait_for(lambda: hub.connected and hub.heartbeats, 10)
             await agent.adapters["console"].ready.wait()
+            # the power monitor's first reading in a tick (start does not wait for sensor readings)
+            assert await wait_for(lambda: (p := agent.control.snapshot().power) is not None
+                                  and p.voltage_v is not None, 10)
             m0 = await scrape(http, url)
             assert value(m0, "robot_agent_link_up", link="artex") == 1.0
             assert value(m0, "robot_agent_control_rate_target_hertz") == 50.0

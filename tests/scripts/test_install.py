@@ -14,6 +14,7 @@ import os
 import subprocess
 import sys
 import sysconfig
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -31,9 +32,9 @@ ROOT_ONLY = ("apt-get install", "useradd", "usermod", "chown robot-agent", "udev
              "systemctl daemon-reload", "systemctl enable")
 
 
-def script(path: Path, *args: str) -> subprocess.CompletedProcess:
+def script(path: Path, *args: str, **env_extra: str) -> subprocess.CompletedProcess:
     env = dict(os.environ, PYTHONPATH=sysconfig.get_paths()["purelib"],
-               PATH=f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}")
+               PATH=f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}", **env_extra)
     return subprocess.run(["bash", str(path), *args], capture_output=True, text=True, timeout=200, env=env,
                           cwd=ROOT)
 
@@ -44,9 +45,11 @@ def actions(res: subprocess.CompletedProcess) -> list[str]:
 
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory):
-    """One real install under a fresh root: (root, result)."""
+    """One real install under a fresh root: (root, result). pip is told not to compile bytecode
+    (PIP_COMPILE=0, as a pip.conf may): the installer's own compile step must
+    (test_the_installed_agent_starts_from_bytecode)."""
     root = tmp_path_factory.mktemp("install") / "root"
-    res = script(INSTALL, "--root", str(root), "--python", sys.executable)
+    res = script(INSTALL, "--root", str(root), "--python", sys.executable, PIP_COMPILE="0")
     assert res.returncode == 0, res.stdout + res.stderr
     return root, res
 
@@ -102,6 +105,25 @@ def test_root_install_lays_out_unit_rules_venv_and_config(installed):
     assert str(venv) in probe.stdout, probe.stdout + probe.stderr
     assert f"{root}/etc/robot-agent/params.json: ok" in res.stdout      # check-config ran, with the venv's agent
     assert all("skipped: --root" in a for a in actions(res) if a.startswith(ROOT_ONLY))
+
+
+def test_the_installed_agent_starts_from_bytecode(installed):
+    """The service cannot write bytecode (ProtectSystem=strict): every module of the installed agent and
+    drivers has its compiled file, current for its source, so no start compiles anything."""
+    root, _ = installed
+    venv = root / "opt/robot-agent/venv"
+    check = textwrap.dedent('''
+        import importlib.util, pathlib, sys
+        missing = []
+        for pkg in ("agent", "drivers"):
+            for src in pathlib.Path(importlib.util.find_spec(pkg).submodule_search_locations[0]).rglob("*.py"):
+                pyc = pathlib.Path(importlib.util.cache_from_source(str(src)))
+                if not pyc.is_file() or pyc.read_bytes()[8:12] != int(src.stat().st_mtime).to_bytes(4, "little"):
+                    missing.append(str(src))
+        print(len(missing), missing[:5])
+    ''')
+    done = subprocess.run([str(venv / "bin/python"), "-I", "-c", check], capture_output=True, text=True, cwd="/")
+    assert done.returncode == 0 and done.stdout.startswith("0 "), done.stdout + done.stderr
 
 
 def test_upgrade_keeps_the_config_unless_forced_and_then_backs_it_up(installed):
