@@ -16,6 +16,7 @@ Per rate (default 1 Mbit/s and 300 kbit/s), for ``--seconds`` s on the slow path
 - commands lost: ``base_velocity`` sent by the controller less those the agent received;
 - frame age at the controller (receipt time - capture time, both Unix clocks of this
   machine) p50/p99/max and frames per second;
+- what the path carried from the agent to the bridge (video, telemetry) meanwhile, kB/s;
 - then the path's limit is lifted: seconds until the end of the first one-second window that
   delivers 90 % of the asked rate (``recovered``; 1.0 s at best), within 15 s.
 
@@ -117,7 +118,7 @@ async def one_rate(bridge: Bridge, rate_bps: float, seconds: float) -> dict:
 
             received0 = commands()
             sent = 0
-            t0 = time.time()
+            t0, up0 = time.time(), proxy.proxy.carried["up"]
             end = time.monotonic() + seconds
             while time.monotonic() < end:
                 await asyncio.to_thread(robot.base_velocity, 0.05)
@@ -127,6 +128,7 @@ async def one_rate(bridge: Bridge, rate_bps: float, seconds: float) -> dict:
             received = commands() - received0
             slow = reader.since(t0)
             t_slow_end = time.time()
+            carried = (proxy.proxy.carried["up"] - up0) / (t_slow_end - t0)
             drops, vdrops = room.link.connects - connects0, room.video_link.connects - vconn0
             load_slow = os.getloadavg()[0]
             proxy.set_rate(None)
@@ -147,7 +149,7 @@ async def one_rate(bridge: Bridge, rate_bps: float, seconds: float) -> dict:
                     "max": max(ages) if ages else float("nan"), "recovered": recovered, "load": load_slow,
                     "stats": adapter.status().detail.get("video", {}),
                     "telemetry_skipped": getattr(room, "telemetry_skipped", None),
-                    "telemetry_sent": room.sent}
+                    "telemetry_sent": room.sent, "carried": carried}
     finally:
         proxy.close()
 
@@ -162,7 +164,8 @@ async def main(args: argparse.Namespace) -> None:
                   f"control drops {r['drops']} (video socket {r['video_reconnects']}), "
                   f"commands lost {r['lost']} of {r['sent']}, frames {r['frames']} "
                   f"({r['fps']:.1f}/s), frame age p50 {r['p50']:.2f} s p99 {r['p99']:.2f} s max {r['max']:.2f} s; "
-                  f"full rate again {rec} after the path recovered   load {r['load']:.2f}", flush=True)
+                  f"full rate again {rec} after the path recovered; the path carried {r['carried'] / 1000:.0f} kB/s "
+                  f"agent -> bridge   load {r['load']:.2f}", flush=True)
             if args.verbose:
                 print("   video:", r["stats"], "telemetry sent", r["telemetry_sent"], "skipped", r["telemetry_skipped"])
 

@@ -22,8 +22,8 @@ Per rate (default 1 Mbit/s and 300 kbit/s), for ``--seconds`` s on the slow path
 - then the limit is lifted: seconds until the end of the first one-second window with
   90 % of the full frame rate (``recovered``; 1.0 s at best), within 15 s. The full rate is the
   one this agent delivered to a tab connected without the proxy for 3 s before (at most 15/s; on a
-  loaded machine less). The lifted path also gets an unthrottled path's receive buffers (the
-  proxy's 4 KiB ones alone hold a 15 kB frame back for tenths of a second). Beside it, for an agent that follows the link, the seconds until
+  loaded machine less). Lifting the proxy's rate also widens its open connections' receive
+  buffers (:attr:`agent.testing.proxy.TcpProxy.rate_bps`). Beside it, for an agent that follows the link, the seconds until
   it sends the asked format (ladder level 0) at the full rate of the learned link rate again.
 
 ARTEX on the same kind of path (``--protocols artex``; :func:`artex_rate`): the agent's one Socket.IO
@@ -46,7 +46,6 @@ import hashlib
 import json
 import logging
 import os
-import socket
 import sys
 import time
 from pathlib import Path
@@ -57,8 +56,6 @@ sys.path.insert(0, str(ROOT / "scripts"))
 
 import aiohttp  # noqa: E402
 
-import agent.testing.proxy as proxy_module  # noqa: E402
-
 from agent.testing.ports import free_port  # noqa: E402
 from agent.testing.running_agent import running_agent, sim_config, wait_for  # noqa: E402
 from bench_slowlink import ProxyThread, pct  # noqa: E402
@@ -67,20 +64,6 @@ FPS = 20
 #: Seconds of the unthrottled path before the slow one: the frame rate measured there is "full rate".
 BASELINE_S = 3.0
 DRIVE = {"type": "drive", "vx": 0.3, "omega": 0.0}
-
-
-def lift(proxy: ProxyThread) -> None:
-    """The path recovers: no rate limit, and the receive buffers of an unthrottled path on the proxy's
-    open connections (a 4 KiB window, kept, would hold a frame back ~40 ms per window: a slow path still)."""
-    def widen() -> None:
-        proxy.proxy.rate_bps = None
-        for writer in list(proxy.proxy._writers):       # the proxy's own sockets (our test tool)
-            sock = writer.get_extra_info("socket")
-            if sock is not None:
-                with contextlib.suppress(OSError):
-                    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 20)
-
-    proxy.loop.call_soon_threadsafe(widen)
 
 
 def stamp_of(data: bytes) -> float | None:
@@ -159,10 +142,6 @@ async def one_rate(rate_bps: float, seconds: float) -> dict:
     port = free_port()
     params = sim_config(console={"enabled": True, "port": port})
     params["drivers"]["cameras"][0].update({"fps": FPS, "width": 640, "height": 480})
-    # the proxy's receive buffers: 4 KiB (its default) carried only ~40 kB/s when asked for 125 kB/s
-    # (a window that small, and the kernel's ACK timing, cap a loopback connection); an eighth of a
-    # second of the rate carries it (116 kB/s measured), and holds about what a radio path has in flight
-    proxy_module.RCVBUF = max(4096, int(rate_bps // 8))
     proxy = ProxyThread(port, rate_bps)
     encodes: dict[bytes, float] = {}
     try:
@@ -218,7 +197,7 @@ async def one_rate(rate_bps: float, seconds: float) -> dict:
             load = os.getloadavg()[0]
             drops = console.counters["sessions"] - sessions0
             stats = console.status().detail.get("video")
-            lift(proxy)
+            proxy.set_rate(None)
 
             def full_again() -> bool:      # the agent sends the asked format at the full rate again
                 videos = [tab.video for tab in console.sessions if getattr(tab, "video", None) is not None]
@@ -263,7 +242,6 @@ async def artex_rate(rate_bps: float, seconds: float) -> dict:
     carry none)."""
     from agent.testing.artex_hub import ArtexHub, artex_params
 
-    proxy_module.RCVBUF = max(4096, int(rate_bps // 8))
     encodes: dict[bytes, float] = {}
     frames: list[tuple[float, float]] = []
     async with ArtexHub(ready_delay_s=0.05) as hub:
@@ -322,7 +300,7 @@ async def artex_rate(rate_bps: float, seconds: float) -> dict:
                 load = os.getloadavg()[0]
                 slow = [f for f in frames if t0 <= f[0] <= t_slow_end]
                 stats = adapter.status().detail.get("video")
-                lift(proxy)
+                proxy.set_rate(None)
                 t_rec, recovered = time.time(), None
                 while time.time() - t_rec < 15:
                     await asyncio.sleep(0.25)

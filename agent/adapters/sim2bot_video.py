@@ -46,7 +46,7 @@ from agent.compat import websockets as ws_compat
 from agent.config.drivers import CameraConfig
 from agent.errors import CommandDeclined
 from agent.video import EncodedFrame, FrameFormat, LinkPacer, LinkRate, SendBudget
-from agent.video.budget import MAX_LEVEL
+from agent.video.budget import fit_to_link
 from agent.video.links import transport_backlog, wait_drained
 from agent.video.wsframes import FragmentWriter
 
@@ -166,7 +166,6 @@ class VideoStreams:
         self.pacers: dict[StreamKey, LinkPacer] = {}
         self.rate = LinkRate(clock=clock)
         self.too_big = 0
-        self._last_bytes: dict[int, int] = {}
         self._in_flight: dict[str, asyncio.Lock] = {}
         self._ending: set[StreamKey] = set()
 
@@ -291,27 +290,15 @@ class VideoStreams:
 
     async def _next(self, hub_id: str, fmt: FrameFormat, after_seq: int, pacer: LinkPacer) -> EncodedFrame | None:
         """The newest frame after ``after_seq`` in ``fmt``, or smaller (lower quality, then size: the
-        pacer's ladder level) to fit what the link carries (:class:`agent.video.LinkRate`); None on
-        timeout. When even the smallest does not fit (counted in ``too_big``) the smallest is sent:
-        the rate spaces it out."""
-        limit = self.rate.frame_bytes()
-        if limit is None:       # the path carries what we send: the asked format
-            pacer.level = 0
-            return await self._hub.next_encoded(hub_id, fmt, after_seq, _WAIT_S)
+        pacer's ladder level) to fit what the link carries (:class:`agent.video.LinkRate`;
+        :func:`agent.video.budget.fit_to_link`); None on timeout or an encoder failure. When even the
+        smallest does not fit (counted in ``too_big``) the smallest is sent: the rate spaces it out."""
         frame = await self._hub.next_frame(hub_id, after_seq, _WAIT_S)
         if frame is None:
             return None
-        start = pacer.level
-        if start and 0 < self._last_bytes.get(id(pacer), limit) < limit // 2:
-            start -= 1          # the last one was well under the limit: try one step bigger
-        out, level = await self._hub.encoded_within(frame, fmt, limit, start)
-        if out is None:     # not even the smallest fits: it goes anyway, spaced to the rate (fewer frames)
+        out, too_big = await fit_to_link(self._hub, frame, fmt, self.rate, pacer)
+        if too_big:         # not even the smallest fits: it goes anyway, spaced to the rate (fewer frames)
             self.too_big += 1
-            out, level = await self._hub.encoded_within(frame, fmt, 1 << 62, MAX_LEVEL)
-            if out is None:
-                return None
-        pacer.level = level
-        self._last_bytes[id(pacer)] = len(out.data)
         return out
 
     async def _send_one(self, key: StreamKey, pacer: LinkPacer, frame: EncodedFrame) -> tuple[int, float] | None:
