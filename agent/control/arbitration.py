@@ -241,6 +241,32 @@ class Arbiter:
         self._latch.latch_out(source, by, now, halt)
         self._hold(source, channel, now)
 
+    def latch_out_streaming(self, by: str, halt: str, now: float) -> list[str]:
+        """The robot itself stopped the tracks (``halt`` in words, set by ``by``: the motor controller
+        stopped answering): every source streaming a velocity command (a claim fresh at ``now``) is
+        latched out as by a halt (:meth:`latch_out`), so it re-engages as after a stop before it
+        drives again; a key held through the fault does not drive off when it ends. Returns the
+        sources latched out, in SOURCES order."""
+        return self._latch_out_claims(by, halt, now, [c for c in self._claims.values()
+                                                      if c.command is not None and c.fresh(now)])
+
+    def latch_out_stalled(self, since: float, now: float) -> list[str]:
+        """No control tick ran between ``since`` and ``now`` (the process was frozen or starved):
+        every source that was streaming at ``since`` and whose timeout the stall outlasted is
+        latched out (by ``robot``), so the commands it sent before the stall, or that were queued
+        during it and read only now, do not drive once ticks resume. Returns those sources."""
+        stalled = now - since
+        return self._latch_out_claims("robot", f"a stall of the agent ({stalled:.2f} s without a control tick)",
+                                      now, [c for c in self._claims.values() if c.command is not None
+                                            and c.receipt_s <= since and c.fresh(since)
+                                            and stalled > self.timeout_s(c.source)])
+
+    def _latch_out_claims(self, by: str, halt: str, now: float, claims: list[Claim]) -> list[str]:
+        for c in claims:
+            self._latch.latch_out(c.source, by, now, halt)
+            self._hold(c.source, c.channel, now)
+        return sorted({c.source for c in claims}, key=_order)
+
     def halt(self) -> None:
         """A halt holds this tick: drop every claim except the zero-held claims of latched-out
         sources (:meth:`latch_out`), which keep priorities when the halt ends."""

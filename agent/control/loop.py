@@ -112,7 +112,7 @@ class ControlLoop:
             plan = command(self._state, now)
         ok = self._io.write_duty(plan.duty, wait=not self._scheduler.running())
         with self._lock:
-            motor_answered(self._state, ok)
+            motor_answered(self._state, ok, now)
         self._io.write_pulses(plan.pulses)
         readings = self._io.read()
         with self._lock:

@@ -42,6 +42,11 @@ from drivers.base import MotorFeedback
 
 log = logging.getLogger(__name__)
 
+#: A gap between two ticks longer than this is checked for a stall (Arbiter.latch_out_stalled: a
+#: source is latched out when the gap outlasted its own timeout, 0.5 s by default), s; shorter
+#: gaps are a late tick.
+STALL_CHECK_S = 0.1
+
 
 class Plan(NamedTuple):
     """What one tick commands (output of :func:`command`).
@@ -94,6 +99,12 @@ class Readings(NamedTuple):
 def command(state: ControlState, now: float) -> Plan:
     """Arbitrate, ramp and step the joints at ``now``, s; returns what to write. Caller holds the loop's lock."""
     dt = state.period_s if state.last_t is None else now - state.last_t
+    if state.last_t is not None and dt > STALL_CHECK_S:
+        stalled = state.arbiter.latch_out_stalled(state.last_t, now)
+        if stalled:
+            log.warning("control: no tick for %.2f s (the agent stalled); %s latched out: what was sent before "
+                        "or queued during the stall does not drive; re-engage as after a stop (docs/safety.md)",
+                        dt, ", ".join(stalled))
     state.last_t = now
     if not state.motor_ok:
         state.arbiter.drop(channels=(BASE,))
@@ -120,16 +131,20 @@ def command(state: ControlState, now: float) -> Plan:
                 safety=state.safety.state())
 
 
-def motor_answered(state: ControlState, ok: bool) -> None:
-    """Fold in the duty write's result: a failure zeroes the tracks and (next tick) drops base commands."""
+def motor_answered(state: ControlState, ok: bool, now: float) -> None:
+    """Fold in the duty write's result at ``now``, s: a failure zeroes the tracks, (next tick) drops base
+    commands and latches out the sources streaming then (they re-engage as after a stop, so a key
+    held through the failure does not drive off when the controller answers again)."""
     if ok == state.motor_ok:
         return
     state.motor_ok = ok
     if ok:
         log.info("motor: duty write confirmed again; tracks at zero until a new command arrives")
     else:
+        latched = state.arbiter.latch_out_streaming("robot", "a motor controller failure", now)
         # handled (tracks held at zero, the controller reopened): WARNING, once per failure spell
-        log.warning("motor: duty write failed; base commands dropped, tracks held at zero")
+        log.warning("motor: duty write failed; base commands dropped, tracks held at zero%s",
+                    f"; {', '.join(latched)} latched out until re-engaged" if latched else "")
         state.cmd = (0.0, 0.0)
 
 

@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 from agent.config import AgentConfig
 from agent.control import ControlLoop, describe
-from agent.errors import CommandError, CommandRejected
+from agent.errors import CommandDeclined, CommandError, CommandRejected
 from agent.devices.hardware import Hardware
 from agent.commands import (
     BaseVelocity, CalibrateImu, Gripper, JointPosition, JointTrajectory, JointTrajectoryStop, JointVelocity, Reset,
@@ -681,9 +681,10 @@ def test_motor_fault_keeps_ticking_and_holds_zero_until_a_new_command(rig, caplo
         assert any(f.startswith("motor: ") for f in snap.faults)
         snap = rig.tick()                                # from then on the loop commands zero
         assert snap.tracks.duty_left == 0.0 and snap.active_source == ""
-        # a command sent during the outage must not drive once the motor is back
+        # a command sent during the outage must not drive once the motor is back: it is refused
         rig.clock.t += 0.001
-        rig.loop.submit("artex", BaseVelocity(0.5, 0.0))
+        with pytest.raises(CommandDeclined, match="a motor controller failure was in force"):
+            rig.loop.submit("artex", BaseVelocity(0.5, 0.0))
         rig.sim.motor_emulator.replug()
         deadline = time.monotonic() + 15.0
         while rig.hw.motor.state != "ok" and time.monotonic() < deadline:
@@ -697,7 +698,11 @@ def test_motor_fault_keeps_ticking_and_holds_zero_until_a_new_command(rig, caplo
         snap = rig.loop.tick(rig.clock.t)
         assert rig.duty == (0.0, 0.0) and snap.tracks.duty_left == 0.0
         assert "duty write failed" in caplog.text and "confirmed again" in caplog.text
+    # the source streaming when the motor failed is latched out: it re-engages as after a stop
     rig.clock.t += 0.001
+    with pytest.raises(CommandDeclined, match="a motor controller failure was in force"):
+        rig.loop.submit("artex", BaseVelocity(0.5, 0.0))
+    rig.loop.submit("artex", BaseVelocity(0.0, 0.0))     # a zero: re-engaged
     rig.loop.submit("artex", BaseVelocity(0.5, 0.0))
     rig.clock.t += DT
     rig.loop.tick(rig.clock.t)

@@ -230,3 +230,39 @@ def test_a_refused_transition_leaves_the_lock_free(state):
         state.offer_velocity("robot_msg", FWD)
     assert state.lock.acquire(blocking=False)
     state.lock.release()
+
+
+def test_a_stall_longer_than_the_timeout_latches_out_the_source_streaming_before_it(state, clock, caplog):
+    """The agent frozen (SIGSTOP, a starved process) while robot_msg streamed: what it sent before or
+    queued during the stall, read only after it, must not drive; it re-engages as after a stop."""
+    state.offer_velocity("robot_msg", FWD)
+    clock.advance(0.02)
+    assert drives(state, clock) == "robot_msg"
+    clock.advance(1.5)                                                        # no tick for 1.5 s
+    with caplog.at_level("WARNING", logger="agent.control.tick"):
+        assert drives(state, clock) == ""                                     # watchdog: the claim is stale
+    assert "no tick for 1.50 s (the agent stalled); robot_msg latched out" in caplog.text
+    with pytest.raises(CommandDeclined, match=r"a stall of the agent \(1.50 s without a control tick\)"):
+        state.offer_velocity("robot_msg", FWD)                                # a queued command, read now
+    clock.advance(0.02)
+    assert drives(state, clock) == "" and state.cmd == (0.0, 0.0)
+    state.offer_velocity("robot_msg", ZERO)                                   # re-engaged by a zero
+    state.offer_velocity("robot_msg", FWD)
+    clock.advance(0.02)
+    assert drives(state, clock) == "robot_msg"
+
+
+def test_a_late_tick_within_the_timeout_latches_nothing_and_a_command_after_a_stall_is_not_its(state, clock):
+    state.offer_velocity("robot_msg", FWD)
+    clock.advance(0.02)
+    drives(state, clock)
+    clock.advance(0.4)                                                        # late, not past the 0.5 s timeout
+    assert drives(state, clock) == "robot_msg" and state.arbiter.latched_out("robot_msg") is None
+    clock.advance(2.0)                                                        # a stall ...
+    state.offer_velocity("sim2bot", FWD)                                      # ... then sim2bot's first command
+    assert drives(state, clock) == ""           # robot_msg (higher) latched out, its claim held at zero
+    assert state.arbiter.latched_out("robot_msg") is not None
+    assert state.arbiter.latched_out("sim2bot") is None                       # it was not streaming before it
+    clock.advance(0.51)
+    state.offer_velocity("sim2bot", FWD)
+    assert drives(state, clock) == "sim2bot"                                  # once robot_msg's hold ran out

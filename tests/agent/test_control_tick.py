@@ -29,7 +29,7 @@ def state() -> ControlState:
 def run(state: ControlState, now: float, readings: Readings | None = None):
     """One whole tick as the loop runs it, with the duty write confirmed."""
     plan = command(state, now)
-    motor_answered(state, True)
+    motor_answered(state, True, now)
     return plan, observe(state, plan, readings or Readings())
 
 
@@ -53,11 +53,11 @@ def test_first_tick_uses_one_period_and_later_ticks_the_elapsed_time(state):
 def test_failed_duty_write_zeroes_and_drops_base_until_a_new_command(state):
     state.arbiter.offer("sim2bot", BASE, BaseVelocity(0.3, 0.0), 0.0)
     command(state, DT)
-    motor_answered(state, False)
+    motor_answered(state, False, DT)
     assert state.cmd == (0.0, 0.0)
     plan = command(state, 2 * DT)                                        # the claim was still fresh
     assert plan.duty == (0.0, 0.0) and plan.base.winner is None
-    motor_answered(state, True)
+    motor_answered(state, True, 2 * DT)
     assert command(state, 3 * DT).duty == (0.0, 0.0)                      # the old command stays dropped
     state.arbiter.offer("sim2bot", BASE, BaseVelocity(0.3, 0.0), 3 * DT)
     assert command(state, 4 * DT).duty == pytest.approx((0.04, 0.04))
