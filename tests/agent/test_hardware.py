@@ -12,7 +12,7 @@ import threading
 import pytest
 
 from agent.config import AgentConfig, load
-from agent.errors import DriverConfigError
+from agent.errors import CommandDeclined, DriverConfigError
 from agent.devices.hardware import Hardware
 from drivers.registry import driver_class
 from agent.devices.simtank import SimTank
@@ -35,10 +35,15 @@ async def test_serial_unplug_while_driving_stops_motors_and_reconnects():
         physics, emu = agent.physics, agent.sim.motor_emulator
         assert await wait_for(lambda: _health(agent, "motor") == "ok", 5)
 
+        refused = []
+
         async def drive_until(pred, timeout_s):
             loop_deadline = 0.0
             while loop_deadline < timeout_s:
-                agent.control.submit("artex", BaseVelocity(0.5, 0.0))
+                try:
+                    agent.control.submit("artex", BaseVelocity(0.5, 0.0))
+                except CommandDeclined as err:      # latched out by the failed write (docs/safety.md)
+                    refused.append(str(err))
                 if pred():
                     return True
                 await __import__("asyncio").sleep(0.05)
@@ -59,6 +64,9 @@ async def test_serial_unplug_while_driving_stops_motors_and_reconnects():
         # back, but nobody is commanding: it stays still until a fresh command
         assert await wait_for(lambda: not any(f.startswith("motor") for f in agent.control.snapshot().faults), 2)
         assert physics.duty == [0.0, 0.0]
+        # the held command was latched out by the failure: refused until the source re-engages
+        assert refused and "a motor controller failure was in force" in refused[0]
+        agent.control.submit("artex", BaseVelocity(0.0, 0.0))      # a zero re-engages it
         assert await drive_until(lambda: physics.vx_mps > 0.2, 5), "no motion after the reconnect"
 
 
