@@ -13,7 +13,7 @@ from typing import Any
 
 import engineio.base_client
 
-__all__ = ["PRIVATE", "drop_transport", "queued_packets", "websocket"]
+__all__ = ["PRIVATE", "drop_transport", "queued_packets", "read_loop_running", "websocket"]
 
 #: ``(owner, attribute)``: every private or undocumented attribute this module reaches.
 PRIVATE: tuple[tuple[str, str], ...] = (
@@ -37,6 +37,12 @@ def queued_packets(eio: Any) -> int:
 def websocket(eio: Any) -> Any:
     """The aiohttp websocket of ``eio`` (an ``engineio.AsyncClient`` or None), or None."""
     return getattr(eio, "ws", None) if eio is not None else None
+
+
+def read_loop_running(eio: Any) -> bool:
+    """True once ``eio`` (an engineio.AsyncClient) has started its read loop: before that (a
+    connect in progress) its ``disconnect()`` awaits the missing task and raises TypeError."""
+    return eio.read_loop_task is not None
 
 
 async def drop_transport(eio: Any, close_timeout_s: float = 0.2) -> None:

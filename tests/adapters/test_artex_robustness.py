@@ -81,3 +81,19 @@ async def test_undecodable_packets_are_rejected_counted_and_harmless(hub, caplog
         assert distance(agent) == 0.0 and agent.physics.duty == [0.0, 0.0]
         await drive(hub, {"com": "forward"}, 0.5)  # the link still works
         assert await wait_for(lambda: distance(agent) > 0.02, 5)
+
+
+async def test_closing_a_client_cancelled_mid_connect_never_raises():
+    """The agent stopping while the ARTEX link is still connecting: python-engineio has marked the
+    connection up but not yet started its read loop, and its own disconnect() would await that
+    missing task (TypeError, seen as 'adapter artex stopped unexpectedly' at shutdown)."""
+    from agent.adapters.artex_client import HubClient
+
+    client = HubClient(on_fault=lambda *a: None, reconnection=False, handle_sigint=False)
+    client.eio.state = "connected"                     # the handshake done, the read loop not started
+    assert client.eio.read_loop_task is None
+    with pytest.raises(TypeError):                     # what the library itself does here
+        await client.eio.disconnect()
+    client.eio.state = "connected"
+    await client.close(0.5)                            # ours: drops the transport, never raises
+    assert client.eio.state == "disconnected" and not client.connected
