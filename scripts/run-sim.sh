@@ -11,6 +11,14 @@ mkdir -p logs
 "$PY" scripts/artex_hub.py --port 8765 --demo >logs/artex_hub.log 2>&1 &
 HUB=$!
 trap 'kill $HUB 2>/dev/null || true' EXIT
+# Ctrl-C, SIGTERM or SIGHUP to this script stop the agent (SIGTERM: it zeroes the motors first),
+# then the hub; the agent runs in the background only so that this script can pass them on
+AGENT=
+stop_agent() {
+  if [ -n "$AGENT" ]; then kill -TERM "$AGENT" 2>/dev/null || true; wait "$AGENT" || true; fi
+  exit 130
+}
+trap stop_agent INT TERM HUP
 echo "ARTEX test hub on http://localhost:8765 (pid $HUB, log logs/artex_hub.log)" >&2
 "$PY" - <<'PY' >&2
 from agent.config import load
@@ -20,4 +28,6 @@ print(f"Console: open http://{host}:{c.port}/{'?token=<console.token>' if c.toke
       "(arrows/WASD or the pad drive, space or STOP stops)" if c.enabled else "Console: off (console.enabled false)")
 PY
 # health for `robot-agent status --status-file logs/status.json` (the service's default is under /run)
-"$PY" -m agent run --config config/params.json --status-file logs/status.json "$@"
+"$PY" -m agent run --config config/params.json --status-file logs/status.json "$@" &
+AGENT=$!
+wait "$AGENT"

@@ -63,7 +63,7 @@ class ArtexConfig(Section):
     reconnect_delay_s: DelayS = Field(1.0, le=60)
     reconnect_delay_max_s: DelayS = Field(5.0, le=600)
     connect_timeout_s: DelayS = Field(5.0, le=60)
-    max_speed_mps: float | None = Field(None, gt=0, le=20)
+    max_speed_mps: float | None = Field(None, ge=0.01, le=20)   # 1 cm/s: the floor base.max_speed_mps has too
     ping_interval_s: float = Field(4.0, ge=0.2, le=60)
     refused_delay_s: float = Field(60.0, ge=1, le=3600)
     telem_keepalive_s: float = Field(1.0, ge=0.05, le=60)
