@@ -35,6 +35,10 @@ def _default_commands() -> dict[str, MotionConfig]:
     }
 
 
+#: The smallest operator speed limit, m/s (as ``base.max_speed_mps``'s floor).
+MIN_SPEED_LIMIT_MPS = 0.01
+
+
 class ArtexConfig(Section):
     """ARTEX robot role.
 
@@ -63,7 +67,7 @@ class ArtexConfig(Section):
     reconnect_delay_s: DelayS = Field(1.0, le=60)
     reconnect_delay_max_s: DelayS = Field(5.0, le=600)
     connect_timeout_s: DelayS = Field(5.0, le=60)
-    max_speed_mps: float | None = Field(None, ge=0.01, le=20)   # 1 cm/s: the floor base.max_speed_mps has too
+    max_speed_mps: float | None = Field(None, gt=0, le=20)
     ping_interval_s: float = Field(4.0, ge=0.2, le=60)
     refused_delay_s: float = Field(60.0, ge=1, le=3600)
     telem_keepalive_s: float = Field(1.0, ge=0.05, le=60)
@@ -77,6 +81,14 @@ class ArtexConfig(Section):
             if name == BUILTIN_STOP:
                 raise ValueError(f"command name {BUILTIN_STOP!r} is built in (always a Stop) and cannot be configured")
         return commands
+
+    @field_validator("max_speed_mps")
+    @classmethod
+    def _speed_floor(cls, limit: float | None) -> float | None:
+        if limit is not None and limit < MIN_SPEED_LIMIT_MPS:   # 0 or below: refused by gt=0 first
+            raise ValueError(f"{limit:g} m/s is below {MIN_SPEED_LIMIT_MPS} m/s, the smallest speed limit "
+                             "(base.max_speed_mps has the same floor); a smaller one would leave the tank immobile")
+        return limit
 
     @model_validator(mode="after")
     def _delays(self) -> ArtexConfig:

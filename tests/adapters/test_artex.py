@@ -92,11 +92,13 @@ async def test_a_stop_before_ready_is_obeyed(hub):
 
 async def test_forward_moves_the_tank_and_the_watchdog_stops_it(hub):
     async with agent_on(hub) as agent:
-        sent = await drive(hub, {"com": "forward"}, 1.0)
+        sending = asyncio.ensure_future(drive(hub, {"com": "forward"}, 1.5))
+        # while the hub streams (on a loaded machine the loop may start driving late)
+        assert await wait_for(lambda: (s := agent.control.snapshot()).odom.distance_m > 0.1
+                              and s.active_source == "artex", 5)
+        sent = await sending
         # every command delivered (a loaded machine may deliver late): from now on nothing new arrives
         assert await wait_for(lambda: agent.adapters["artex"].status().get("accepted", 0) >= sent, 5)
-        snap = agent.control.snapshot()
-        assert snap.odom.distance_m > 0.1 and snap.active_source == "artex"
         assert agent.sim.physics.x_m > 0.1
         assert await wait_for(lambda: any((t[1]["speed"] or 0) > 0.2 for t in hub.telem), 5)
         assert await wait_for(lambda: hub.telem[-1][1]["odom"]["distance_m"] > 0.1, 5)

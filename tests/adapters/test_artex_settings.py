@@ -53,6 +53,7 @@ def test_valid_settings_give_a_new_config(cfg):
     ({"telem_can": 1}, "web_settings.telem_can must be true or false"),
     ({"video_can": "yes"}, "web_settings.video_can must be true or false"),
     ({"max_speed_mps": -1}, "web_settings.max_speed_mps: Input should be greater than 0"),
+    ({"max_speed_mps": 1e-300}, "web_settings.max_speed_mps: Value error, 1e-300 m/s is below 0.01 m/s, the smallest"),
     ({"max_speed_mps": 5.0}, "above base.max_speed_mps 1.0 m/s"),
 ])
 def test_rejected_settings_name_the_key(cfg, values, problem):
