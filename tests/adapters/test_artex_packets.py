@@ -53,6 +53,7 @@ async def test_a_broken_binary_packet_never_swallows_the_next_stop(hub, caplog, 
         # the snapshot is published after the tick's device reads, just after the zero duty was written
         assert await wait_for(lambda: agent.control.snapshot().stopped, 2)
         assert agent.control.snapshot().active_source != "artex"   # the forward never ran
+        assert await wait_for(lambda: abs(agent.physics.vx_mps) < 0.005, 3)   # coasted to rest
         d0 = distance(agent)
         await asyncio.sleep(0.6)
         assert agent.physics.duty == [0.0, 0.0] and distance(agent) - d0 < 0.01
