@@ -124,6 +124,11 @@ class Reconnector:
                 pause = self._pause(exc, logged=True)
             else:
                 pause = self._pause(None)
+            task = asyncio.current_task()
+            if task is not None and task.cancelling():
+                # a library turned our cancellation into a link error (aiohttp's resolver can): the
+                # cancel still stands, so end here instead of retrying
+                raise asyncio.CancelledError
             await self._sleep(pause)
 
     @property

@@ -211,9 +211,11 @@ async def test_a_source_streaming_when_another_stops_stays_stopped_until_it_re_e
 
     b_stream = asyncio.ensure_future(b_streams())
     try:
-        assert await wait_for(lambda: peers.agent.control.snapshot().active_source == b, 3)
+        assert await wait_for(lambda: peers.agent.control.snapshot().active_source == b
+                              and peers.agent.physics.duty[0] > 0.0, 3)          # B drives the tank
         await peers.stop(a)
-        assert await wait_for(lambda: peers.agent.physics.duty == [0.0, 0.0], 2)
+        assert await wait_for(lambda: peers.agent.control.snapshot().stopped               # A's stop applied
+                              and peers.agent.physics.duty == [0.0, 0.0], 2)
         before = peers.refusals(b)
         duties: list[float] = []
         async with sampling_duty(peers.agent, duties):       # B streams on; C (lower) starts streaming

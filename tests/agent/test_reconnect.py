@@ -128,3 +128,28 @@ async def test_cancellation_ends_the_loop_in_a_real_pause():
 def test_backoff_is_importable_from_ratelimit_too():
     from agent.support.ratelimit import backoff_s as again
     assert again is backoff_s
+
+
+async def test_a_cancellation_a_library_turned_into_a_link_error_still_ends_the_loop():
+    """aiohttp's resolver can answer a cancel with a connection error: the loop must not retry."""
+    entered = asyncio.Event()
+    attempts = 0
+
+    async def swallowing_session() -> None:
+        nonlocal attempts
+        attempts += 1
+        if attempts > 1:                  # a retry after the cancel (the defect): end the test here
+            raise asyncio.CancelledError
+        entered.set()
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            raise OSError("Cannot connect to host: resolver cancelled") from None
+
+    link = Reconnector("test link", logging.getLogger("test"), first_s=0.01, max_s=0.02)
+    task = asyncio.ensure_future(link.run(swallowing_session))
+    await entered.wait()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await asyncio.wait_for(task, 2.0)
+    assert attempts == 1
