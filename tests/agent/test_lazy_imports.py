@@ -127,6 +127,10 @@ async def run_moments(cfg: dict, tmp_path, first_connect_s: float = 0.5) -> dict
             cwd=ROOT, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
         try:
             out, err = await asyncio.wait_for(proc.communicate(), 60)
+        except TimeoutError:      # say where the child was: its log's tail
+            proc.kill()
+            rest = await proc.stderr.read()
+            raise AssertionError(f"robot-agent run did not finish in 60 s; its log ends:\n{rest.decode()[-3000:]}")
         finally:
             if proc.returncode is None:
                 proc.kill()
