@@ -75,21 +75,21 @@ class DutyEvents:
 
 class Submits:
     """(monotonic s, source) of every non-stop command handed to ControlLoop.submit: where a command's
-    time goes, adapter side (bench-only: the class method is wrapped in this child process)."""
+    time goes, adapter side (bench-only: Front.submit is wrapped in this child process)."""
 
     def __init__(self) -> None:
-        from agent.control.loop import ControlLoop
         from agent.commands import Stop
+        from agent.control.front import Front
 
         self.events: list[tuple[float, str]] = []
-        original = ControlLoop.submit
+        original = Front.submit       # ControlLoop.submit is its Front's, bound when the loop is built
 
-        def submit(loop, source, command) -> None:
+        def submit(front, source, command) -> None:
             if not isinstance(command, Stop):
                 self.events.append((time.monotonic(), source))
-            original(loop, source, command)
+            original(front, source, command)
 
-        ControlLoop.submit = submit
+        Front.submit = submit
 
 
 def _rss_mib(field: str) -> float:
