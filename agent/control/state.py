@@ -13,6 +13,7 @@ called under the same lock by agent.control.loop.
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable
@@ -36,6 +37,13 @@ Pair = tuple[float, float]
 #: Sources whose protocol has a reset (Sim2Bot ``reset``, robot_msg ctrl_mode home): the stop latch's
 #: refusal names it as a way to re-engage; ARTEX and the console have none.
 RESET_SOURCES = ("sim2bot", "robot_msg")
+
+log = logging.getLogger("agent.control.tick")     # the stall is the loop's: one logger for it
+
+#: A gap since the last tick longer than this is checked for a stall (Arbiter.latch_out_stalled: a
+#: source is latched out when the gap outlasted its own timeout, 0.5 s by default), s; shorter
+#: gaps are a late tick.
+STALL_CHECK_S = 0.1
 
 
 class Offered(NamedTuple):
@@ -131,6 +139,21 @@ class ControlState:
         return self.arbiter.next_expiry(now if self.last_t is None else self.last_t)
 
     # ================================================================== transitions (each takes the lock)
+    def check_stall(self, now: float) -> list[str]:
+        """No tick since ``last_t`` for longer than :data:`STALL_CHECK_S` at ``now``: latch out the sources
+        streaming before the stall whose timeout it outlasted (agent.control.arbitration.Arbiter.latch_out_stalled),
+        logged once. The tick calls it, and so does every velocity command before it is arbitrated: after
+        a frozen process the event loop may read the commands queued meanwhile before the control
+        thread's first tick. Caller holds the lock. Returns the sources latched out."""
+        if self.last_t is None or now - self.last_t <= STALL_CHECK_S:
+            return []
+        stalled = self.arbiter.latch_out_stalled(self.last_t, now)
+        if stalled:
+            log.warning("control: no tick for %.2f s (the agent stalled); %s latched out: what was sent before "
+                        "or queued during the stall does not drive; re-engage as after a stop (docs/safety.md)",
+                        now - self.last_t, ", ".join(stalled))
+        return stalled
+
     def offer_velocity(self, source: str, command: BaseVelocity | TrackDuty | JointVelocity) -> Offered:
         """A validated velocity command from ``source`` becomes its claim on its channel (``joints``
         for JointVelocity, else ``base``) and ends ``stopped``.
@@ -145,6 +168,7 @@ class ControlState:
         arbiter, safety = self.arbiter, self.safety
         with self.lock:
             now = self._clock()
+            self.check_stall(now)       # a command read after a stall, before the first tick after it
             try:
                 safety.check(source, command)
             except CommandDeclined:

@@ -42,11 +42,6 @@ from drivers.base import MotorFeedback
 
 log = logging.getLogger(__name__)
 
-#: A gap between two ticks longer than this is checked for a stall (Arbiter.latch_out_stalled: a
-#: source is latched out when the gap outlasted its own timeout, 0.5 s by default), s; shorter
-#: gaps are a late tick.
-STALL_CHECK_S = 0.1
-
 
 class Plan(NamedTuple):
     """What one tick commands (output of :func:`command`).
@@ -99,12 +94,7 @@ class Readings(NamedTuple):
 def command(state: ControlState, now: float) -> Plan:
     """Arbitrate, ramp and step the joints at ``now``, s; returns what to write. Caller holds the loop's lock."""
     dt = state.period_s if state.last_t is None else now - state.last_t
-    if state.last_t is not None and dt > STALL_CHECK_S:
-        stalled = state.arbiter.latch_out_stalled(state.last_t, now)
-        if stalled:
-            log.warning("control: no tick for %.2f s (the agent stalled); %s latched out: what was sent before "
-                        "or queued during the stall does not drive; re-engage as after a stop (docs/safety.md)",
-                        dt, ", ".join(stalled))
+    state.check_stall(now)
     state.last_t = now
     if not state.motor_ok:
         state.arbiter.drop(channels=(BASE,))

@@ -263,6 +263,21 @@ def test_a_late_tick_within_the_timeout_latches_nothing_and_a_command_after_a_st
     assert drives(state, clock) == ""           # robot_msg (higher) latched out, its claim held at zero
     assert state.arbiter.latched_out("robot_msg") is not None
     assert state.arbiter.latched_out("sim2bot") is None                       # it was not streaming before it
-    clock.advance(0.51)
-    state.offer_velocity("sim2bot", FWD)
-    assert drives(state, clock) == "sim2bot"                                  # once robot_msg's hold ran out
+    for _ in range(6):                          # sim2bot streams every 0.1 s, the loop ticks meanwhile
+        clock.advance(0.1)
+        state.offer_velocity("sim2bot", FWD)
+        driver = drives(state, clock)
+    assert driver == "sim2bot"                                                # once robot_msg's hold ran out
+
+
+def test_a_command_queued_during_a_stall_and_read_before_the_first_tick_after_it_is_refused(state, clock):
+    """After SIGCONT the event loop may read the commands queued during the stall before the control
+    thread ticks: the stall is checked at the command too, while the pre-stall claim is still there."""
+    state.offer_velocity("artex", FWD)
+    clock.advance(0.02)
+    assert drives(state, clock) == "artex"
+    clock.advance(2.0)                                                        # frozen: no tick, no read
+    with pytest.raises(CommandDeclined, match=r"a stall of the agent \(2.00 s without a control tick\)"):
+        state.offer_velocity("artex", FWD)                                    # queued, read before the tick
+    clock.advance(0.001)
+    assert drives(state, clock) == "" and state.cmd == (0.0, 0.0)
