@@ -233,7 +233,7 @@ class HubClient(HookedAsyncClient):
     async def close(self, timeout_s: float = 0.5) -> None:
         """Disconnect politely within ``timeout_s`` s, else drop the transport: never longer, no
         "Unclosed client session" (the aiohttp session is closed either way). Never raises."""
-        if not eio_compat.read_loop_running(self.eio):
+        if not eio_compat.read_loop_started(self.eio):
             # cancelled mid-connect (the agent stopping): python-engineio's disconnect would await a
             # read loop it has not started yet (TypeError: NoneType can't be used in 'await')
             await self._drop_transport()

@@ -13,7 +13,7 @@ from typing import Any
 
 import engineio.base_client
 
-__all__ = ["PRIVATE", "drop_transport", "queued_packets", "read_loop_running", "websocket"]
+__all__ = ["PRIVATE", "drop_transport", "queued_packets", "read_loop_started", "websocket"]
 
 #: ``(owner, attribute)``: every private or undocumented attribute this module reaches.
 PRIVATE: tuple[tuple[str, str], ...] = (
@@ -39,9 +39,9 @@ def websocket(eio: Any) -> Any:
     return getattr(eio, "ws", None) if eio is not None else None
 
 
-def read_loop_running(eio: Any) -> bool:
-    """True once ``eio`` (an engineio.AsyncClient) has started its read loop: before that (a
-    connect in progress) its ``disconnect()`` awaits the missing task and raises TypeError."""
+def read_loop_started(eio: Any) -> bool:
+    """True once ``eio`` (an engineio.AsyncClient) has started its read loop (it may have ended since);
+    before that (a connect in progress) its ``disconnect()`` awaits the missing task: TypeError."""
     return eio.read_loop_task is not None
 
 

@@ -124,11 +124,6 @@ class Reconnector:
                 pause = self._pause(exc, logged=True)
             else:
                 pause = self._pause(None)
-            task = asyncio.current_task()
-            if task is not None and task.cancelling():
-                # a library turned our cancellation into a link error (aiohttp's resolver can): the
-                # cancel still stands, so end here instead of retrying
-                raise asyncio.CancelledError
             await self._sleep(pause)
 
     @property
@@ -146,7 +141,15 @@ class Reconnector:
                           counters=counters, detail=detail)
 
     def _pause(self, err: BaseException | None, logged: bool = False) -> float:
-        """Count a failure (an error before ``up()``) and return the pause before the next attempt, s."""
+        """Count a failure (an error before ``up()``) and return the pause before the next attempt, s.
+
+        Raises:
+            CancelledError: the task was cancelled and a library answered with a link error
+                (aiohttp's resolver can): the cancel stands; nothing is counted or logged.
+        """
+        task = asyncio.current_task()
+        if task is not None and task.cancelling():
+            raise asyncio.CancelledError
         if self.connected:
             self.connected = False
             self.since = self._clock()
