@@ -47,6 +47,10 @@ CHANGE_LOG_S = 1.0
 #: The e-stop setter name of the input (agent.control.safety.ESTOP_SETTERS).
 BY = "input"
 
+#: A wait for an edge longer than this is taken in pieces of it, s, so :meth:`EstopWatch.close` is
+#: seen within it even when the backup reads are seconds apart (no extra reading is taken).
+WAIT_PIECE_S = 0.5
+
 
 class EstopSink(Protocol):
     """Where the input's verdicts go."""
@@ -214,9 +218,18 @@ class EstopWatch:
                 due = self.debounce.due_in(self._clock())
                 if due is not None:
                     wait = min(wait, max(due, 0.001))
-                self.device.call(lambda d: d.wait(wait), default=None)
+                self._wait_for_edge(wait)
             if not self._stop.is_set():
                 self.poll_once()
+
+    def _wait_for_edge(self, wait_s: float) -> None:
+        """Block until an edge arrived, ``wait_s`` s passed or :meth:`close` was called."""
+        deadline = time.monotonic() + wait_s
+        while not self._stop.is_set():
+            left = deadline - time.monotonic()
+            piece = min(left, WAIT_PIECE_S)
+            if self.device.call(lambda d: d.wait(piece), default=None) is not False or left <= WAIT_PIECE_S:
+                return
 
     def poll_once(self) -> None:
         """Read the line once and act on the verdict (the thread's step; tests call it directly)."""
