@@ -89,13 +89,14 @@ class ArtexAdapter:
         config_path: params.json to persist ``web_settings`` into (None: applied, not persisted).
         logs: the log tail served to ``file`` requests (None: empty answers).
         clock, sleep: monotonic clock (s) and pause coroutine of the streams and the reconnect
-            pauses (injected in tests).
+            pauses (injected in tests; None: asyncio's, the telem stream's on the shared wake-up
+            grid, agent/adapters/artex_streams.py).
     """
 
     def __init__(self, cfg: AgentConfig, robot: RobotPort, video: VideoPort | None = None, *,
                  config_path: str | None = None, logs: LogTail | None = None,
                  clock: Callable[[], float] = time.monotonic,
-                 sleep: Callable[[float], Awaitable[object]] = asyncio.sleep) -> None:
+                 sleep: Callable[[float], Awaitable[object]] | None = None) -> None:
         self._cfg = cfg
         self._robot = robot
         self._config_path = config_path
@@ -114,7 +115,8 @@ class ArtexAdapter:
                                      clock=clock, sleep=sleep)
         self._link = Reconnector(f"ARTEX: connection to {self.url}", log, first_s=cfg.artex.reconnect_delay_s,
                                  max_s=cfg.artex.reconnect_delay_max_s, refused=lambda e: isinstance(e, HubRefused),
-                                 refused_s=cfg.artex.refused_delay_s, hint=self._hint, clock=clock, sleep=sleep)
+                                 refused_s=cfg.artex.refused_delay_s, hint=self._hint, clock=clock,
+                                 sleep=sleep or asyncio.sleep)
 
     def _hint(self, err: BaseException) -> str:
         """Advice for the first failed connection: a hub name that does not resolve (the examples'

@@ -44,6 +44,7 @@ from agent.adapters.artex_telem import TelemGate, telemetry
 from agent.adapters.artex_video import ArtexVideo, VideoDelivery, is_raw_key, link_backlog
 from agent.config import AgentConfig
 from agent.ports import RobotPort, VideoPort
+from agent.support import beat
 
 log = logging.getLogger(__name__)
 
@@ -72,15 +73,19 @@ class ArtexStreams:
         link: the Socket.IO client of the link now, or None (its backlog: :func:`link_backlog`).
         counters: the adapter's counters (``video_skipped``, ``video_reencoded``,
             ``video_oversize_skipped``, ``video_too_old``).
-        clock, sleep: monotonic clock (s) and pause coroutine of both loops (injected in tests).
+        clock, sleep: monotonic clock (s) and pause coroutine of both loops (injected in tests). None:
+            the telem loop's pauses end on the event loop's shared wake-up grid (agent.support.beat,
+            at most half a slot off, the rate kept), the video loop's exactly (no two sends closer
+            than ``max_send_freq``).
     """
 
     def __init__(self, cfg: AgentConfig, robot: RobotPort, video: VideoPort | None, emit: Emit,
                  link: Callable[[], Any], counters: Counter[str], *,
                  clock: Callable[[], float] = time.monotonic,
-                 sleep: Callable[[float], Awaitable[object]] = asyncio.sleep) -> None:
+                 sleep: Callable[[float], Awaitable[object]] | None = None) -> None:
         self.cfg = cfg
-        self._clock, self._sleep = clock, sleep
+        self._clock = clock
+        self._sleep, self._pace = sleep or beat.sleep, sleep or asyncio.sleep
         self._robot = robot
         self._video = ArtexVideo(video, cfg.video, counters, clock) if video is not None and video.camera_ids else None
         self._emit = emit
@@ -167,7 +172,7 @@ class ArtexStreams:
             period = self.period_s
             wait = last + period - self._clock()
             if wait > 0:
-                await self._sleep(wait)
+                await self._pace(wait)
             payload = await self._video.next_payload(self.cfg.artex.jpeg_quality, period)
             if not payload:
                 continue

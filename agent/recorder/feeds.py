@@ -2,6 +2,7 @@
 
 Both only read and await (an adapter's ``status()``, the video hub's ``next_encoded``) and hand what
 they got to the recorder's bounded queues; the recorder thread does the rest (agent.recorder.recorder).
+Their pauses end on the event loop's shared wake-up grid (agent.support.beat).
 """
 
 from __future__ import annotations
@@ -10,6 +11,8 @@ import asyncio
 import logging
 import time
 from typing import Any
+
+from agent.support import beat
 
 log = logging.getLogger(__name__)
 
@@ -46,7 +49,7 @@ async def watch_links(recorder: Any, adapters: dict[str, Any]) -> None:
                     recorder.event("/links", time.time(), {"link": name, "state": state, "connected": key[1],
                                                            "ready": ready, "event": event, "failures": failures,
                                                            "last_error": str(st.last_error or "")})
-        await asyncio.sleep(LINK_POLL_S)
+        await beat.sleep(LINK_POLL_S)
 
 
 def _ready(value: Any) -> bool | None:
@@ -78,4 +81,4 @@ async def watch_camera(recorder: Any, video: Any, camera_id: str, fps: float, qu
         if enc is not None:
             after = enc.seq
             recorder.frame(camera_id, enc.t_unix_s, bytes(enc.data))
-        await asyncio.sleep(max(0.0, period - (loop.time() - started)))
+        await beat.sleep(max(0.0, period - (loop.time() - started)))
