@@ -97,6 +97,8 @@ class Feed:
         self.cache_bytes = 0
         #: output -> the recent frame seqs a consumer asked in it (the hub's encode-ahead hint)
         self.asked: dict[FrameFormat, set[int]] = {}
+        #: output -> how long its last encode took, s
+        self.encode_s: dict[FrameFormat, float] = {}
         #: monotonic time until which someone watches this camera (capture at full rate).
         self.watched_until = 0.0
         #: the encodes were dropped and the heap trimmed since the last watcher left.

@@ -55,6 +55,10 @@ CACHE_MAX_BYTES = 64 * 1024 * 1024
 #: frames in three, one in two) never has it: no frame is encoded that nobody takes, but the one
 #: after a run of ``AHEAD_WINDOW`` taken frames when the consumer skips it.
 AHEAD_WINDOW = 3
+#: Encoding ahead takes at most this share of the camera's frame period (``1 / fps``) on the capture
+#: thread, judged by each output's last encode: a capture thread busy encoding would read late
+#: frames out of the driver's buffers (a 1080p encode on a Pi goes to the encoder threads).
+AHEAD_SHARE = 0.5
 
 
 class VideoHub:
@@ -325,18 +329,24 @@ class VideoHub:
 
     def _encode_ahead(self, feed: Feed, frame: Frame) -> None:
         """Capture thread, before ``frame`` is handed out: encode it in every output asked for each of
-        the last ``AHEAD_WINDOW`` frames, while the encoders are within their CPU share. The consumers then find it done: no encoder thread woken, no wake-up of their
-        loop for the result (each would otherwise cost a context switch per frame and output)."""
+        the last ``AHEAD_WINDOW`` frames, while the encoders are within their CPU share and these
+        encodes within ``AHEAD_SHARE`` of the frame period. The consumers then find it done: no
+        encoder thread woken, no wake-up of their loop for the result (each would otherwise cost a
+        context switch per frame and output)."""
         hot = []
+        budget, planned = AHEAD_SHARE / feed.cfg.fps, 0.0
         with feed.lock:
             for fmt, seqs in list(feed.asked.items()):
                 recent = {s for s in seqs if s >= frame.seq - AHEAD_WINDOW}
                 if not recent:
                     del feed.asked[fmt]
+                    feed.encode_s.pop(fmt, None)
                     continue
                 feed.asked[fmt] = recent
-                if len(recent) >= AHEAD_WINDOW and (frame.seq, fmt) not in feed.encodes:
+                cost = feed.encode_s.get(fmt, 0.0)
+                if len(recent) >= AHEAD_WINDOW and (frame.seq, fmt) not in feed.encodes and planned + cost <= budget:
                     hot.append(fmt)
+                    planned += cost
         for fmt in hot:
             if self._closed or self.cpu.wait_s() > 0:
                 return
@@ -366,6 +376,7 @@ class VideoHub:
             self._encode_count += 1
             self._encode_s += spent
         with feed.lock:
+            feed.encode_s[fmt] = spent
             if key in feed.encodes and key not in feed.sizes:
                 feed.sizes[key] = len(out.data)
                 feed.cache_bytes += len(out.data)

@@ -409,3 +409,13 @@ async def test_a_consumer_taking_one_frame_in_two_has_nothing_encoded_ahead(hubs
         after, asked = enc.seq, asked + 1
     assert hub.stats()["encoded_ahead"] == 0
     assert hub.encode_count == asked                     # nothing encoded that nobody took
+
+
+async def test_an_encode_longer_than_its_share_of_the_frame_period_stays_off_the_capture_thread(hubs, monkeypatch):
+    from agent.video import hub as hub_module
+    monkeypatch.setattr(hub_module, "AHEAD_SHARE", 1e-9)     # any encode is longer than this share
+    hub = await running(hubs, Recorder(), fps=20)
+    fmt = FrameFormat("jpeg", 80, 60, 80)
+    got = await take_every_frame(hub, fmt, 12)
+    assert hub.stats()["encoded_ahead"] == 0
+    assert hub.encode_count == len({e.seq for e in got})    # each on an encoder thread, once
