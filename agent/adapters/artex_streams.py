@@ -8,8 +8,9 @@ apply at once.
 Both send at most every ``max_send_freq`` s, and never faster than every
 :data:`MIN_SEND_PERIOD_S` (0.02 s) whatever ``max_send_freq`` says.
 
-- ``telem``: every ``max_send_freq`` s the whole dict (agent.adapters.artex_telem),
-  sent if it changed beyond the deadbands since the last send, or a value
+- ``telem``: every ``max_send_freq`` s the whole dict (agent.adapters.artex_telem; polls on a
+  schedule whose pauses end on the event loop's shared wake-up grid, agent/support/beat.py: the
+  rate is ``1 / max_send_freq``, each poll at most 10 ms off its time), sent if it changed beyond the deadbands since the last send, or a value
   settled (:class:`agent.adapters.artex_telem.TelemGate`), and at least every
   ``artex.telem_keepalive_s`` (1 s) even at rest, so a hub that reads telemetry as
   "last seen" never marks an idle robot stale.
@@ -147,8 +148,17 @@ class ArtexStreams:
     async def _telem_loop(self) -> None:
         gate = TelemGate()
         last = -float("inf")
+        poll = self._clock()
         while True:
-            await self._sleep(self.period_s)
+            # one poll per period on a schedule (the pause ends on the shared wake-up grid: the
+            # average rate is the period's whatever the grid); a late poll skips ahead, never bursts
+            poll += self.period_s
+            wait = poll - self._clock()
+            if wait > 0:
+                await self._sleep(wait)
+            else:
+                poll = self._clock()
+                await asyncio.sleep(0)      # behind: the loop's other work first, never a spin
             data = telemetry(self._robot.snapshot())
             keepalive = self._clock() - last >= self.cfg.artex.telem_keepalive_s - 1e-6
             due = keepalive or gate.due(data)

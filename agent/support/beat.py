@@ -40,8 +40,10 @@ def nearest_slot(t: float, slot_s: float = SLOT_S) -> float:
 
 
 def slot_index(t: float, period_s: float) -> int:
-    """The index ``k`` of the first boundary ``k * period_s`` after ``t`` (strictly later)."""
-    return math.floor(t / period_s) + 1
+    """The index ``k`` of the first boundary ``k * period_s`` after ``t`` (strictly later, whatever
+    the rounding of ``t / period_s``: a publisher never gets its own slot again)."""
+    k = math.floor(t / period_s) + 1
+    return k if k * period_s > t else k + 1
 
 
 def _wake(future: asyncio.Future, result: object) -> None:
