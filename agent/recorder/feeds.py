@@ -25,6 +25,8 @@ async def watch_links(recorder: Any, adapters: dict[str, Any]) -> None:
     error, ``connect_failures``) as a ``/links`` event (``connect``, ``ready``, ``drop``, or the new state:
     ``connecting`` / ``down`` while the reconnect loop backs off) until cancelled."""
     seen: dict[str, tuple[str, bool, bool | None]] = {}
+    loop = asyncio.get_running_loop()
+    due = loop.time()
     while True:
         for name, adapter in list(adapters.items()):
             try:
@@ -49,7 +51,8 @@ async def watch_links(recorder: Any, adapters: dict[str, Any]) -> None:
                     recorder.event("/links", time.time(), {"link": name, "state": state, "connected": key[1],
                                                            "ready": ready, "event": event, "failures": failures,
                                                            "last_error": str(st.last_error or "")})
-        await beat.sleep(LINK_POLL_S)
+        due = max(due + LINK_POLL_S, loop.time())    # a schedule: its rate kept on the grid
+        await beat.sleep(due - loop.time())
 
 
 def _ready(value: Any) -> bool | None:
