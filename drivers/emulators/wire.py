@@ -76,6 +76,18 @@ class SerialWire:
             out.append(self._rx.popleft())
         return out
 
+    def holding(self) -> bool:
+        """Requests were received and not yet taken by :meth:`arrived` or :meth:`requests`."""
+        return bool(self._rx)
+
+    def requests(self) -> list[tuple[float, bytes]]:
+        """(arrival time, bytes) of every request received, oldest first, whether its last byte has
+        arrived yet or not (the time may be ahead of now): a device that acts on a request when it
+        reads it, its clock running from the arrival. Its replies still wait (:meth:`reply`)."""
+        out = list(self._rx)
+        self._rx.clear()
+        return out
+
     def reply(self, data: bytes, request_done: float) -> None:
         """Queue a reply to a request whose last byte arrived at ``request_done``."""
         done = max(request_done + self.reply_latency_s, self._tx_free) + self._time(len(data))
