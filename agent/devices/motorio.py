@@ -16,7 +16,7 @@ controller) until ``refresh_s`` after its acknowledged write (:func:`duty_refres
 the line to the feedback reads, so a new command finds it idle more often. A
 failed write, or a new driver after a reopen, always writes again.
 
-At rest (docs/architecture.md, "Hardware", "The motor line at rest"): once the zero duty has been
+At rest (docs/safety.md, "The motor line at rest", gives the reasoning): once the zero duty has been
 acknowledged and the feedback has shown the tracks still (encoder counts unchanged, speeds zero,
 currents under :data:`REST_CURRENT_A`, status word clear) for :data:`REST_AFTER_S`, feedback
 sets and the unchanged zero's rewrite both come every ``rest_s`` (:func:`rest_period_s`: 0.25 s,

@@ -4,11 +4,14 @@ A pty or a fake SMBus moves bytes as fast as two threads run, so a driver
 measured against a bare emulator looks faster than the wire allows. These
 helpers put the wire back:
 
-- :class:`SerialWire` holds what the driver wrote until its last byte would have
-  arrived at ``baud`` (8N1: 10 bits per byte, drivers.serialport.transfer_s),
-  and holds each reply until the device's reply latency plus the reply's own
-  wire time have passed; one direction's bytes never overlap (a UART sends one
-  byte at a time), the two directions run at once (full duplex).
+- :class:`SerialWire` stamps what the driver wrote with the time its last byte
+  would have arrived at ``baud`` (8N1: 10 bits per byte, drivers.serialport.transfer_s)
+  and holds it until then (:meth:`SerialWire.arrived`), or hands it over at once with
+  that stamp (:meth:`SerialWire.requests`: the pty emulators, drivers/emulators/pty.py,
+  to wake once less per transaction), and holds each reply until the device's reply
+  latency plus the reply's own wire time have passed after that stamp; one direction's
+  bytes never overlap (a UART sends one byte at a time), the two directions run at
+  once (full duplex).
 - :func:`i2c_transfer_s` is the time of one SMBus transaction at the bus clock:
   9 clocks per byte (8 data bits + ACK) plus a start, a stop and the address
   byte (and a repeated start and the address again for a read).
