@@ -74,7 +74,7 @@ class Hardware:
         self._buses = buses
         self.motor_io = None if motor is None else MotorIO(
             motor, feedback_hz=motor_feedback_hz, on_feedback=self._note_status, refresh_s=motor_refresh_s,
-            rest_s=motor_rest_s)
+            rest_s=motor_rest_s, on_rest_end=self._rest_ended)
         self.imu, self.power, self.servo = imu, power, servo
         self.estop = estop
         self.estop_watch = None if estop is None else EstopWatch(
@@ -92,8 +92,18 @@ class Hardware:
                 bus_name,
                 imu=by_name["imu"] if "imu" in names else None, imu_rate_hz=imu_rate_hz,
                 power=by_name["power"] if "power" in names else None, power_rate_hz=power_rate_hz,
-                servo=by_name["servo"] if "servo" in names else None,
+                servo=by_name["servo"] if "servo" in names else None, resting=self._resting,
             ))
+
+    def _resting(self) -> bool:
+        """The tank is at rest (the motor line's view, agent/devices/motorio.py): the buses read a
+        buffering IMU less often (agent/devices/i2cbus.py)."""
+        return self.motor_io is not None and self.motor_io.resting
+
+    def _rest_ended(self) -> None:
+        """On the motor's thread: the rest ended; each bus reads its IMU at once."""
+        for bus in self._buses_io:
+            bus.hurry()
 
     # ------------------------------------------------------------------ building
     @classmethod

@@ -102,6 +102,8 @@ class MotorIO:
             written again until this long after that write (:func:`duty_refresh_s`).
         rest_s: the period of feedback sets and of the zero duty's rewrite at rest (see the module
             docstring; :func:`rest_period_s`); None: no rest, the full rate always.
+        on_rest_end: called on the worker thread when a rest ends (the I2C buses read the IMU at once:
+            agent/devices/i2cbus.py ``I2cBusIO.hurry``); must not block.
         clock: monotonic clock, s (for the refresh and the feedback rate).
 
     Attributes:
@@ -111,6 +113,7 @@ class MotorIO:
     def __init__(self, motor: Supervised[MotorController], *, feedback_hz: float,
                  on_feedback: Callable[[MotorFeedback], None] | None = None,
                  refresh_s: float = DUTY_REFRESH_S, rest_s: float | None = None,
+                 on_rest_end: Callable[[], None] | None = None,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.motor = motor
         self._refresh_s = refresh_s
@@ -118,6 +121,7 @@ class MotorIO:
         self._fast_s = 1.0 / feedback_hz
         self._clock = clock
         self._still_since: float | None = None   # since when the zero duty is acked and the tracks read still
+        self._on_rest_end = on_rest_end
         self.resting = False
         self._last: tuple[Duty, float, object] | None = None   # duty, when, driver of the last acked write
         self._on_feedback = on_feedback
@@ -190,6 +194,8 @@ class MotorIO:
             due = self._clock() + self._fast_s
             if self._poll.due is not None and self._poll.due > due:
                 self._poll.due = due
+            if self._on_rest_end is not None:
+                self._on_rest_end()
 
     def _still(self, fb: MotorFeedback | None, before: MotorFeedback | None) -> bool:
         """The zero duty is the last one this driver acknowledged and ``fb`` shows the tracks still
