@@ -34,17 +34,15 @@ Lifecycle and faults:
   before the next reply). Line noise the other way: :meth:`corrupt_next_request` flips a bit in
   the middle byte of the next ``n`` chunks the driver writes.
 
-Wake-ups (the emulator runs in the agent's process on the simulated tank, so its thread's
-wake-ups count against the agent's): the server thread sleeps until the driver writes, a reply or
-timer is due, or a test control or ``close`` wakes it, with no periodic timeout while a driver holds
-the port (it looks for a driver opening the port every ``OPEN_POLL_S`` only while none does). A
+Wake-ups (in the simulated tank the emulator runs in the agent's process): the server thread
+sleeps until the driver writes, a reply or timer is due, or a test control or ``close`` wakes it;
+no periodic timeout while a driver holds the port (``OPEN_POLL_S`` only while none does). A
 request is handed to the device in the pass that reads it, stamped with the time its last byte
-arrives on the paced wire (the device's timers and its reply's timing run from that stamp), and
-only the reply waits for its wire time: two passes per transaction (the request read, the reply
-written) instead of three. The device's state therefore changes up to one request's wire time
-before that stamp (0.7 ms for a RoboClaw duty packet at 115200 baud, 2.1 ms at 38400), while the
-driver still sees every reply no earlier than the request's and the reply's wire time plus the
-device's reply latency after it wrote the request (drivers/emulators/wire.py).
+arrives on the paced wire (the device's timers and its reply's timing run from that stamp): two
+passes per transaction (request read, reply written) instead of three. The device's state thus
+changes up to one request's wire time before that stamp (0.7 ms for a RoboClaw duty packet at
+115200 baud), while the driver still gets every reply no earlier than both wire times plus the
+device's reply latency after its write (drivers/emulators/wire.py).
 
 The emulator keeps a bounded record of what it received (:meth:`received`),
 counts events in :attr:`stats`, and lets tests wait on its state without
