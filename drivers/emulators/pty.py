@@ -45,7 +45,7 @@ changes up to one request's wire time before that stamp (0.7 ms for a RoboClaw d
 device's reply latency after its write (drivers/emulators/wire.py).
 
 The emulator keeps a bounded record of what it received (:meth:`received`),
-counts events in :attr:`stats`, and lets tests wait on its state without
+counts events in :attr:`stats` (``passes``: the server thread's wake-ups), and lets tests wait on its state without
 polling (:meth:`wait_for`). Thread-safe: every device state change happens
 under one lock.
 """
@@ -69,8 +69,7 @@ from drivers.emulators.wire import SerialWire
 
 log = logging.getLogger(__name__)
 
-#: Longest the server thread sleeps with no timer due while no pty pair is plugged, s (replug, unplug
-#: and close wake it through its pipe at once; a plugged, open port waits with no timeout).
+#: Longest sleep of the server thread with no timer due while unplugged, s (an open port: no timeout).
 IDLE_WAIT_S = 0.1
 #: How often the server thread looks for a driver opening the port while none has it, s.
 OPEN_POLL_S = 0.01
@@ -249,6 +248,7 @@ class PtySerialDevice(FaultInjection):
             with self._lock:
                 if self._stop.is_set():
                     break
+                self.stats["passes"] += 1
                 due = self._serve_once(readable, monotonic())
 
     def _serve_once(self, readable: list[int], now: float) -> float | None:
