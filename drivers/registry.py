@@ -13,7 +13,8 @@ from __future__ import annotations
 import importlib
 from typing import Any, get_args
 
-from drivers.config import KINDS, DriverSection
+from drivers.config import KINDS
+from drivers.section import DriverSection
 from drivers.errors import DriverConfigError
 
 __all__ = ["KINDS", "driver_class", "emulator_class", "kind_of", "model", "models"]

@@ -39,7 +39,7 @@ from typing import Any
 import socketio
 from socketio.exceptions import SocketIOError
 
-from agent.adapters.artex_client import HubClient, HubRefused, KickCounter
+from agent.adapters.artex_client import HubClient, HubRefused, KickCounter, unresolved_hint
 from agent.adapters.artex_commands import (
     FileRequest,
     WebSettings,
@@ -48,10 +48,10 @@ from agent.adapters.artex_commands import (
     is_stop,
     parse_command,
 )
-from agent.adapters.artex_settings import persist_settings, persistent, validate_settings
+from agent.adapters.artex_settings import accept_settings
 from agent.adapters.artex_streams import ArtexStreams
 from agent.config import AgentConfig
-from agent.errors import CommandDeclined, CommandError, ConfigError
+from agent.errors import CommandDeclined, CommandError
 from agent.support.logtail import LogTail
 from agent.commands import Stop
 from agent.ports import LinkStatus, RobotPort, VideoPort
@@ -65,9 +65,6 @@ __all__ = ["NAMESPACE", "SOURCE", "ArtexAdapter"]
 NAMESPACE = "/robot"
 SOURCE = "artex"
 READY_INIT, READY_OK = "init", "ok"
-#: resolver errors (glibc gai_strerror texts, as aiohttp's ClientConnectorError repeats them)
-UNRESOLVED = ("Name or service not known", "Temporary failure in name resolution", "No address associated",
-              "nodename nor servname", "getaddrinfo failed")
 #: Most requests one heartbeat may carry.
 MAX_HEARTBEAT_REQUESTS = 16
 #: Identical warnings within this many seconds are logged once (with a repeat count later).
@@ -114,16 +111,8 @@ class ArtexAdapter:
                                      clock=clock, sleep=sleep)
         self._link = Reconnector(f"ARTEX: connection to {self.url}", log, first_s=cfg.artex.reconnect_delay_s,
                                  max_s=cfg.artex.reconnect_delay_max_s, refused=lambda e: isinstance(e, HubRefused),
-                                 refused_s=cfg.artex.refused_delay_s, hint=self._hint, clock=clock, sleep=sleep)
-
-    def _hint(self, err: BaseException) -> str:
-        """Advice for the first failed connection: a hub name that does not resolve (the examples'
-        placeholder ``http://artex.arcon`` included) says what to set."""
-        if any(w in str(err) for w in UNRESOLVED):
-            return (f"the hub's host name in `server` ({self._cfg.server}) does not resolve: set `server` in "
-                    "params.json to your ARTEX hub (http://artex.arcon is the SDK's default, a placeholder off its "
-                    "network) or to null to turn ARTEX off; said once, retried quietly")
-        return ""
+                                 refused_s=cfg.artex.refused_delay_s, hint=lambda err: unresolved_hint(self._cfg.server, err),
+                                 clock=clock, sleep=sleep)
 
     # ------------------------------------------------------------------ public
     @property
@@ -164,7 +153,7 @@ class ArtexAdapter:
         raises on link errors (an unexpected exception propagates to the agent, which logs it)."""
         self._settings_lock = asyncio.Lock()
         self._apply_speed_limit()
-        self._warn_streams_off()
+        self._streams.warn_off(self._config_path or "the configuration")
         try:
             await self._link.run(self._session, errors=LINK_ERRORS)
         finally:
@@ -197,18 +186,6 @@ class ArtexAdapter:
         finally:
             await client.close(CLOSE_S)
         self._kicks.ended(self._end_reason == socketio.AsyncClient.reason.SERVER_DISCONNECT)  # may raise HubRefused
-
-    def _warn_streams_off(self) -> None:
-        """A stream params.json keeps off is said at start, with how to turn it on: a robot whose hub
-        UI shows no telemetry or video must not look dead without a word in its log."""
-        where = self._config_path or "the configuration"
-        off = [("telem_can", "telemetry")] if not self._cfg.telem_can else []
-        if not self._cfg.video_can and self._streams.has_video:
-            off.append(("video_can", "video"))
-        for key, what in off:
-            log.warning("ARTEX: %s is off: %s sets %s false (the passport says so and no %s is sent); to turn "
-                        "it on set \"%s\": true there and restart, or send web_settings {\"%s\": true} "
-                        "(lasts until restart)", what, where, key, what, key, key)
 
     def _apply_speed_limit(self) -> None:
         limit = self._cfg.artex.max_speed_mps
@@ -402,22 +379,10 @@ class ArtexAdapter:
         assert self._settings_lock is not None
         async with self._settings_lock:
             try:
-                new_cfg, changes = validate_settings(self._cfg, settings)
+                new_cfg, changes, where = await accept_settings(self._cfg, settings, self._config_path)
             except CommandError as err:
                 self._reject("web_settings", err)
                 return
-            stored = persistent(changes)
-            until_restart = sorted(set(changes) - set(stored))
-            where = "not persisted: no config file"
-            if self._config_path and stored:
-                try:
-                    await asyncio.to_thread(persist_settings, self._config_path, stored)
-                except (ConfigError, OSError) as err:
-                    self._reject("web_settings", f"nothing applied: cannot write {self._config_path}: {err}")
-                    return
-                where = f"{', '.join(stored)} persisted to {self._config_path}"
-            if until_restart:
-                where += f"; {', '.join(until_restart)} until the agent restarts (stream switches are never stored)"
             self._cfg = self._streams.cfg = new_cfg
             if "max_speed_mps" in changes:
                 self._apply_speed_limit()

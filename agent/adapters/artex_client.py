@@ -253,3 +253,18 @@ class HubClient(HookedAsyncClient):
         self.namespaces = no_namespaces
         self._clear_binary()
         await eio_compat.drop_transport(self.eio)
+
+
+#: resolver errors (glibc gai_strerror texts, as aiohttp's ClientConnectorError repeats them)
+UNRESOLVED = ("Name or service not known", "Temporary failure in name resolution", "No address associated",
+              "nodename nor servname", "getaddrinfo failed")
+
+
+def unresolved_hint(server: object, err: BaseException) -> str:
+    """Advice for the first failed connection to ``server``: a hub name that does not resolve (the
+    examples' placeholder ``http://artex.arcon`` included) says what to set; "" for other errors."""
+    if any(w in str(err) for w in UNRESOLVED):
+        return (f"the hub's host name in `server` ({server}) does not resolve: set `server` in "
+                "params.json to your ARTEX hub (http://artex.arcon is the SDK's default, a placeholder off its "
+                "network) or to null to turn ARTEX off; said once, retried quietly")
+    return ""

@@ -34,6 +34,7 @@ numbers) and range-checked by the config's own pydantic models.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import os
@@ -146,6 +147,32 @@ def validate_settings(cfg: AgentConfig, settings: WebSettings) -> tuple[AgentCon
         raise CommandRejected(f"web_settings.max_speed_mps: {limit} m/s is above base.max_speed_mps {full} m/s "
                            "(the track speed at full duty)", "artex")
     return new_cfg, changes
+
+
+async def accept_settings(cfg: AgentConfig, settings: WebSettings,
+                          config_path: str | None) -> tuple[AgentConfig, dict[str, Any], str]:
+    """Validate ``settings`` against ``cfg`` and persist the keys that are kept (off the event loop).
+
+    Returns:
+        (the new config, the changes by key, where they went: a sentence for the log).
+
+    Raises:
+        CommandError: invalid settings (:func:`validate_settings`), or the config file could not be
+            written (``CommandRejected``, nothing applied).
+    """
+    new_cfg, changes = validate_settings(cfg, settings)
+    stored = persistent(changes)
+    until_restart = sorted(set(changes) - set(stored))
+    where = "not persisted: no config file"
+    if config_path and stored:
+        try:
+            await asyncio.to_thread(persist_settings, config_path, stored)
+        except (ConfigError, OSError) as err:
+            raise CommandRejected(f"nothing applied: cannot write {config_path}: {err}", "artex") from err
+        where = f"{', '.join(stored)} persisted to {config_path}"
+    if until_restart:
+        where += f"; {', '.join(until_restart)} until the agent restarts (stream switches are never stored)"
+    return new_cfg, changes, where
 
 
 def _indent_of(text: str) -> str | None:

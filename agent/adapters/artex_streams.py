@@ -176,6 +176,17 @@ class ArtexStreams:
             if took is not None:
                 self._video.drained(payload, took, period)
 
+    def warn_off(self, where: str) -> None:
+        """Say at start which stream ``where`` (params.json's path) keeps off, with how to turn it on: a
+        robot whose hub UI shows no telemetry or video must not look dead without a word in its log."""
+        off = [("telem_can", "telemetry")] if not self.cfg.telem_can else []
+        if not self.cfg.video_can and self.has_video:
+            off.append(("video_can", "video"))
+        for key, what in off:
+            log.warning("ARTEX: %s is off: %s sets %s false (the passport says so and no %s is sent); to turn "
+                        "it on set \"%s\": true there and restart, or send web_settings {\"%s\": true} "
+                        "(lasts until restart)", what, where, key, what, key, key)
+
 
 def _report(task: asyncio.Task) -> None:
     """A stream that ended by itself is a bug: log it (cancellation is the normal end)."""

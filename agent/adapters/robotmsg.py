@@ -3,8 +3,9 @@
 Three sockets (docs/robot_msg.md): a PUB publishing ``RobotState`` at
 ``state_hz``, a SUB for ``ControllerCommand`` and a SUB for ``RobotAction``,
 by default bound on loopback at the ``robot_msg.ports`` numbers. The
-translation is in robotmsg_inbound.py / robotmsg_state.py, the ZeroMQ plumbing
-in robotmsg_sockets.py; this module runs them on the event loop.
+translation is in robotmsg_inbound.py / robotmsg_state.py, what applies in which order in
+robotmsg_order.py, the ZeroMQ plumbing in robotmsg_sockets.py, the sockets' peers in
+robotmsg_peers.py; this module runs them on the event loop.
 
 Receiving is latest-wins: each wake-up drains what the socket holds (at most
 ``MAX_DRAIN`` messages), rejects what is malformed, keeps the newest message of
@@ -29,28 +30,23 @@ import collections
 import concurrent.futures
 import logging
 import time
-from collections.abc import Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, cast
+from typing import cast
 
 import robot_msg as rm
 import zmq
 import zmq.asyncio
-from zmq.utils.monitor import parse_monitor_message
 
 from agent.adapters.robotmsg_inbound import (
-    LatestWins, Rejected, StopOrder, Translation, action_commands, controller_commands, decode_envelope,
-    expect_type, unpack_frames,
+    Rejected, Translation, action_commands, controller_commands, decode_envelope, expect_type, unpack_frames,
 )
+from agent.adapters.robotmsg_order import LatestWins, StopOrder
 from agent.adapters.robotmsg_guard import MAX_PARTS, DropPolicy, Dropped, read_message, rebind
-from agent.adapters.robotmsg_sockets import (
-    CLOSED, HANDSHAKE_FAILED, OPENED, CurveKeys, load_curve, open_socket, start_authenticator,
-)
+from agent.adapters.robotmsg_peers import Channel, PeerEvents
+from agent.adapters.robotmsg_sockets import CurveKeys, load_curve, open_socket, start_authenticator
 from agent.adapters.robotmsg_encode import StateEncoder
 from agent.adapters.robotmsg_state import StateFrames, monotonic_clock_id
 from agent.config import AgentConfig
-from agent.config.robotmsg import SocketConfig
 from agent.errors import CommandError
 from agent.commands import CalibrateImu, Stop
 from agent.ports import LinkStatus, RobotPort, VideoPort
@@ -73,27 +69,6 @@ DECODE_BUDGET = 16
 DRAIN_MAX_BYTES = 4 << 20
 #: Identical warnings are logged at most once per this many seconds.
 WARN_INTERVAL_S = 5.0
-
-
-@dataclass(eq=False)
-class _Channel:
-    """Runtime of one configured socket."""
-
-    name: str
-    cfg: SocketConfig
-    kind: int
-    accepts: type | None
-    sock: zmq.asyncio.Socket | None = None
-    endpoint: str = ""
-    peers: set[int] = field(default_factory=set)
-
-    @property
-    def topic(self) -> bytes | None:
-        return self.cfg.topic.encode() if self.cfg.topic else None
-
-    @property
-    def where(self) -> str:
-        return f"{self.name} ({self.cfg.mode} {self.endpoint or self.cfg.address})"
 
 
 class RobotMsgAdapter:
@@ -119,9 +94,9 @@ class RobotMsgAdapter:
         self._clock_id = monotonic_clock_id()
         self._encoder = StateEncoder(robot.description, self._clock_id, self._frames)
         self._channels = {
-            "state": _Channel("state", self._cfg.state, zmq.PUB, None),
-            "command": _Channel("command", self._cfg.command, zmq.SUB, rm.ControllerCommand),
-            "action": _Channel("action", self._cfg.action, zmq.SUB, rm.RobotAction),
+            "state": Channel("state", self._cfg.state, zmq.PUB, None),
+            "command": Channel("command", self._cfg.command, zmq.SUB, rm.ControllerCommand),
+            "action": Channel("action", self._cfg.action, zmq.SUB, rm.RobotAction),
         }
         self._warn = RateLimitedLog(log, WARN_INTERVAL_S)
         self._publish_now = asyncio.Event()
@@ -136,11 +111,10 @@ class RobotMsgAdapter:
         self._superseded = 0
         self._sent = 0
         self._state_errors = 0
-        self._handshake_failures = 0
         self._rejected: collections.Counter[str] = collections.Counter()
         self._declined: collections.Counter[str] = collections.Counter()
         self._events: collections.Counter[str] = collections.Counter()
-        self._disconnects: collections.Counter[str] = collections.Counter()
+        self._peers = PeerEvents(2 * self._cfg.max_frame_bytes, self._release, self._warn)
         self._drops = DropPolicy(self._cfg.max_frame_bytes)
 
     # ------------------------------------------------------------------ lifecycle
@@ -184,7 +158,7 @@ class RobotMsgAdapter:
             tasks.append(asyncio.create_task(self._publish_loop(state), name="robotmsg-state"))
             tasks.append(asyncio.create_task(self._drops.trim_loop(), name="robotmsg-trim"))
             for ch in self._channels.values():
-                tasks.append(asyncio.create_task(self._monitor_loop(ch), name=f"robotmsg-monitor-{ch.name}"))
+                tasks.append(asyncio.create_task(self._peers.watch(ch), name=f"robotmsg-monitor-{ch.name}"))
                 if ch.kind == zmq.SUB:
                     tasks.append(asyncio.create_task(self._receive_loop(ch, decoder), name=f"robotmsg-{ch.name}"))
             done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
@@ -212,7 +186,7 @@ class RobotMsgAdapter:
 
     # ------------------------------------------------------------------ receiving
 
-    async def _receive_loop(self, ch: _Channel, decoder: concurrent.futures.Executor) -> None:
+    async def _receive_loop(self, ch: Channel, decoder: concurrent.futures.Executor) -> None:
         sock = ch.sock
         assert sock is not None
         drain: zmq.Socket[bytes] = zmq.Socket.shadow(sock.underlying)  # synchronous NOBLOCK reads: no future per message
@@ -253,7 +227,7 @@ class RobotMsgAdapter:
             for kept in latest.kept():
                 self._apply(ch, kept)
 
-    async def _evict(self, ch: _Channel) -> None:
+    async def _evict(self, ch: Channel) -> None:
         """Drop the peers of ``ch`` after a message over twice ``max_frame_bytes`` (libzmq does the
         same to a single frame that large). Raises zmq.ZMQError when the address cannot be bound
         again (the session then reopens every socket)."""
@@ -267,7 +241,7 @@ class RobotMsgAdapter:
         if ch.cfg.mode == "bind":
             ch.peers.clear()  # libzmq reports no disconnect for the sessions an unbind ends
 
-    async def _decode(self, ch: _Channel, frames: list[bytes],
+    async def _decode(self, ch: Channel, frames: list[bytes],
                       decoder: concurrent.futures.Executor) -> object | None:
         try:
             envelope = unpack_frames(frames, ch.topic, self._cfg.max_frame_bytes)
@@ -281,7 +255,7 @@ class RobotMsgAdapter:
             return None
         return message
 
-    def _reject(self, ch: _Channel, rejected: Rejected, *, logged: bool = False) -> None:
+    def _reject(self, ch: Channel, rejected: Rejected, *, logged: bool = False) -> None:
         self._rejected[rejected.reason] += 1
         if logged:
             log.debug("robot_msg %s: rejected (%s): %s", ch.where, rejected.reason, safe(rejected.detail, 200))
@@ -295,7 +269,7 @@ class RobotMsgAdapter:
             return action_commands(message, dof)
         return controller_commands(cast(rm.ControllerCommand, message), dof, self._cfg.ctrl_modes)
 
-    def _apply(self, ch: _Channel, message: object) -> None:
+    def _apply(self, ch: Channel, message: object) -> None:
         try:
             translation = self._translate(message)
             self._stop_order.check(message, translation, time.monotonic())
@@ -327,7 +301,7 @@ class RobotMsgAdapter:
 
     # ------------------------------------------------------------------ publishing
 
-    async def _publish_loop(self, ch: _Channel) -> None:
+    async def _publish_loop(self, ch: Channel) -> None:
         assert ch.sock is not None
         pub: zmq.Socket[bytes] = zmq.Socket.shadow(ch.sock.underlying)
         loop = asyncio.get_running_loop()
@@ -361,38 +335,6 @@ class RobotMsgAdapter:
         self._sequence += 1
         self._sent += 1
 
-    # ------------------------------------------------------------------ connections
-
-    async def _monitor_loop(self, ch: _Channel) -> None:
-        assert ch.sock is not None
-        monitor = ch.sock.get_monitor_socket()
-        try:
-            while True:
-                self._on_event(ch, parse_monitor_message(await monitor.recv_multipart()))
-        finally:
-            monitor.close(linger=0)
-
-    def _on_event(self, ch: _Channel, event: Mapping[str, Any]) -> None:
-        kind, value = event["event"], event["value"]
-        endpoint = event.get("endpoint", b"").decode(errors="replace")
-        if kind in OPENED:
-            ch.peers.add(value)
-            log.info("robot_msg %s: peer connected on %s (%d peer(s))", ch.where, endpoint, len(ch.peers))
-        elif kind in CLOSED:
-            ch.peers.discard(value)
-            self._disconnects[ch.name] += 1
-            log.info("robot_msg %s: peer disconnected from %s (%d left; a frame over %d bytes also ends "
-                     "a connection)", ch.where, endpoint, len(ch.peers), 2 * self._cfg.max_frame_bytes)
-            if ch.kind == zmq.SUB:
-                self._release(f"robot_msg {ch.name} peer disconnected")
-        elif kind in HANDSHAKE_FAILED:
-            self._handshake_failures += 1
-            self._warn.log(logging.WARNING, (ch.name, "handshake"),
-                           "robot_msg %s: handshake with a peer failed (%s, %s)",
-                           ch.where, zmq.Event(kind).name, value)
-        else:
-            log.debug("robot_msg %s: socket event %s %s", ch.where, kind, value)
-
     # ------------------------------------------------------------------ health
 
     def warnings(self) -> list[str]:
@@ -414,13 +356,13 @@ class RobotMsgAdapter:
         rejected = dict(self._rejected)
         counters = {"received": self._received, "applied": self._applied, "superseded": self._superseded,
                     "rejected": sum(rejected.values()), "sent": self._sent, "state_errors": self._state_errors,
-                    "handshake_failures": self._handshake_failures}
+                    "handshake_failures": self._peers.handshake_failures}
         detail = {
             "rejected_reasons": rejected,
             "declined": dict(self._declined),
             "events": dict(self._events),
             "peers": {name: len(ch.peers) for name, ch in self._channels.items()},
-            "disconnects": dict(self._disconnects),
+            "disconnects": dict(self._peers.disconnects),
             "evictions": dict(self._drops.evictions),
             "endpoints": {name: ch.endpoint for name, ch in self._channels.items()},
             "encoding": self._cfg.encoding,

@@ -6,8 +6,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from drivers.config import DelayS, RateHz  # noqa: F401
-from drivers.config import DriverSection as Section  # noqa: F401
+from drivers.section import DelayS, RateHz  # noqa: F401
+from drivers.section import DriverSection as Section  # noqa: F401
 
 
 def state_directory() -> Path | None:

@@ -242,7 +242,7 @@ class Front:
 
     def on_estop_change(self, listener: Callable[[Halt | None], None]) -> None:
         """Call ``listener(halt)`` after the e-stop is set (the Halt) or released (None), on the caller's
-        thread, outside the lock; it must not block (agent.ops.estopctl hands the write to its own thread)."""
+        thread, outside the lock; it must not block (agent.ops.estopstore hands the write to its own thread)."""
         self._estop_listeners.append(listener)
 
     def _estop_changed(self, halt: Halt | None) -> None:

@@ -95,7 +95,7 @@ class SafetyLatches:
         return True
 
     def restore_estop(self, halt: Halt) -> bool:
-        """Put back an e-stop kept across a restart (agent.ops.estopctl), its setter and time unchanged.
+        """Put back an e-stop kept across a restart (agent.ops.estopstore), its setter and time unchanged.
         True when set now; False when an e-stop already holds."""
         if halt.kind != "estop":
             raise CommandRejected(f"restore_estop: a {safe(halt.kind, 20)} halt is not an e-stop")

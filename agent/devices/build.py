@@ -2,7 +2,7 @@
 
 The driver class comes from the drivers' registry by the section's ``kind``
 (drivers/registry.py); what it is handed depends on the section's declared
-:attr:`drivers.config.DriverSection.transport`:
+:attr:`drivers.section.DriverSection.transport`:
 
 =========  ===========================================================================
 serial     ``name`` and the URL openers (``port``: a path, a pyserial URL, ``sim://``)
@@ -22,7 +22,7 @@ import threading
 from typing import Any, Callable
 
 from drivers.base import Device
-from drivers.config import DriverSection
+from drivers.section import DriverSection
 from drivers.i2c import bus_key, open_bus
 from drivers.registry import driver_class
 from drivers.transport import Openers

@@ -189,7 +189,7 @@ class EstopWatch:
         self._thread.start()
 
     def adopt_kept(self) -> bool:
-        """An e-stop the input set before a restart (put back by agent.ops.estopctl) is the input's again:
+        """An e-stop the input set before a restart (put back by agent.ops.estopstore) is the input's again:
         the circuit reading closed for ``debounce_s`` releases it. True when one was adopted."""
         sink = self._sink_now()
         if sink is None or sink.holder() != BY:

@@ -29,7 +29,8 @@ from typing import Callable
 
 from agent.app import Agent
 from agent.config import AgentConfig
-from agent.ops.estopctl import ControlServer, EstopStore, socket_path, store_path
+from agent.ops.estopctl import ControlServer, socket_path
+from agent.ops.estopstore import EstopStore, store_path
 from agent.ops.status import StatusReporter
 
 log = logging.getLogger(__name__)
@@ -95,7 +96,7 @@ async def run(cfg: AgentConfig, *, config_path: str | None = None, logs=None,
     Args:
         status_file: where the health is written for ``robot-agent status`` (None: none). The control
             socket of ``robot-agent estop`` sits beside it and the e-stop is kept across restarts in
-            the state directory or beside it (agent.ops.estopctl); None: neither.
+            the state directory or beside it (agent.ops.estopstore); None: neither.
     """
     stop = stop or asyncio.Event()
     loop = asyncio.get_running_loop()

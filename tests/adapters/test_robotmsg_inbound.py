@@ -1,4 +1,5 @@
-"""robot_msg inbound translation: frames -> envelopes -> agent commands (agent/adapters/robotmsg_inbound.py)."""
+"""robot_msg inbound translation: frames -> envelopes -> agent commands (agent/adapters/robotmsg_inbound.py),
+and which apply in which order (agent/adapters/robotmsg_order.py)."""
 
 from __future__ import annotations
 
@@ -13,9 +14,10 @@ from robot_msg import ControllerCommand, RobotAction, RobotActionRealTimeAction,
 from robot_msg.types import Pose, Quaternion, Vec3
 
 from agent.adapters.robotmsg_inbound import (
-    Rejected, StopOrder, Translation, action_commands, controller_commands, decode_envelope, expect_type, intent, is_json, LatestWins,
+    Rejected, Translation, action_commands, controller_commands, decode_envelope, expect_type, is_json,
     trajectory_points, unpack_frames,
 )
+from agent.adapters.robotmsg_order import LatestWins, StopOrder, intent
 from agent.commands import (
     MAX_TRAJECTORY_POINTS, BaseVelocity, CalibrateImu, JointPosition, JointTrajectory, JointTrajectoryStop, Reset,
     Stop,

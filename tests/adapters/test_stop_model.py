@@ -193,8 +193,10 @@ async def test_the_stopper_streams_again_0_2_s_after_its_stop_and_covers_the_dis
     await asyncio.sleep(0.2)
     again = await peers.leg(source)
     print(f"\n{source}: 2 s drive {again:.3f} m 0.2 s after its stop, {from_rest:.3f} m from rest")
-    assert again >= 0.9 * from_rest, f"{again:.3f} m after the stop vs {from_rest:.3f} m from rest"
+    # a swallowed press refuses the whole stream (no pause re-engages it): ~0 m and refusals; a
+    # loaded machine delays some commands of either leg, hence 0.75, not 1
     assert peers.refusals(source) == 0
+    assert again >= 0.75 * from_rest, f"{again:.3f} m after the stop vs {from_rest:.3f} m from rest"
 
 
 # (latched-out B, stopper A, lower source C streaming meanwhile or None)

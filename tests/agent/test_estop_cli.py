@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from agent.ops.estopctl import EXIT_DENIED, EXIT_DONE, EXIT_NO_AGENT, EXIT_REFUSED, EstopStore, command
+from agent.ops.estopctl import EXIT_DENIED, EXIT_DONE, EXIT_NO_AGENT, EXIT_REFUSED, command
+from agent.ops.estopstore import EstopStore
 from agent.model import Halt
 from tests.agent.test_status import NotifySocket, status_cli, wait_until
 from tests.conftest import ROOT, sim_config

@@ -276,7 +276,7 @@ def test_a_kept_console_estop_is_not_adopted(wrig):
 
 
 def test_the_inputs_release_reaches_the_estop_listeners(wrig):
-    """The kept e-stop file (agent.ops.estopctl.EstopStore.save) listens here: the input's own release
+    """The kept e-stop file (agent.ops.estopstore.EstopStore.save) listens here: the input's own release
     must reach it, or a released input e-stop comes back at every restart."""
     seen: list[object] = []
     wrig.loop.on_estop_change(seen.append)
