@@ -180,11 +180,8 @@ class Recorder:
         """Start the thread and the log tap."""
         if self._thread is not None:
             return
-        if self.directory is not None and self._writer is None:
-            # the MCAP library loads only to record, and here, not when the agent is built: the agent
-            # starts the recorder after the ARTEX hub connect (agent.app.Agent.start); what the taps
-            # queued before waits in the queues for the thread
-            from agent.recorder.writer import RotatingWriter
+        if self.directory is not None and self._writer is None:   # MCAP loads to record, after the hub
+            from agent.recorder.writer import RotatingWriter          # connect (the taps queue till then)
             rc = self.settings
             self._writer = RotatingWriter(self.directory, max_bytes=int(rc.max_mib * 2**20),
                                           file_bytes=int(rc.file_mib * 2**20), chunk_bytes=rc.chunk_kib * 1024,
