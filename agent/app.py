@@ -54,7 +54,7 @@ BUG_LOG_S = 10.0
 #: adapters' modules, OpenCV and the video hub) loads anyway, s; and how often it looks, s
 FIRST_CONNECT_S, FIRST_CONNECT_POLL_S = 0.5, 0.005
 #: the startup objects are frozen out of the garbage collector this long after start() (after the
-#: adapters' first connects, which a full collection on the event loop would delay), s
+#: adapters' first connects), s
 GC_FREEZE_AFTER_S = 1.0
 #: libraries python-socketio loads for its sync client only (python-engineio's engineio.client imports
 #: them at the top): the ARTEX adapter uses the asyncio client, so they load unexecuted
@@ -87,8 +87,12 @@ def _import_all(names: list[str]) -> None:
 def _freeze_startup_objects() -> None:
     """What startup built lives as long as the agent: keep it out of every later collection, so a
     full one scans only newer objects (scripts/bench_pi.py: gc pauses). Then the collector runs
-    again (``robot-agent run`` starts with it off: agent.__main__.cmd_run)."""
-    gc.collect()
+    again (``robot-agent run`` starts with it off: agent.__main__.cmd_run).
+
+    No collection first: with the collector off since start every object is in generation 0, so
+    ``gc.collect()`` here was a full scan of ~80 000 objects that held the GIL for 66-103 ms (the
+    control thread's ticks waited behind it) to free ~2 150 cyclic objects, a few hundred KB kept
+    instead (gc callbacks in a `scripts/run-sim.sh` agent). ``gc.freeze()`` alone moves the lists."""
     gc.freeze()
     gc.enable()
 
