@@ -16,7 +16,7 @@ from agent.errors import CommandDeclined, DriverConfigError
 from agent.devices.hardware import Hardware
 from drivers.registry import driver_class
 from agent.devices.simtank import SimTank
-from agent.commands import BaseVelocity
+from agent.commands import BaseVelocity, Stop
 from tests.conftest import ROOT, running_agent, sim_config, wait_for
 
 
@@ -68,6 +68,20 @@ async def test_serial_unplug_while_driving_stops_motors_and_reconnects():
         assert refused and "a motor controller failure was in force" in refused[0]
         agent.control.submit("artex", BaseVelocity(0.0, 0.0))      # a zero re-engages it
         assert await drive_until(lambda: physics.vx_mps > 0.2, 5), "no motion after the reconnect"
+
+
+async def test_a_standing_tank_rests_its_motor_line_and_a_command_drives_it_at_once():
+    """The motor line at rest (agent/devices/motorio.py) as the agent builds it: a still tank rests, a
+    command drives it at once and ends the rest, and it rests again only once the tracks are still."""
+    async with running_agent(_no_cameras()) as agent:
+        io, physics = agent.hardware.motor_io, agent.physics
+        assert await wait_for(lambda: io.resting, 5), "the standing tank never rested"
+        agent.control.submit("artex", BaseVelocity(0.4, 0.0))
+        assert await wait_for(lambda: physics.vx_mps > 0.1, 5), "the tank never moved"
+        assert not io.resting
+        agent.control.submit("artex", Stop())
+        assert await wait_for(lambda: io.resting, 10), "the stopped tank never rested again"
+        assert abs(physics.vx_mps) < 1e-3 and physics.duty == [0.0, 0.0]
 
 
 async def test_i2c_error_burst_degrades_then_recovers(caplog):
