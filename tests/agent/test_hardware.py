@@ -54,6 +54,8 @@ async def test_serial_unplug_while_driving_stops_motors_and_reconnects():
         emu.unplug()
         # keep commanding: the agent must not be able to drive a lost controller...
         assert await drive_until(lambda: _health(agent, "motor") == "lost", 5)
+        # (the feedback read may find it lost before a duty write fails: go on until one has)
+        assert await drive_until(lambda: bool(refused), 5), "the held command was never latched out"
         # the motor's thread found it lost: the next tick's snapshot says so
         assert await wait_for(lambda: any(f.startswith("motor: lost") for f in agent.control.snapshot().faults), 2)
         # ...and the controller's own serial timeout (0.5 s) stops the tracks without software
@@ -145,7 +147,8 @@ def test_examples_build_their_drivers(path):
 async def test_a_calibration_bug_fails_its_future_and_the_i2c_worker_keeps_reading():
     async with running_agent(_no_cameras()) as agent:
         hw = agent.hardware
-        assert await wait_for(lambda: hw.imu.driver is not None and hw.latest_imu() is not None, 5)
+        assert await wait_for(lambda: hw.imu.driver is not None and hw.latest_imu() is not None
+                              and hw.latest_power() is not None, 5)
         hw.imu.driver.gyro_calibration = lambda samples: 1 / 0   # a driver bug, not a DriverError
         fut = hw.calibrate_imu()
         assert await wait_for(fut.done, 5), "the calibration future was never resolved"
