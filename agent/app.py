@@ -31,6 +31,7 @@ from agent.config import AgentConfig
 from agent.control import ControlLoop
 from agent.devices.estopinput import LoopEstop
 from agent.devices.hardware import Hardware
+from agent.support.lazy import deferred_imports
 from agent.support.ratelimit import RateLimitedLog, backoff_s
 from agent.devices.simtank import SimTank, serves
 
@@ -53,8 +54,12 @@ BUG_LOG_S = 10.0
 #: adapters' modules, OpenCV and the video hub) loads anyway, s; and how often it looks, s
 FIRST_CONNECT_S, FIRST_CONNECT_POLL_S = 0.5, 0.005
 #: the startup objects are frozen out of the garbage collector this long after start() (after the
-#: adapters' first connects, which a full collection on the event loop would delay), s
+#: adapters' first connects), s
 GC_FREEZE_AFTER_S = 1.0
+#: libraries python-socketio loads for its sync client only (python-engineio's engineio.client imports
+#: them at the top): the ARTEX adapter uses the asyncio client, so they load unexecuted
+#: (agent.support.lazy.deferred_imports), ~50 ms of a start's CPU less before the hub connect
+SYNC_CLIENT_ONLY = ("requests", "websocket")
 #: the adapters, in the order they are built (= command sources; ARTEX starts first: Agent.start)
 ADAPTERS = ("artex", "sim2bot", "robot_msg", "console")
 
@@ -82,8 +87,12 @@ def _import_all(names: list[str]) -> None:
 def _freeze_startup_objects() -> None:
     """What startup built lives as long as the agent: keep it out of every later collection, so a
     full one scans only newer objects (scripts/bench_pi.py: gc pauses). Then the collector runs
-    again (``robot-agent run`` starts with it off: agent.__main__.cmd_run)."""
-    gc.collect()
+    again (``robot-agent run`` starts with it off: agent.__main__.cmd_run).
+
+    No collection first: with the collector off since start every object is in generation 0, so
+    ``gc.collect()`` here was a full scan of ~80 000 objects that held the GIL for 66-103 ms (the
+    control thread's ticks waited behind it) to free ~2 150 cyclic objects, a few hundred KB kept
+    instead (gc callbacks in a `scripts/run-sim.sh` agent). ``gc.freeze()`` alone moves the lists."""
     gc.freeze()
     gc.enable()
 
@@ -165,9 +174,12 @@ class Agent:
 
     def _first_modules(self) -> None:
         """The ARTEX adapter's modules (python-socketio, aiohttp) when ARTEX is on, and the settings
-        temp files a killed write left removed (before anything writes the settings). Blocking."""
+        temp files a killed write left removed (before anything writes the settings). Blocking.
+
+        The libraries only python-socketio's sync client uses load unexecuted (:data:`SYNC_CLIENT_ONLY`)."""
         if self.cfg.artex_enabled:
-            _import_all(["agent.adapters.artex"])
+            with deferred_imports(SYNC_CLIENT_ONLY):
+                _import_all(["agent.adapters.artex"])
         if self.config_path:    # what a settings write killed mid-way (power cut, kill -9) left
             from agent.adapters.artex_settings import remove_stale_temp_files
             remove_stale_temp_files(self.config_path)

@@ -13,6 +13,7 @@ never from the asyncio event loop. Every driver:
 - is a context manager;
 - declares its capabilities here, on its base class, with defaults (the agent never probes a
   driver with ``hasattr`` / ``getattr`` / ``isinstance``): :attr:`Device.poll_period_s`,
+  :attr:`Device.rest_poll_period_s`,
   :attr:`MotorController.duty_may_slip`, :meth:`MotorController.own_timeout_s`,
   :meth:`MotorController.feedback_hz`, :meth:`Imu.gyro_calibration`.
 """
@@ -43,6 +44,9 @@ class Device(ABC):
     #: Shortest useful time between two reads, s: a driver that buffers samples (the MPU-6050's FIFO)
     #: is read at this period when it is longer than the configured rate's; 0: at the configured rate.
     poll_period_s: float = 0.0
+    #: Longest time between two reads with no sample lost, s, for a reader that needs no fresh sample
+    #: soon (the agent's I2C bus worker while the tank is at rest); 0: no longer than ``poll_period_s``.
+    rest_poll_period_s: float = 0.0
 
     @abstractmethod
     def open(self) -> None:

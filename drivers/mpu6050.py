@@ -18,7 +18,9 @@ sample rate; a read takes the FIFO count and then every waiting sample in one
 combined transaction, runs each through the filter at the chip's sample period
 and returns the newest. So the bus worker polls every :attr:`Mpu6050.poll_period_s`
 (:data:`FIFO_BATCH` samples, 40 ms at 100 Hz) with no sample lost, instead of
-waking at the sample rate. An empty FIFO (polled early), an overflow or a stall
+waking at the sample rate; a reader that needs no fresh sample soon may wait
+:attr:`Mpu6050.rest_poll_period_s` (:data:`FIFO_REST_BATCH` samples, 80 ms at 100 Hz, half
+the stall limit below). An empty FIFO (polled early), an overflow or a stall
 of more than :data:`FIFO_MAX_BATCH` samples (the FIFO is then reset) falls back
 to one burst of the data registers.
 
@@ -86,6 +88,9 @@ FIFO_SIZE = 1024
 FIFO_BATCH = 4
 #: More samples than this waiting (the reader stalled) are dropped: FIFO reset, the registers read instead.
 FIFO_MAX_BATCH = 16
+#: Samples a reader that needs no fresh sample soon lets the FIFO gather (rest_poll_period_s): half of
+#: FIFO_MAX_BATCH, so a reader late by as much again loses nothing.
+FIFO_REST_BATCH = 8
 #: Gyro start-up time after wake, s (PS §6.1: 30 ms typical).
 GYRO_STARTUP_S = 0.03
 #: Gyro zero-rate offset tolerance, rad/s (PS §6.1: +-20 deg/s); a larger "bias" means the robot moved.
@@ -140,6 +145,8 @@ class Mpu6050(Imu):
         self._period_s = 1.0 / sample_rate_hz(cfg)
         #: How often a reader should call :meth:`read`: FIFO_BATCH sample periods, s.
         self.poll_period_s = FIFO_BATCH * self._period_s
+        #: Longest wait between two reads with no sample lost: FIFO_REST_BATCH sample periods, s.
+        self.rest_poll_period_s = FIFO_REST_BATCH * self._period_s
         #: FIFO resets after an overflow or a stall.
         self.fifo_resets = 0
 

@@ -6,7 +6,8 @@ MPU-6050, INA219 and PCA9685 on one emulated I2C bus, the GPIO e-stop input, one
 test-pattern camera; adapters, console and recorder off: nothing commands or watches), waits
 for the motor, lets it settle, then counts each thread's context switches over a window from
 /proc/self/task/<tid>/status (``voluntary_ctxt_switches``: the thread went to sleep and was
-woken; ``nonvoluntary_ctxt_switches``: preempted). Threads are named by Python's
+woken; ``nonvoluntary_ctxt_switches``: preempted) and its CPU (utime + stime from
+/proc/self/task/<tid>/stat, % of one core). Threads are named by Python's
 ``threading`` names (a thread's native id is its task id).
 
 The emulators run in this process too: the RoboClaw emulator's pty thread (``RoboclawEmulator-pty``)
@@ -27,16 +28,19 @@ from pathlib import Path
 from agent.testing.running_agent import running_agent, sim_config
 
 
-def switches() -> dict[int, tuple[int, int]]:
-    """task id -> (voluntary, involuntary) context switches so far."""
-    out: dict[int, tuple[int, int]] = {}
+def switches() -> dict[int, tuple[int, int, float]]:
+    """task id -> (voluntary, involuntary) context switches and CPU seconds so far."""
+    out: dict[int, tuple[int, int, float]] = {}
+    tick = os.sysconf("SC_CLK_TCK")
     for task in Path("/proc/self/task").iterdir():
         try:
             status = (task / "status").read_text()
+            stat = (task / "stat").read_text().rsplit(")", 1)[1].split()
         except OSError:
             continue
         fields = dict(line.split(":", 1) for line in status.splitlines() if "ctxt_switches" in line)
-        out[int(task.name)] = (int(fields["voluntary_ctxt_switches"]), int(fields["nonvoluntary_ctxt_switches"]))
+        out[int(task.name)] = (int(fields["voluntary_ctxt_switches"]), int(fields["nonvoluntary_ctxt_switches"]),
+                               (int(stat[11]) + int(stat[12])) / tick)
     return out
 
 
@@ -50,15 +54,16 @@ async def main(window_s: float) -> None:
         spent = asyncio.get_running_loop().time() - started
         names = {t.native_id: t.name for t in threading.enumerate()}
     rows = []
-    for tid, (vol, inv) in after.items():
-        v0, i0 = before.get(tid, (0, 0))
-        rows.append((names.get(tid, f"tid {tid}"), (vol - v0) / spent, (inv - i0) / spent))
+    for tid, (vol, inv, cpu) in after.items():
+        v0, i0, c0 = before.get(tid, (0, 0, 0.0))
+        rows.append((names.get(tid, f"tid {tid}"), (vol - v0) / spent, (inv - i0) / spent, 100 * (cpu - c0) / spent))
     rows.sort(key=lambda r: -r[1])
     print(f"window {spent:.1f} s, load average {os.getloadavg()[0]:.2f}")
-    print(f"{'thread':<32} {'voluntary/s':>12} {'involuntary/s':>14}")
-    for name, vol, inv in rows:
-        print(f"{name:<32} {vol:>12.1f} {inv:>14.1f}")
-    print(f"{'total':<32} {sum(r[1] for r in rows):>12.1f} {sum(r[2] for r in rows):>14.1f}")
+    print(f"{'thread':<32} {'voluntary/s':>12} {'involuntary/s':>14} {'CPU %':>7}")
+    for name, vol, inv, cpu in rows:
+        print(f"{name:<32} {vol:>12.1f} {inv:>14.1f} {cpu:>7.2f}")
+    print(f"{'total':<32} {sum(r[1] for r in rows):>12.1f} {sum(r[2] for r in rows):>14.1f} "
+          f"{sum(r[3] for r in rows):>7.2f}")
 
 
 if __name__ == "__main__":

@@ -29,7 +29,7 @@ from agent.devices.build import Buses, build_driver
 from agent.devices.estopinput import EstopSink, EstopWatch
 from agent.devices.health import LOST, OK
 from agent.devices.i2cbus import I2cBusIO
-from agent.devices.motorio import DUTY_REFRESH_S, MotorIO, duty_refresh_s
+from agent.devices.motorio import DUTY_REFRESH_S, MotorIO, duty_refresh_s, rest_period_s
 from agent.devices.supervisor import Supervised
 from agent.errors import DriverError
 from agent.model import DeviceHealth, ImuSample, PowerSample
@@ -69,11 +69,12 @@ class Hardware:
                  estop_poll_hz: float = 100.0,
                  i2c_groups: list[tuple[str, list[str]]] | None = None,
                  motor_feedback_hz: float = DEFAULT_FEEDBACK_HZ, motor_refresh_s: float = DUTY_REFRESH_S,
-                 buses: Buses | None = None) -> None:
+                 motor_rest_s: float | None = None, buses: Buses | None = None) -> None:
         self.motor = motor
         self._buses = buses
         self.motor_io = None if motor is None else MotorIO(
-            motor, feedback_hz=motor_feedback_hz, on_feedback=self._note_status, refresh_s=motor_refresh_s)
+            motor, feedback_hz=motor_feedback_hz, on_feedback=self._note_status, refresh_s=motor_refresh_s,
+            rest_s=motor_rest_s, on_rest_end=self._rest_ended)
         self.imu, self.power, self.servo = imu, power, servo
         self.estop = estop
         self.estop_watch = None if estop is None else EstopWatch(
@@ -91,8 +92,18 @@ class Hardware:
                 bus_name,
                 imu=by_name["imu"] if "imu" in names else None, imu_rate_hz=imu_rate_hz,
                 power=by_name["power"] if "power" in names else None, power_rate_hz=power_rate_hz,
-                servo=by_name["servo"] if "servo" in names else None,
+                servo=by_name["servo"] if "servo" in names else None, resting=self._resting,
             ))
+
+    def _resting(self) -> bool:
+        """The tank is at rest (the motor line's view, agent/devices/motorio.py): the buses read a
+        buffering IMU less often (agent/devices/i2cbus.py)."""
+        return self.motor_io is not None and self.motor_io.resting
+
+    def _rest_ended(self) -> None:
+        """On the motor's thread: the rest ended; each bus reads its IMU at once."""
+        for bus in self._buses_io:
+            bus.hurry()
 
     # ------------------------------------------------------------------ building
     @classmethod
@@ -114,7 +125,8 @@ class Hardware:
         return cls(**devices, **estop_timing, imu_rate_hz=d.imu.rate_hz if d.imu else 100.0,
                    power_rate_hz=d.power.rate_hz if d.power else 10.0, i2c_groups=list(groups.items()),
                    motor_feedback_hz=driver_class(d.motor).feedback_hz(d.motor) if d.motor else DEFAULT_FEEDBACK_HZ,
-                   motor_refresh_s=duty_refresh_s(d.motor) if d.motor else DUTY_REFRESH_S, buses=buses)
+                   motor_refresh_s=duty_refresh_s(d.motor) if d.motor else DUTY_REFRESH_S,
+                   motor_rest_s=rest_period_s(d.motor) if d.motor else None, buses=buses)
 
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> None:

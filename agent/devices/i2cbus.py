@@ -5,7 +5,11 @@ transactions of one bus never interleave (its devices are read, written and reop
 :class:`agent.devices.worker.DeviceWorker`) and a hung bus never stalls the control loop. A
 sensor is read every ``1 / rate_hz``, or every ``poll_period_s`` of its driver when that is
 longer (the MPU-6050 gathers samples in its FIFO and is polled every 4 samples: 25 wake-ups a
-second instead of 100). A gyro calibration runs here one read per pass (the IMU driver's
+second instead of 100). While the tank is at rest (``resting``: the motor line's rest,
+agent/devices/motorio.py; docs/safety.md, "The motor line at rest") a buffering driver is read
+every ``rest_poll_period_s`` instead (the MPU-6050: 8 samples, 12.5 reads a second, no sample
+lost); :meth:`I2cBusIO.hurry` (called when the rest ends) reads it at once and at the full rate
+from then on. A gyro calibration runs here one read per pass (the IMU driver's
 ``gyro_calibration``, each read through ``Supervised.call``), interleaved with the bus's other
 devices, never as one 2 s block.
 """
@@ -14,6 +18,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import math
+import time
 from typing import Callable
 
 from agent.devices.health import LOST
@@ -25,6 +30,8 @@ from drivers.base import GyroCalibrationSteps, Imu, PowerMonitor, ServoControlle
 
 #: Post key of a calibration request (servo channels are ints).
 CALIBRATE = "calibrate"
+#: Post key of :meth:`I2cBusIO.hurry`.
+HURRY = "hurry"
 
 
 class I2cBusIO:
@@ -34,12 +41,18 @@ class I2cBusIO:
         bus_name: the bus (thread ``i2c-<bus_name>``).
         imu, power, servo: the supervised devices on this bus, or None.
         imu_rate_hz, power_rate_hz: sensor reads per second.
+        resting: whether no fresh sample is needed soon (the tank is at rest); read by the bus's
+            thread after each sensor read. None: never.
+        clock: monotonic clock of the reads' due times, s.
     """
 
     def __init__(self, bus_name: str, *, imu: Supervised[Imu] | None, imu_rate_hz: float,
                  power: Supervised[PowerMonitor] | None, power_rate_hz: float,
-                 servo: Supervised[ServoController] | None) -> None:
+                 servo: Supervised[ServoController] | None, resting: Callable[[], bool] | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.bus_name = bus_name
+        self._resting = resting or (lambda: False)
+        self._clock = clock
         self.imu, self.power, self.servo = imu, power, servo
         self._unwritten: dict[int, float | None] = {}     # servo channel -> pulse, not yet written
         self._written: dict[int, float | None] = {}
@@ -51,11 +64,12 @@ class I2cBusIO:
         self.reads = 0
         polls = [Poll(self._reader(dev, attr, 1.0 / rate), 1.0 / rate) for dev, attr, rate in
                  ((imu, "latest_imu", imu_rate_hz), (power, "latest_power", power_rate_hz)) if dev is not None]
+        self._sensor_polls = polls
         self._slices = Poll(self._calibration_slice, math.inf, pause=True)
         self._slices.due = math.inf
         self.worker = DeviceWorker(f"i2c-{bus_name}", [d for d in (imu, power, servo) if d is not None],
                                    serve=self._serve, polls=polls + [self._slices],
-                                   on_reopen=self._reopened)
+                                   on_reopen=self._reopened, clock=clock)
 
     def start(self) -> None:
         """Start the bus's thread (once)."""
@@ -69,6 +83,11 @@ class I2cBusIO:
         """Servo outputs, channel -> pulse in microseconds (None = release); latest value wins."""
         for ch, us in pulses.items():
             self.worker.post(ch, us)
+
+    def hurry(self) -> None:
+        """The rest ended: read every sensor whose next read is further off than its configured rate's
+        period at once, on the bus's thread (never blocks); its next period is the full rate's."""
+        self.worker.post(HURRY, True)
 
     def calibrate_imu(self, samples: int) -> concurrent.futures.Future:
         """Gyro bias calibration over ``samples`` reads; the future gives the bias, rad/s, or the DriverError."""
@@ -85,6 +104,11 @@ class I2cBusIO:
         for key, value in posted.items():
             if isinstance(key, int):
                 self._unwritten[key] = value
+            elif key == HURRY:
+                now = self._clock()
+                for poll in self._sensor_polls:
+                    if poll.due is not None and poll.due > now + poll.period_s:
+                        poll.due = now
             else:
                 self._requests.append(value)
         self._write_servos()
@@ -100,9 +124,13 @@ class I2cBusIO:
                 self.reads += 1
             elif dev.state == LOST:
                 setattr(self, attr, None)           # publish "unavailable", never a stale value
-            # a driver that buffers samples (the MPU-6050's FIFO) is polled at its own, longer period
+            # a driver that buffers samples (the MPU-6050's FIFO) is polled at its own, longer period,
+            # longer still while the tank is at rest
             driver = dev.driver
-            return max(period_s, driver.poll_period_s if driver is not None else 0.0)
+            if driver is None:
+                return period_s
+            rest = driver.rest_poll_period_s if self._resting() else 0.0
+            return max(period_s, driver.poll_period_s, rest)
         return read
 
     def _write_servos(self) -> None:

@@ -16,6 +16,16 @@ controller) until ``refresh_s`` after its acknowledged write (:func:`duty_refres
 the line to the feedback reads, so a new command finds it idle more often. A
 failed write, or a new driver after a reopen, always writes again.
 
+At rest (docs/safety.md, "The motor line at rest", gives the reasoning): once the zero duty has been
+acknowledged and the feedback has shown the tracks still (encoder counts unchanged, speeds zero,
+currents under :data:`REST_CURRENT_A`, status word clear) for :data:`REST_AFTER_S`, feedback
+sets and the unchanged zero's rewrite both come every ``rest_s`` (:func:`rest_period_s`: 0.25 s,
+or half the controller's own stop timeout) instead of ``1 / feedback_hz`` and ``refresh_s``: a
+standing tank's line carries ~16 transactions a second instead of ~70, and its thread and the
+emulator's wake that much less. Any other reading, a non-zero duty, a failed write or a new driver
+ends the rest at once: a non-zero duty is written at once as always, and the next feedback set is
+due within ``1 / feedback_hz`` of it.
+
 Bounds (docs/architecture.md, "Hardware"): a posted duty waits at most for the
 one transaction in progress. The worker takes a pending duty before every
 transaction it starts: between duties, before a feedback set, and inside a
@@ -47,6 +57,14 @@ Duty = tuple[float, float]
 DUTY_REFRESH_S = 0.1
 #: Unchanged-duty writes per period of the controller's own timeout (``MotorController.own_timeout_s``).
 REFRESHES_PER_TIMEOUT = 5
+#: Longest period of the feedback sets and of the zero duty's rewrite at rest, s (:func:`rest_period_s`).
+REST_PERIOD_S = 0.25
+#: How long the zero duty must be acknowledged and the tracks read still before the rest begins, s:
+#: a stop's coast-down and the stall and current checks right after it run at the full rate.
+REST_AFTER_S = 1.0
+#: A motor current at or over this, A, is no rest (a RoboClaw reports 10 mA steps; a driven or
+#: blocked motor draws amps).
+REST_CURRENT_A = 0.5
 
 
 def duty_refresh_s(motor_cfg: object) -> float:
@@ -60,6 +78,19 @@ def duty_refresh_s(motor_cfg: object) -> float:
     return DUTY_REFRESH_S if not timeout else min(DUTY_REFRESH_S, timeout / REFRESHES_PER_TIMEOUT)
 
 
+def rest_period_s(motor_cfg: object) -> float:
+    """Period of the feedback sets and of the zero duty's rewrite while the tank is at rest, s.
+
+    :data:`REST_PERIOD_S`, at most half the controller's own stop timeout when it has one (its
+    driver's :meth:`drivers.base.MotorController.own_timeout_s`), so the controller still hears a
+    valid packet at least twice per timeout and never stops on its own; never shorter than the
+    moving refresh (:func:`duty_refresh_s`).
+    """
+    timeout = driver_class(motor_cfg).own_timeout_s(motor_cfg)
+    rest = REST_PERIOD_S if not timeout else min(REST_PERIOD_S, timeout / 2)
+    return max(rest, duty_refresh_s(motor_cfg))
+
+
 class MotorIO:
     """Duty writes and feedback reads of one motor controller on its own thread; see the module docstring.
 
@@ -69,23 +100,37 @@ class MotorIO:
         on_feedback: called on the worker thread with each new feedback (status logging).
         refresh_s: a posted duty equal to the last one acknowledged by the same driver is not
             written again until this long after that write (:func:`duty_refresh_s`).
+        rest_s: the period of feedback sets and of the zero duty's rewrite at rest (see the module
+            docstring; :func:`rest_period_s`); None: no rest, the full rate always.
+        on_rest_end: called on the worker thread when a rest ends (the I2C buses read the IMU at once:
+            agent/devices/i2cbus.py ``I2cBusIO.hurry``); must not block.
         clock: monotonic clock, s (for the refresh and the feedback rate).
+
+    Attributes:
+        resting: the tank is at rest (read and written at ``rest_s``); the worker thread's view.
     """
 
     def __init__(self, motor: Supervised[MotorController], *, feedback_hz: float,
                  on_feedback: Callable[[MotorFeedback], None] | None = None,
-                 refresh_s: float = DUTY_REFRESH_S, clock: Callable[[], float] = time.monotonic) -> None:
+                 refresh_s: float = DUTY_REFRESH_S, rest_s: float | None = None,
+                 on_rest_end: Callable[[], None] | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.motor = motor
         self._refresh_s = refresh_s
+        self._rest_s = rest_s
+        self._fast_s = 1.0 / feedback_hz
         self._clock = clock
+        self._still_since: float | None = None   # since when the zero duty is acked and the tracks read still
+        self._on_rest_end = on_rest_end
+        self.resting = False
         self._last: tuple[Duty, float, object] | None = None   # duty, when, driver of the last acked write
         self._on_feedback = on_feedback
         self.acked = True                     # the last duty write was acknowledged
         self.feedback: MotorFeedback | None = None
         self.writes = 0
         self.skipped = 0                      # posted duties not written: unchanged and written lately
-        self.worker = DeviceWorker("motor", [motor], serve=self._serve,
-                                   polls=[Poll(self._read, 1.0 / feedback_hz)], clock=clock)
+        self._poll = Poll(self._read, self._fast_s)
+        self.worker = DeviceWorker("motor", [motor], serve=self._serve, polls=[self._poll], clock=clock)
 
     def start(self) -> None:
         """Start the thread (once)."""
@@ -129,14 +174,54 @@ class MotorIO:
     def _fresh(self, duty: Duty) -> bool:
         """``duty`` is the last one the current driver acknowledged, less than ``refresh_s`` ago."""
         last = self._last
+        refresh = self._rest_s if self.resting and self._rest_s is not None else self._refresh_s
         return (last is not None and last[0] == duty and last[2] is self.motor.driver
-                and self._clock() - last[1] < self._refresh_s)
+                and self._clock() - last[1] < refresh)
 
     def _written(self, duty: Duty, serial: int, ok: bool, driver: object, count: int = 1) -> None:
         self.acked = ok
         self.writes += count
         self._last = (duty, self._clock(), driver) if ok else None
+        if not ok or duty != (0.0, 0.0):
+            self._wake_up()
         self.worker.finish(serial)
+
+    def _wake_up(self) -> None:
+        """End the rest (worker thread): the next feedback set is due within the full-rate period."""
+        self._still_since = None
+        if self.resting:
+            self.resting = False
+            due = self._clock() + self._fast_s
+            if self._poll.due is not None and self._poll.due > due:
+                self._poll.due = due
+            if self._on_rest_end is not None:
+                self._on_rest_end()
+
+    def _still(self, fb: MotorFeedback | None, before: MotorFeedback | None) -> bool:
+        """The zero duty is the last one this driver acknowledged and ``fb`` shows the tracks still
+        and nothing amiss: counts unchanged since ``before``, speeds zero, currents under
+        :data:`REST_CURRENT_A`, status clear (a field the controller does not report is no objection)."""
+        last = self._last
+        if fb is None or before is None or last is None or last[0] != (0.0, 0.0) or last[2] is not self.motor.driver:
+            return False
+        if (fb.left_counts, fb.right_counts) != (before.left_counts, before.right_counts):
+            return False
+        if any(v is not None and v != 0 for v in (fb.left_cps, fb.right_cps, fb.status)):
+            return False
+        return all(a is None or abs(a) < REST_CURRENT_A for a in (fb.left_a, fb.right_a))
+
+    def _rest_after(self, fb: MotorFeedback | None, before: MotorFeedback | None) -> float | None:
+        """Update the rest from the set just read; the period until the next set (None: the full rate)."""
+        if self._rest_s is None:
+            return None
+        if not self._still(fb, before):
+            self._wake_up()
+            return None
+        now = self._clock()
+        if self._still_since is None:
+            self._still_since = now
+        self.resting = now - self._still_since >= REST_AFTER_S
+        return self._rest_s if self.resting else None
 
     def _serve(self) -> None:
         """A posted duty goes out before anything else."""
@@ -146,8 +231,9 @@ class MotorIO:
             ok = bool(self.motor.call(lambda d: (d.set_duty(taken[0][0], taken[0][1]), True)[1], default=False))
             self._written(*taken, ok, driver)
 
-    def _read(self) -> None:
-        """One feedback set; a duty posted meanwhile goes out before the set's next transaction."""
+    def _read(self) -> float | None:
+        """One feedback set; a duty posted meanwhile goes out before the set's next transaction.
+        Returns the period until the next set (None: ``1 / feedback_hz``; longer at rest)."""
         taken: list[tuple[Duty, int]] = []
         driver = self.motor.driver
 
@@ -161,6 +247,7 @@ class MotorIO:
         fb = self.motor.call(lambda d: d.read_feedback(between) if d.duty_may_slip else d.read_feedback())
         if taken:       # written inside the set: acknowledged when the whole read succeeded
             self._written(*taken[-1], fb is not None, driver, count=len(taken))
-        self.feedback = fb      # None while lost or failing: never a stale value
+        before, self.feedback = self.feedback, fb      # None while lost or failing: never a stale value
         if fb is not None and self._on_feedback is not None:
             self._on_feedback(fb)
+        return self._rest_after(fb, before)

@@ -164,11 +164,6 @@ class Recorder:
         self._thread: threading.Thread | None = None
         self.cpu_s = 0.0
         self.degraded = ""
-        if self.directory is not None:     # the MCAP library loads only to record
-            from agent.recorder.writer import RotatingWriter
-            self._writer = RotatingWriter(self.directory, max_bytes=int(rc.max_mib * 2**20),
-                                          file_bytes=int(rc.file_mib * 2**20), chunk_bytes=rc.chunk_kib * 1024,
-                                          chunk_max_s=rc.chunk_max_s)
         control.on_command(self.command)
 
     # ------------------------------------------------------------------ producers (any thread)
@@ -185,6 +180,12 @@ class Recorder:
         """Start the thread and the log tap."""
         if self._thread is not None:
             return
+        if self.directory is not None and self._writer is None:   # MCAP loads to record, after the hub
+            from agent.recorder.writer import RotatingWriter          # connect (the taps queue till then)
+            rc = self.settings
+            self._writer = RotatingWriter(self.directory, max_bytes=int(rc.max_mib * 2**20),
+                                          file_bytes=int(rc.file_mib * 2**20), chunk_bytes=rc.chunk_kib * 1024,
+                                          chunk_max_s=rc.chunk_max_s)
         if self.settings.enabled and self.directory is None:
             log.info("recorder: no recordings directory (recorder.dir unset and no $STATE_DIRECTORY): "
                      "not recording; /metrics still counts")

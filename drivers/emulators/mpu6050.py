@@ -23,6 +23,7 @@ USER_CTRL.FIFO_RESET empties it (self-clearing).
 
 from __future__ import annotations
 
+import functools
 import math
 import random
 import struct
@@ -53,8 +54,12 @@ FIFO_SOURCES = ((0x08, slice(0, 6)), (0x80, slice(6, 8)), (0x40, slice(8, 10)), 
                 (0x10, slice(12, 14)))
 
 
+#: One data burst 0x3B..0x48: accel X/Y/Z, temperature, gyro X/Y/Z, big-endian int16.
+_BURST = struct.Struct(">7h")
+
+
 def _s16(value: float) -> int:
-    return max(-32768, min(32767, int(round(value))))
+    return max(-32768, min(32767, round(value)))
 
 
 class BodyMotion:
@@ -105,11 +110,15 @@ class BodyMotion:
 
     def noisy(self, accel, gyro) -> tuple[tuple[float, ...], tuple[float, ...]]:
         """``accel`` and ``gyro`` with fresh noise, and the gyro bias added."""
-        g = self._rng.gauss
+        g = self._rng.gauss                 # drawn in this order: accel x, y, z, then gyro x, y, z
         an, gn = self.accel_noise_mps2, self.gyro_noise_radps
-        accel = tuple(a + (g(0.0, an) if an else 0.0) for a in accel)
-        gyro = tuple(w + b + (g(0.0, gn) if gn else 0.0) for w, b in zip(gyro, self.gyro_bias_radps))
-        return accel, gyro
+        (ax, ay, az), (wx, wy, wz), (bx, by, bz) = accel, gyro, self.gyro_bias_radps
+        if an:
+            ax, ay, az = ax + g(0.0, an), ay + g(0.0, an), az + g(0.0, an)
+        wx, wy, wz = wx + bx, wy + by, wz + bz
+        if gn:
+            wx, wy, wz = wx + g(0.0, gn), wy + g(0.0, gn), wz + g(0.0, gn)
+        return (ax, ay, az), (wx, wy, wz)
 
 
 class Mpu6050Chip(RegisterChip):
@@ -197,12 +206,19 @@ class Mpu6050Chip(RegisterChip):
     def _data(self, accel, gyro) -> bytes:
         """The 14 data bytes (0x3B..0x48) of one sample of ``accel`` / ``gyro``, noise added."""
         accel, gyro = self.motion.noisy(accel, gyro)
-        a_lsb = ACCEL_LSB_PER_G[sorted(ACCEL_LSB_PER_G)[(self.regs[REG_ACCEL_CONFIG] >> 3) & 3]] / GRAVITY_MPS2
-        g_lsb = math.degrees(GYRO_LSB_PER_DPS[sorted(GYRO_LSB_PER_DPS)[(self.regs[REG_GYRO_CONFIG] >> 3) & 3]])
+        a_lsb, g_lsb = self._lsb(self.regs[REG_ACCEL_CONFIG], self.regs[REG_GYRO_CONFIG])
         self.samples += 1
-        return struct.pack(">7h", _s16(accel[0] * a_lsb), _s16(accel[1] * a_lsb), _s16(accel[2] * a_lsb),
+        return _BURST.pack(_s16(accel[0] * a_lsb), _s16(accel[1] * a_lsb), _s16(accel[2] * a_lsb),
                            _s16((self.temperature_c - 36.53) * 340.0),
                            _s16(gyro[0] * g_lsb), _s16(gyro[1] * g_lsb), _s16(gyro[2] * g_lsb))
+
+    @staticmethod
+    @functools.lru_cache(maxsize=16)
+    def _lsb(accel_config: int, gyro_config: int) -> tuple[float, float]:
+        """(LSB per m/s^2, LSB per rad/s) of the full-scale ranges these ACCEL_CONFIG / GYRO_CONFIG select."""
+        a_lsb = ACCEL_LSB_PER_G[sorted(ACCEL_LSB_PER_G)[(accel_config >> 3) & 3]] / GRAVITY_MPS2
+        g_lsb = math.degrees(GYRO_LSB_PER_DPS[sorted(GYRO_LSB_PER_DPS)[(gyro_config >> 3) & 3]])
+        return a_lsb, g_lsb
 
     def _fill(self) -> None:
         """Write the samples of every sample-rate tick since the last fill into the FIFO."""

@@ -34,8 +34,18 @@ Lifecycle and faults:
   before the next reply). Line noise the other way: :meth:`corrupt_next_request` flips a bit in
   the middle byte of the next ``n`` chunks the driver writes.
 
+Wake-ups (in the simulated tank the emulator runs in the agent's process): the server thread
+sleeps until the driver writes, a reply or timer is due, or a test control or ``close`` wakes it;
+no periodic timeout while a driver holds the port (``OPEN_POLL_S`` only while none does). A
+request is handed to the device in the pass that reads it, stamped with the time its last byte
+arrives on the paced wire (the device's timers and its reply's timing run from that stamp): two
+passes per transaction (request read, reply written) instead of three. The device's state thus
+changes up to one request's wire time before that stamp (0.7 ms for a RoboClaw duty packet at
+115200 baud), while the driver still gets every reply no earlier than both wire times plus the
+device's reply latency after its write (drivers/emulators/wire.py).
+
 The emulator keeps a bounded record of what it received (:meth:`received`),
-counts events in :attr:`stats`, and lets tests wait on its state without
+counts events in :attr:`stats` (``passes``: the server thread's wake-ups), and lets tests wait on its state without
 polling (:meth:`wait_for`). Thread-safe: every device state change happens
 under one lock.
 """
@@ -59,7 +69,7 @@ from drivers.emulators.wire import SerialWire
 
 log = logging.getLogger(__name__)
 
-#: Longest the server thread sleeps when no timer is due, s (bounds shutdown latency too).
+#: Longest sleep of the server thread with no timer due while unplugged, s (an open port: no timeout).
 IDLE_WAIT_S = 0.1
 #: How often the server thread looks for a driver opening the port while none has it, s.
 OPEN_POLL_S = 0.01
@@ -225,8 +235,12 @@ class PtySerialDevice(FaultInjection):
             # and the state is looked at again under the lock below
             master, port_open = self._master, self._port_open
             fds = [wake_r, master] if master is not None and port_open else [wake_r]
-            cap = OPEN_POLL_S if master is not None and not port_open else IDLE_WAIT_S
-            wait = cap if due is None else max(0.0, min(cap, due - monotonic()))
+            # a driver opening the port is seen only by polling (EIO until then); everything else
+            # that needs this thread (bytes written, unplug/replug/close, test controls) wakes it
+            cap = None if port_open else OPEN_POLL_S if master is not None else IDLE_WAIT_S
+            wait = cap if due is None else max(0.0, due - monotonic())
+            if cap is not None and wait is not None:
+                wait = min(cap, wait)
             try:
                 readable = wait_readable(fds, (), (), wait)[0]
             except (OSError, ValueError):  # a descriptor closed by unplug() meanwhile
@@ -234,6 +248,7 @@ class PtySerialDevice(FaultInjection):
             with self._lock:
                 if self._stop.is_set():
                     break
+                self.stats["passes"] += 1
                 due = self._serve_once(readable, monotonic())
 
     def _serve_once(self, readable: list[int], now: float) -> float | None:
@@ -246,7 +261,7 @@ class PtySerialDevice(FaultInjection):
             if data:
                 self.wire.received(data, now)
         wire = self.wire
-        if wire.due(now):
+        if wire.due(now) or wire.holding():
             self._carry(now)
         due = self._on_time(now)
         wire_due = wire.next_due()
@@ -254,8 +269,9 @@ class PtySerialDevice(FaultInjection):
         return wire_due if due is None else due if wire_due is None else min(due, wire_due)
 
     def _carry(self, now: float) -> None:
-        """Hand the requests that have arrived to the device, and write the replies that are due."""
-        for arrived, data in self.wire.arrived(now):
+        """Hand every request read to the device, stamped with its arrival on the wire (see the module
+        docstring), and write the replies that are due."""
+        for arrived, data in self.wire.requests():
             self._now = arrived
             self._on_bytes(data, arrived)
         self._now = now

@@ -4,11 +4,14 @@ A pty or a fake SMBus moves bytes as fast as two threads run, so a driver
 measured against a bare emulator looks faster than the wire allows. These
 helpers put the wire back:
 
-- :class:`SerialWire` holds what the driver wrote until its last byte would have
-  arrived at ``baud`` (8N1: 10 bits per byte, drivers.serialport.transfer_s),
-  and holds each reply until the device's reply latency plus the reply's own
-  wire time have passed; one direction's bytes never overlap (a UART sends one
-  byte at a time), the two directions run at once (full duplex).
+- :class:`SerialWire` stamps what the driver wrote with the time its last byte
+  would have arrived at ``baud`` (8N1: 10 bits per byte, drivers.serialport.transfer_s)
+  and holds it until then (:meth:`SerialWire.arrived`), or hands it over at once with
+  that stamp (:meth:`SerialWire.requests`: the pty emulators, drivers/emulators/pty.py,
+  to wake once less per transaction), and holds each reply until the device's reply
+  latency plus the reply's own wire time have passed after that stamp; one direction's
+  bytes never overlap (a UART sends one byte at a time), the two directions run at
+  once (full duplex).
 - :func:`i2c_transfer_s` is the time of one SMBus transaction at the bus clock:
   9 clocks per byte (8 data bits + ACK) plus a start, a stop and the address
   byte (and a repeated start and the address again for a read).
@@ -74,6 +77,18 @@ class SerialWire:
         out = []
         while self._rx and self._rx[0][0] <= now:
             out.append(self._rx.popleft())
+        return out
+
+    def holding(self) -> bool:
+        """Requests were received and not yet taken by :meth:`arrived` or :meth:`requests`."""
+        return bool(self._rx)
+
+    def requests(self) -> list[tuple[float, bytes]]:
+        """(arrival time, bytes) of every request received, oldest first, whether its last byte has
+        arrived yet or not (the time may be ahead of now): a device that acts on a request when it
+        reads it, its clock running from the arrival. Its replies still wait (:meth:`reply`)."""
+        out = list(self._rx)
+        self._rx.clear()
         return out
 
     def reply(self, data: bytes, request_done: float) -> None:

@@ -16,7 +16,7 @@ from agent.errors import CommandDeclined, DriverConfigError
 from agent.devices.hardware import Hardware
 from drivers.registry import driver_class
 from agent.devices.simtank import SimTank
-from agent.commands import BaseVelocity
+from agent.commands import BaseVelocity, Stop
 from tests.conftest import ROOT, running_agent, sim_config, wait_for
 
 
@@ -54,6 +54,8 @@ async def test_serial_unplug_while_driving_stops_motors_and_reconnects():
         emu.unplug()
         # keep commanding: the agent must not be able to drive a lost controller...
         assert await drive_until(lambda: _health(agent, "motor") == "lost", 5)
+        # (the feedback read may find it lost before a duty write fails: go on until one has)
+        assert await drive_until(lambda: bool(refused), 5), "the held command was never latched out"
         # the motor's thread found it lost: the next tick's snapshot says so
         assert await wait_for(lambda: any(f.startswith("motor: lost") for f in agent.control.snapshot().faults), 2)
         # ...and the controller's own serial timeout (0.5 s) stops the tracks without software
@@ -68,6 +70,20 @@ async def test_serial_unplug_while_driving_stops_motors_and_reconnects():
         assert refused and "a motor controller failure was in force" in refused[0]
         agent.control.submit("artex", BaseVelocity(0.0, 0.0))      # a zero re-engages it
         assert await drive_until(lambda: physics.vx_mps > 0.2, 5), "no motion after the reconnect"
+
+
+async def test_a_standing_tank_rests_its_motor_line_and_a_command_drives_it_at_once():
+    """The motor line at rest (agent/devices/motorio.py) as the agent builds it: a still tank rests, a
+    command drives it at once and ends the rest, and it rests again only once the tracks are still."""
+    async with running_agent(_no_cameras()) as agent:
+        io, physics = agent.hardware.motor_io, agent.physics
+        assert await wait_for(lambda: io.resting, 5), "the standing tank never rested"
+        agent.control.submit("artex", BaseVelocity(0.4, 0.0))
+        assert await wait_for(lambda: physics.vx_mps > 0.1, 5), "the tank never moved"
+        assert not io.resting
+        agent.control.submit("artex", Stop())
+        assert await wait_for(lambda: io.resting, 10), "the stopped tank never rested again"
+        assert abs(physics.vx_mps) < 1e-3 and physics.duty == [0.0, 0.0]
 
 
 async def test_i2c_error_burst_degrades_then_recovers(caplog):
@@ -131,7 +147,8 @@ def test_examples_build_their_drivers(path):
 async def test_a_calibration_bug_fails_its_future_and_the_i2c_worker_keeps_reading():
     async with running_agent(_no_cameras()) as agent:
         hw = agent.hardware
-        assert await wait_for(lambda: hw.imu.driver is not None and hw.latest_imu() is not None, 5)
+        assert await wait_for(lambda: hw.imu.driver is not None and hw.latest_imu() is not None
+                              and hw.latest_power() is not None, 5)
         hw.imu.driver.gyro_calibration = lambda samples: 1 / 0   # a driver bug, not a DriverError
         fut = hw.calibrate_imu()
         assert await wait_for(fut.done, 5), "the calibration future was never resolved"

@@ -108,11 +108,12 @@ RUN_CHILD = textwrap.dedent('''
 
 #: what an ARTEX-only robot must not load: OpenCV/NumPy (cameras), the other protocols' libraries
 #: (Sim2Bot's websockets, robot_msg's pyzmq), the console's aiohttp server and password check, the
-#: flight recorder's MCAP writer (recorder off) and the modules of all these in the agent
+#: flight recorder's MCAP writer (recorder off), the libraries of python-socketio's sync client (requests'
+#: urllib3, websocket-client's modules: agent.app.SYNC_CLIENT_ONLY) and the modules of all these in the agent
 NOT_FOR_ARTEX_ONLY = ("cv2", "numpy", "zmq", "robot_msg", "sim2bot", "websockets", "aiohttp.web", "zxcvbn",
                       "prometheus_client", "mcap", "agent.video.hub", "agent.video.capture", "agent.console",
                       "agent.adapters.sim2bot", "agent.adapters.robotmsg", "agent.recorder.writer",
-                      "agent.recorder.web")
+                      "agent.recorder.web", "urllib3", "requests.sessions", "websocket._core")
 
 
 async def run_moments(cfg: dict, tmp_path, first_connect_s: float = 0.5) -> dict[str, set[str]]:
@@ -164,6 +165,7 @@ async def test_robot_agent_run_connects_artex_before_the_camera_and_the_console_
     cfg = sim_config(console={"enabled": True, "port": free_port(), "token": secrets.token_urlsafe(32)},
                      recorder={"enabled": True, "dir": str(tmp_path / "recordings")})
     moments = await run_moments(cfg, tmp_path, first_connect_s=30.0)
-    assert loaded_any(moments["connected"], ("cv2", "numpy", "agent.video.hub", "agent.console", "aiohttp.web")) == []
+    assert loaded_any(moments["connected"], ("cv2", "numpy", "agent.video.hub", "agent.console", "aiohttp.web",
+                                             "mcap")) == []
     assert loaded_any(moments["up"], ("cv2", "agent.video.hub", "agent.console", "aiohttp.web", "mcap")) == \
         ["agent.console", "agent.video.hub", "aiohttp.web", "cv2", "mcap"]

@@ -1,7 +1,8 @@
 """The motor controller's thread (agent/devices/motorio.py) against the real RoboClaw driver and its
 emulator on a pty: a duty posted while a feedback transaction is on the line goes out before the
 next transaction (and one posted while that duty is written, right after it: never behind a second
-transaction); an unchanged duty is not written again until its refresh is due.
+transaction); an unchanged duty is not written again until its refresh is due; a standing tank is
+read and rewritten at the rest period, and a duty or a moving track brings the full rate back at once.
 
 Deterministic: duties are posted from the emulator's own thread while it handles a given request
 (the worker is then waiting for that reply), and the refresh runs on an injected clock.
@@ -10,11 +11,12 @@ Deterministic: duties are posted from the emulator's own thread while it handles
 from __future__ import annotations
 
 import threading
+import time
 
 import pytest
 
 from agent.config.drivers import RoboclawConfig
-from agent.devices.motorio import DUTY_REFRESH_S, MotorIO, duty_refresh_s
+from agent.devices.motorio import DUTY_REFRESH_S, REST_AFTER_S, MotorIO, duty_refresh_s, rest_period_s
 from agent.devices.supervisor import Supervised
 from drivers import roboclaw as rc
 from drivers.emulators.roboclaw import RoboclawEmulator
@@ -36,7 +38,7 @@ def duty_packet(left: float, right: float) -> bytes:
 def rig():
     made: list = []
 
-    def make(*, clock=None, feedback_hz: float = 20.0) -> tuple[RoboclawEmulator, MotorIO]:
+    def make(*, clock=None, feedback_hz: float = 20.0, rest_s: float | None = None) -> tuple[RoboclawEmulator, MotorIO]:
         emu = RoboclawEmulator(TankPhysics(auto_step=False), record=256)
         made.append(emu)
         emu.start()
@@ -45,7 +47,7 @@ def rig():
         assert motor.try_open()
         made.append(motor)
         kw = {"clock": clock} if clock is not None else {}
-        worker = MotorIO(motor, feedback_hz=feedback_hz, **kw)
+        worker = MotorIO(motor, feedback_hz=feedback_hz, rest_s=rest_s, **kw)
         made.append(worker)
         return emu, worker
 
@@ -139,3 +141,109 @@ def test_the_refresh_keeps_within_the_controllers_own_timeout(cfg, refresh):
     from agent.config.drivers import LineMotorConfig
     model = RoboclawConfig if cfg["kind"] == "roboclaw" else LineMotorConfig
     assert duty_refresh_s(model(**cfg)) == pytest.approx(refresh)
+
+
+@pytest.mark.parametrize("cfg, rest", [
+    ({"kind": "roboclaw", "port": "x", "serial_timeout_s": 0.5}, 0.25),
+    ({"kind": "roboclaw", "port": "x", "serial_timeout_s": 0.2}, 0.1),      # half the controller's timeout
+    ({"kind": "line", "port": "x", "firmware_timeout_s": 0.1}, 0.05),
+    ({"kind": "roboclaw", "port": "x", "serial_timeout_s": 2.0}, 0.25),     # REST_PERIOD_S at most
+])
+def test_the_rest_period_keeps_the_controller_hearing_twice_per_its_timeout(cfg, rest):
+    from agent.config.drivers import LineMotorConfig
+    model = RoboclawConfig if cfg["kind"] == "roboclaw" else LineMotorConfig
+    assert rest_period_s(model(**cfg)) == pytest.approx(rest)
+
+
+FAST_S, REST_S = 0.05, 0.25
+
+
+def wait_until(predicate, timeout_s: float = SETTLE_S) -> bool:
+    """Wait for ``predicate()`` (another thread's state), looking every millisecond."""
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.001)
+    return True
+
+
+class Stepper:
+    """The worker's injected clock, moved by the test: each step runs the feedback set then due."""
+
+    def __init__(self, emu: RoboclawEmulator) -> None:
+        self.now = 0.0
+        self.emu = emu
+
+    def __call__(self) -> float:
+        return self.now
+
+    def read_at(self, worker: MotorIO, t: float) -> None:
+        """Move the clock to ``t`` (a set is due by then) and wait for that set's feedback."""
+        before = worker.feedback
+        self.now = t
+        worker.worker.wake()
+        # the set is done when its feedback is published and its poll is due again after now
+        assert wait_until(lambda: worker.feedback is not before and self.due(worker) > 0), "no feedback set ran"
+
+    def due(self, worker: MotorIO) -> float:
+        return worker.worker.polls[0].due - self.now
+
+
+def rest(rig) -> tuple[RoboclawEmulator, MotorIO, Stepper]:
+    """A worker on a standing tank, its zero duty acknowledged, read until it rests."""
+    emu, worker = rig(feedback_hz=1 / FAST_S, rest_s=REST_S, clock=(clock := Stepper(None)))
+    clock.emu = emu
+    worker.start()
+    assert emu.wait_for(lambda: worker.feedback is not None, SETTLE_S)
+    worker.post(0.0, 0.0)
+    assert worker.settle(SETTLE_S)
+    while not worker.resting:
+        assert clock.now <= REST_AFTER_S + 3 * FAST_S, "a still tank at zero duty never rested"
+        clock.read_at(worker, clock.now + FAST_S)
+    assert clock.now >= REST_AFTER_S                   # not before the zero was held REST_AFTER_S
+    return emu, worker, clock
+
+
+def test_a_standing_tank_is_read_and_rewritten_at_the_rest_period_and_a_duty_ends_the_rest(rig):
+    emu, worker, clock = rest(rig)
+    assert clock.due(worker) == pytest.approx(REST_S)
+    clock.read_at(worker, clock.now + REST_S)
+    assert worker.resting and clock.due(worker) == pytest.approx(REST_S)
+    # the unchanged zero: rewritten at the rest period, not at the moving refresh
+    written = worker.writes
+    worker.post(0.0, 0.0)                              # last written before the rest: due
+    assert worker.settle(SETTLE_S) and worker.writes == written + 1
+    clock.now += DUTY_REFRESH_S
+    worker.post(0.0, 0.0)
+    assert worker.settle(SETTLE_S) and worker.writes == written + 1
+    clock.now += REST_S - DUTY_REFRESH_S
+    worker.post(0.0, 0.0)
+    assert worker.settle(SETTLE_S) and worker.writes == written + 2
+    assert worker.resting
+    # a duty goes out at once, and the next feedback set is due within the full-rate period
+    worker.post(0.3, 0.3)
+    assert worker.settle(SETTLE_S)
+    assert emu.motor_duty == pytest.approx([0.3, 0.3], abs=1e-4)
+    assert not worker.resting and clock.due(worker) <= FAST_S + 1e-9
+    clock.read_at(worker, clock.now + FAST_S)
+    assert not worker.resting and clock.due(worker) == pytest.approx(FAST_S)
+
+
+@pytest.mark.parametrize("disturb", ["pushed", "fault", "write failed"])
+def test_a_reading_that_is_not_still_or_a_failed_write_ends_the_rest(rig, disturb):
+    emu, worker, clock = rest(rig)
+    if disturb == "pushed":
+        emu.set_encoder_counts(m1=40)                  # the track turned: counts changed
+    elif disturb == "fault":
+        emu.set_status(0x0040)                         # M1 driver fault (read one set in three)
+    else:
+        emu.drop_next_reply(3)                         # the zero's rewrite is not acknowledged
+        clock.now += REST_S
+        worker.post(0.0, 0.0)
+        assert worker.settle(SETTLE_S) is False
+    for _ in range(3):
+        if not worker.resting:
+            break
+        clock.read_at(worker, clock.now + REST_S)
+    assert not worker.resting and clock.due(worker) <= FAST_S + 1e-9

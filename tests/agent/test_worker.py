@@ -16,7 +16,7 @@ import threading
 
 import pytest
 
-from agent.config.drivers import CameraConfig, Pca9685Config, RoboclawConfig
+from agent.config.drivers import CameraConfig, Mpu6050Config, Pca9685Config, RoboclawConfig
 from agent.devices.build import Buses, build_driver
 from agent.devices.i2cbus import I2cBusIO
 from agent.devices.motorio import MotorIO
@@ -26,6 +26,7 @@ from agent.video import VideoHub
 from drivers.camera import Camera
 from drivers.emulators.camera import PatternCapture
 from drivers.emulators.i2c import FakeSMBus
+from drivers.emulators.mpu6050 import Mpu6050Chip
 from drivers.emulators.pca9685 import Pca9685Chip
 from drivers.emulators.roboclaw import RoboclawEmulator
 from drivers.emulators.tank import TankPhysics
@@ -117,6 +118,37 @@ async def test_servo_pulses_posted_while_the_chip_is_gone_are_written_when_its_t
     assert await wait_for(lambda: chip.pulse_us(0) == pytest.approx(1750.0, abs=5), SETTLE_S)
     assert chip.pulse_us(1) == 0.0                       # released, as posted last
     assert chip.pulse_us(2) == pytest.approx(1300.0, abs=5)   # not posted again: rewritten after the power cycle
+
+
+async def test_a_bus_reads_its_imu_at_the_rest_period_while_resting_and_at_once_when_hurried(closing):
+    cfg = Mpu6050Config(kind="mpu6050", bus="fake://")
+    bus = FakeSMBus({cfg.address: Mpu6050Chip.from_config(cfg, TankPhysics(auto_step=False))})
+    openers = Openers()
+    openers.register("i2c", "fake", lambda url: bus)
+    buses = Buses(openers)
+    imu = Supervised("imu", lambda: build_driver("imu", cfg, buses))
+    assert imu.try_open()
+    now, resting = [0.0], [False]
+    io = I2cBusIO("fake", imu=imu, imu_rate_hz=100.0, power=None, power_rate_hz=10.0, servo=None,
+                  resting=lambda: resting[0], clock=lambda: now[0])
+    closing.extend([imu, io])
+    poll = io.worker.polls[0]
+
+    async def read(n: int) -> float:
+        """Wait for the bus's ``n``-th IMU read; the period until its next."""
+        assert await wait_for(lambda: io.reads == n and poll.due is not None and poll.due > now[0], 5)
+        return poll.due - now[0]
+
+    io.start()
+    assert await read(1) == pytest.approx(imu.driver.poll_period_s)          # 4 samples: 40 ms
+    resting[0] = True
+    now[0] += 0.04
+    io.worker.wake()
+    assert await read(2) == pytest.approx(imu.driver.rest_poll_period_s)     # 8 samples: 80 ms
+    resting[0] = False                       # the rest ended (the motor's thread): read at once
+    io.hurry()
+    assert await read(3) == pytest.approx(imu.driver.poll_period_s)
+    assert now[0] == 0.04                    # the clock did not move: the hurry made that read
 
 
 async def test_an_idle_bus_thread_sleeps_until_a_value_is_posted(closing):

@@ -117,6 +117,20 @@ def test_fifo_gathers_one_sample_per_tick_and_the_read_takes_them_all():
     assert sample.accel_mps2[2] == pytest.approx(9.81, abs=0.01)
 
 
+def test_a_reader_at_rest_may_wait_its_rest_period_and_takes_every_sample_in_one_read():
+    imu, chip, bus, _, clock = make()
+    imu.open()
+    assert imu.rest_poll_period_s == pytest.approx(0.08)      # 8 samples at 100 Hz
+    clock.sleep(0.01)
+    imu.read()                                                # the FIFO from empty
+    clock.sleep(imu.rest_poll_period_s)
+    before = bus.transactions[ADDR]
+    sample = imu.read()
+    assert bus.transactions[ADDR] - before == 3               # the count, one I2C_RDWR of two messages
+    assert len(bus.log[-1].data) == 8 * 14 and imu.fifo_resets == 0 and len(chip.fifo) == 0
+    assert sample.accel_mps2[2] == pytest.approx(9.81, abs=0.01)
+
+
 def test_a_stalled_reader_overflows_the_fifo_then_it_is_reset_and_the_registers_read():
     imu, chip, _, _, clock = make()
     imu.open()

@@ -1,12 +1,13 @@
 """The pty serial-device base (drivers/emulators/pty.py), seen from a plain pyserial
 port as a driver sees /dev/ttyUSB0: open detection, unplug / replug with and without a
-stable link, reply faults, the bounded record, lifecycle."""
+stable link, reply faults, the bounded record, lifecycle, and its server thread's wake-ups."""
 
 from __future__ import annotations
 
 import contextlib
 import os
 import stat
+import time
 from typing import Any
 from collections.abc import Callable, Iterator
 
@@ -184,3 +185,52 @@ def test_lifecycle_errors_and_idempotent_close():
         emu.start()
     with pytest.raises(ValueError):
         SabertoothEmulator(record=0)
+
+
+def test_a_paced_request_is_handled_when_read_stamped_with_its_arrival_and_answered_after_both_wire_times():
+    """Two server passes per transaction (drivers/emulators/pty.py, "Wake-ups"): the device handles a
+    request in the pass that reads it, stamped with the time its last byte arrives; the reply still
+    waits for the request's and its own wire time plus the reply latency."""
+    emu = RoboclawEmulator(new_physics())
+    emu.pace(300, 0.001)                                  # 33 ms a byte: a request's arrival is far ahead
+    handled: list[tuple[float, float]] = []
+    inner = emu._on_bytes
+
+    def on_bytes(data: bytes, now: float) -> None:
+        handled.append((time.monotonic(), now))
+        inner(data, now)
+
+    emu._on_bytes = on_bytes
+    with raw_port(emu, 300, timeout_s=2.0) as port:
+        assert emu.wait_for(lambda: emu.port_open, 5)
+        started = time.monotonic()
+        port.write(bytes((0x80, rc.CMD_READ_MAIN_BATTERY)))
+        reply = port.read(4)
+        took = time.monotonic() - started
+    at, stamp = handled[0]
+    assert len(reply) == 4
+    assert stamp >= started + 2 * 10 / 300                # stamped with the last byte's arrival
+    assert at < stamp                                     # handled before it: in the pass that read it
+    assert took >= 2 * 10 / 300 + 0.001 + 4 * 10 / 300    # both wire times and the latency kept
+
+
+def test_the_server_thread_passes_twice_per_transaction_and_sleeps_while_the_line_is_quiet():
+    from agent.devices.worker import DeviceWorker, Poll
+    emu = RoboclawEmulator(new_physics())
+    emu.pace(115200, 0.001)
+    with raw_port(emu, 115200) as port:
+        assert emu.wait_for(lambda: emu.port_open, 5)
+        passes = emu.stats["passes"]
+        for _ in range(20):
+            port.write(bytes((0x80, rc.CMD_READ_MAIN_BATTERY)))
+            assert len(port.read(4)) == 4
+        assert emu.stats["passes"] - passes <= 2 * 20 + 2      # the request read, the reply written
+        passes = emu.stats["passes"]
+        count = [0]                                            # a 10 ms ticker is the clock of the quiet
+        ticker = DeviceWorker("ticker", [], polls=[Poll(lambda: count.__setitem__(0, count[0] + 1), 0.01)])
+        ticker.start()
+        try:
+            assert emu.wait_for(lambda: count[0] >= 30, 5)
+        finally:
+            ticker.close()
+        assert emu.stats["passes"] == passes                   # no periodic timeout: it never woke
