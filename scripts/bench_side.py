@@ -23,6 +23,9 @@ emulators apart: ``RoboclawEmulator-*`` (the emulated motor controller). The I2C
 runs inline in the ``i2c-*`` thread and the test pattern is drawn in the capture thread: those
 parts include their emulators (said in the output).
 Wake-ups: voluntary + involuntary context switches per second, summed over threads.
+Work: what the agent delivered per second in the window (ARTEX telem and video messages, Sim2Bot
+telemetry packets and frames, RobotState messages, the hub's encodes and how many were encoded ahead
+on the capture thread): a change that cuts CPU or wake-ups must deliver the same.
 
 ``--before TREE``: another checkout (``git worktree add /tmp/before <commit>``, this script
 copied into its ``scripts/``) runs in turn with this one in every run: before/after.
@@ -101,15 +104,17 @@ async def child(ports: dict, window_s: float, video: bool, out: str) -> None:
     if video:
         cam = cfg.drivers.cameras[0].model_copy(update={"fps": FPS})
         cfg = cfg.model_copy(update={"drivers": cfg.drivers.model_copy(update={"cameras": [cam]})})
-    async with Agent(cfg):
+    async with Agent(cfg) as agent:
         await asyncio.sleep(WARMUP_S)
         Path(out + ".go").write_text("")
         names0 = names()
+        work0 = work(agent)
         _, _, t0 = task_figures("self")
         start = time.monotonic()
         await asyncio.sleep(window_s)
         rss, _, t1 = task_figures("self")
         window = time.monotonic() - start
+        work1 = work(agent)
         names1 = {**names0, **names()}
     rows: dict[str, list[float]] = {}
     for tid, (cpu, sw) in t1.items():
@@ -118,7 +123,30 @@ async def child(ports: dict, window_s: float, video: bool, out: str) -> None:
         row = rows.setdefault(part, [0.0, 0.0])
         row[0] += 100 * (cpu - cpu0) / window
         row[1] += (sw - sw0) / window
-    Path(out).write_text(json.dumps({"rss": rss, "parts": rows}))
+    done = {k: (v - work0.get(k, 0)) / window for k, v in work1.items()}
+    Path(out).write_text(json.dumps({"rss": rss, "parts": rows, "work": done}))
+
+
+#: (label, adapter, counter) of the work the agent did in the window, per second
+WORK = [("ARTEX telem", "artex", "sent_telem"), ("ARTEX video", "artex", "sent_video"),
+        ("Sim2Bot telemetry", "sim2bot", "sent"), ("Sim2Bot frames", "sim2bot", "frames_sent"),
+        ("RobotState", "robot_msg", "sent")]
+
+
+def work(agent) -> dict[str, float]:
+    """What the agent delivered so far (the same work before and after a change: fewer wake-ups
+    must not come from fewer messages), and the hub's encodes."""
+    out: dict[str, float] = {}
+    for label, name, key in WORK:
+        adapter = agent.adapters.get(name)
+        if adapter is not None:
+            st = adapter.status()
+            out[label] = float(st.counters.get(key, st.detail.get(key, 0)) or 0)
+    stats = agent.video.stats() if agent.video is not None else {}
+    out["encodes"] = float(stats.get("encodes", 0))
+    if "encoded_ahead" in stats:
+        out["of them encoded ahead"] = float(stats["encoded_ahead"])
+    return out
 
 
 def names() -> dict[int, str]:
@@ -224,6 +252,9 @@ def show(title: str, r: dict) -> None:
           f"wake-ups {wake:6.0f}/s, RSS {r['agent']['rss']:.1f} MiB")
     for part, (c, w) in sorted(parts.items(), key=lambda kv: -kv[1][0]):
         print(f"    {part:<40} CPU {c:5.2f} %   wake-ups {w:6.0f}/s")
+    done = r["agent"].get("work", {})
+    if done:
+        print("    work per second: " + ", ".join(f"{k} {v:.1f}" for k, v in done.items()))
     if r["sdk"] is not None:
         c, w, rss = r["sdk"]
         print(f"  SDK:   CPU {c:5.1f} % of one core, wake-ups {w:6.0f}/s, RSS {rss:.1f} MiB   "

@@ -86,13 +86,14 @@ class ArtexAdapter:
         config_path: params.json to persist ``web_settings`` into (None: applied, not persisted).
         logs: the log tail served to ``file`` requests (None: empty answers).
         clock, sleep: monotonic clock (s) and pause coroutine of the streams and the reconnect
-            pauses (injected in tests).
+            pauses (injected in tests; None: asyncio's, the telem stream's on the shared wake-up
+            grid, agent/adapters/artex_streams.py).
     """
 
     def __init__(self, cfg: AgentConfig, robot: RobotPort, video: VideoPort | None = None, *,
                  config_path: str | None = None, logs: LogTail | None = None,
                  clock: Callable[[], float] = time.monotonic,
-                 sleep: Callable[[float], Awaitable[object]] = asyncio.sleep) -> None:
+                 sleep: Callable[[float], Awaitable[object]] | None = None) -> None:
         self._cfg = cfg
         self._robot = robot
         self._config_path = config_path
@@ -112,7 +113,7 @@ class ArtexAdapter:
         self._link = Reconnector(f"ARTEX: connection to {self.url}", log, first_s=cfg.artex.reconnect_delay_s,
                                  max_s=cfg.artex.reconnect_delay_max_s, refused=lambda e: isinstance(e, HubRefused),
                                  refused_s=cfg.artex.refused_delay_s, hint=lambda err: unresolved_hint(self._cfg.server, err),
-                                 clock=clock, sleep=sleep)
+                                 clock=clock, sleep=sleep or asyncio.sleep)
 
     # ------------------------------------------------------------------ public
     @property

@@ -8,8 +8,9 @@ apply at once.
 Both send at most every ``max_send_freq`` s, and never faster than every
 :data:`MIN_SEND_PERIOD_S` (0.02 s) whatever ``max_send_freq`` says.
 
-- ``telem``: every ``max_send_freq`` s the whole dict (agent.adapters.artex_telem),
-  sent if it changed beyond the deadbands since the last send, or a value
+- ``telem``: every ``max_send_freq`` s the whole dict (agent.adapters.artex_telem; polls on a
+  schedule whose pauses end on the event loop's shared wake-up grid, agent/support/beat.py: the
+  rate is ``1 / max_send_freq``, each poll at most 10 ms off its time), sent if it changed beyond the deadbands since the last send, or a value
   settled (:class:`agent.adapters.artex_telem.TelemGate`), and at least every
   ``artex.telem_keepalive_s`` (1 s) even at rest, so a hub that reads telemetry as
   "last seen" never marks an idle robot stale.
@@ -44,6 +45,7 @@ from agent.adapters.artex_telem import TelemGate, telemetry
 from agent.adapters.artex_video import ArtexVideo, VideoDelivery, is_raw_key, link_backlog
 from agent.config import AgentConfig
 from agent.ports import RobotPort, VideoPort
+from agent.support import beat
 
 log = logging.getLogger(__name__)
 
@@ -72,15 +74,19 @@ class ArtexStreams:
         link: the Socket.IO client of the link now, or None (its backlog: :func:`link_backlog`).
         counters: the adapter's counters (``video_skipped``, ``video_reencoded``,
             ``video_oversize_skipped``, ``video_too_old``).
-        clock, sleep: monotonic clock (s) and pause coroutine of both loops (injected in tests).
+        clock, sleep: monotonic clock (s) and pause coroutine of both loops (injected in tests). None:
+            the telem loop's pauses end on the event loop's shared wake-up grid (agent.support.beat,
+            at most half a slot off, the rate kept), the video loop's exactly (no two sends closer
+            than ``max_send_freq``).
     """
 
     def __init__(self, cfg: AgentConfig, robot: RobotPort, video: VideoPort | None, emit: Emit,
                  link: Callable[[], Any], counters: Counter[str], *,
                  clock: Callable[[], float] = time.monotonic,
-                 sleep: Callable[[float], Awaitable[object]] = asyncio.sleep) -> None:
+                 sleep: Callable[[float], Awaitable[object]] | None = None) -> None:
         self.cfg = cfg
-        self._clock, self._sleep = clock, sleep
+        self._clock = clock
+        self._sleep, self._pace = sleep or beat.sleep, sleep or asyncio.sleep
         self._robot = robot
         self._video = ArtexVideo(video, cfg.video, counters, clock) if video is not None and video.camera_ids else None
         self._emit = emit
@@ -142,8 +148,17 @@ class ArtexStreams:
     async def _telem_loop(self) -> None:
         gate = TelemGate()
         last = -float("inf")
+        poll = self._clock()
         while True:
-            await self._sleep(self.period_s)
+            # one poll per period on a schedule (the pause ends on the shared wake-up grid: the
+            # average rate is the period's whatever the grid); a late poll skips ahead, never bursts
+            poll += self.period_s
+            wait = poll - self._clock()
+            if wait > 0:
+                await self._sleep(wait)
+            else:
+                poll = self._clock()
+                await asyncio.sleep(0)      # behind: the loop's other work first, never a spin
             data = telemetry(self._robot.snapshot())
             keepalive = self._clock() - last >= self.cfg.artex.telem_keepalive_s - 1e-6
             due = keepalive or gate.due(data)
@@ -167,7 +182,7 @@ class ArtexStreams:
             period = self.period_s
             wait = last + period - self._clock()
             if wait > 0:
-                await self._sleep(wait)
+                await self._pace(wait)
             payload = await self._video.next_payload(self.cfg.artex.jpeg_quality, period)
             if not payload:
                 continue

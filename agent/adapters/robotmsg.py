@@ -50,6 +50,7 @@ from agent.config import AgentConfig
 from agent.errors import CommandError
 from agent.commands import CalibrateImu, Stop
 from agent.ports import LinkStatus, RobotPort, VideoPort
+from agent.support.beat import slot_index
 from agent.support.ratelimit import RateLimitedLog, safe
 from agent.support.reconnect import Reconnector
 
@@ -306,6 +307,8 @@ class RobotMsgAdapter:
         pub: zmq.Socket[bytes] = zmq.Socket.shadow(ch.sock.underlying)
         loop = asyncio.get_running_loop()
         period = 1.0 / self._cfg.state_hz
+        # the first state at once, then on the slots k * period of the loop's clock: at 50 Hz the
+        # boundaries of agent.support.beat's grid, where the other periodic senders wake too
         next_t = loop.time()
         while True:
             if next_t > loop.time() and not self._publish_now.is_set():
@@ -319,8 +322,8 @@ class RobotMsgAdapter:
             self._publish_now.clear()
             self._publish_state(pub, ch.topic)
             now = loop.time()
-            if now >= next_t:
-                next_t = max(next_t + period, now)
+            if now >= next_t:       # the slot's state went out: the next slot (a late one skips, never bursts)
+                next_t = slot_index(now, period) * period
 
     def _publish_state(self, pub: zmq.Socket, topic: bytes | None) -> None:
         try:

@@ -106,7 +106,7 @@ class Sim2botAdapter:
         video: the VideoHub, or None when no camera is configured.
         config_path: unused (the interface shared by every adapter).
         clock, sleep: monotonic clock (s) and pause coroutine of the telemetry loop and the
-            reconnect pauses (injected in tests).
+            reconnect pauses (injected in tests; None: agent/adapters/sim2bot_room.py's defaults).
 
     Attributes:
         rooms: one :class:`RoomLink` per served room, in config order.
@@ -114,7 +114,7 @@ class Sim2botAdapter:
 
     def __init__(self, cfg: AgentConfig, robot: RobotPort, video: VideoPort | None, *,
                  config_path: str | None = None, clock: Callable[[], float] = time.monotonic,
-                 sleep: Callable[[float], Awaitable[object]] = asyncio.sleep) -> None:
+                 sleep: Callable[[float], Awaitable[object]] | None = None) -> None:
         self._cfg = cfg
         self._s = cfg.sim2bot
         self._robot = robot

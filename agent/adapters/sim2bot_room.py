@@ -38,6 +38,7 @@ from agent.config.sim2bot import Sim2botConfig
 from agent.errors import CommandError
 from agent.model import RobotDescription
 from agent.ports import LinkStatus, RobotPort
+from agent.support import beat
 from agent.support.reconnect import Reconnector
 
 if TYPE_CHECKING:  # imported only with cameras: it pulls in the video pipeline (OpenCV)
@@ -113,7 +114,9 @@ class RoomLink:
         robot: the RobotPort (snapshots for telemetry). owner: the adapter (:class:`RoomOwner`).
         streams: this room's camera streams, or None without cameras.
         cameras: global camera ids a controller may subscribe (empty without video).
-        clock, sleep: monotonic clock (s) and pause coroutine (injected in tests).
+        clock, sleep: monotonic clock (s) and pause coroutine (injected in tests). None: the
+            telemetry polls end on the event loop's shared wake-up grid (agent.support.beat, at
+            most half a slot off, the rate kept), the reconnect pauses as asked.
 
     Attributes:
         room: the bridge's name of the room (``default`` for None). ctx: the parse context.
@@ -125,7 +128,7 @@ class RoomLink:
     def __init__(self, name: str | None, s: Sim2botConfig, desc: RobotDescription, hello: dict[str, Any],
                  robot: RobotPort, owner: RoomOwner, streams: VideoStreams | None, cameras: tuple[str, ...], *,
                  clock: Callable[[], float] = time.monotonic,
-                 sleep: Callable[[float], Awaitable[object]] = asyncio.sleep) -> None:
+                 sleep: Callable[[float], Awaitable[object]] | None = None) -> None:
         self.name, self.room = name, normalize_room(name)
         self._s, self._desc, self._robot, self._owner = s, desc, robot, owner
         self.streams = streams
@@ -145,7 +148,8 @@ class RoomLink:
         self.connects = self.sent = 0
         self.telemetry_skipped = 0
         self.telemetry_unchanged = 0
-        self._clock, self._sleep = clock, sleep
+        self._clock, self._sleep = clock, sleep or beat.sleep
+        sleep = sleep or asyncio.sleep
         self.link = Reconnector(f"sim2bot: bridge at {self.where}", log, first_s=s.reconnect_delay_s,
                                 max_s=s.reconnect_delay_max_s, refused=refused, refused_s=s.refused_delay_s,
                                 clock=clock, sleep=sleep)

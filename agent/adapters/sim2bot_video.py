@@ -45,6 +45,7 @@ from agent.adapters.sim2bot_commands import (
 from agent.compat import websockets as ws_compat
 from agent.config.drivers import CameraConfig
 from agent.errors import CommandDeclined
+from agent.support import beat
 from agent.video import EncodedFrame, FrameFormat, LinkPacer, LinkRate, SendBudget
 from agent.video.budget import fit_to_link
 from agent.video.links import transport_backlog, wait_drained
@@ -269,8 +270,8 @@ class VideoStreams:
                        else f"not renewed for {self._ttl_s:g} s")
                 self._stop(key, why)
                 return
-            if due > now:
-                await asyncio.sleep(due - now)
+            if due > now:       # ends on the event loop's shared wake-up grid (the fps kept on average)
+                await beat.sleep(due - now)
             if self._send is not None and not self.budget.admit(*cost):
                 pacer.dropped += 1                 # over the link's budget: this period's frame is dropped
                 due = max(due + period, self._clock())

@@ -35,6 +35,7 @@ from agent.console.messages import SOURCE, Drive, EStop, FrameReady, ReleaseESto
 from agent.console.state import state_message
 from agent.console.video import TabVideo
 from agent.errors import CommandError
+from agent.support import beat
 from agent.support.ratelimit import safe
 from agent.commands import BaseVelocity, Stop
 
@@ -149,12 +150,17 @@ class Session:
 
     async def _state_loop(self) -> None:
         period = 1.0 / self.console.settings.state_hz
+        loop = asyncio.get_running_loop()
+        due = loop.time()
         while True:
             message = state_message(self.console.control.snapshot(), dict(self.console.status()),
                                     self.console.link_warnings())
             message["control"] = self.console.control_of_tabs.info(self)
             await self._send_json(message)
-            await asyncio.sleep(period)
+            # on a schedule whose pauses end on the event loop's shared wake-up grid (agent/support/beat.py):
+            # state_hz on average, each message at most 10 ms off its time; a late one skips ahead
+            due = max(due + period, loop.time())
+            await beat.sleep(due - loop.time())
 
     async def _frame_loop(self) -> None:
         console, video = self.console, self.video

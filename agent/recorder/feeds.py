@@ -2,6 +2,7 @@
 
 Both only read and await (an adapter's ``status()``, the video hub's ``next_encoded``) and hand what
 they got to the recorder's bounded queues; the recorder thread does the rest (agent.recorder.recorder).
+Their pauses end on the event loop's shared wake-up grid (agent.support.beat).
 """
 
 from __future__ import annotations
@@ -10,6 +11,8 @@ import asyncio
 import logging
 import time
 from typing import Any
+
+from agent.support import beat
 
 log = logging.getLogger(__name__)
 
@@ -22,6 +25,8 @@ async def watch_links(recorder: Any, adapters: dict[str, Any]) -> None:
     error, ``connect_failures``) as a ``/links`` event (``connect``, ``ready``, ``drop``, or the new state:
     ``connecting`` / ``down`` while the reconnect loop backs off) until cancelled."""
     seen: dict[str, tuple[str, bool, bool | None]] = {}
+    loop = asyncio.get_running_loop()
+    due = loop.time()
     while True:
         for name, adapter in list(adapters.items()):
             try:
@@ -46,7 +51,8 @@ async def watch_links(recorder: Any, adapters: dict[str, Any]) -> None:
                     recorder.event("/links", time.time(), {"link": name, "state": state, "connected": key[1],
                                                            "ready": ready, "event": event, "failures": failures,
                                                            "last_error": str(st.last_error or "")})
-        await asyncio.sleep(LINK_POLL_S)
+        due = max(due + LINK_POLL_S, loop.time())    # a schedule: its rate kept on the grid
+        await beat.sleep(due - loop.time())
 
 
 def _ready(value: Any) -> bool | None:
@@ -78,4 +84,4 @@ async def watch_camera(recorder: Any, video: Any, camera_id: str, fps: float, qu
         if enc is not None:
             after = enc.seq
             recorder.frame(camera_id, enc.t_unix_s, bytes(enc.data))
-        await asyncio.sleep(max(0.0, period - (loop.time() - started)))
+        await beat.sleep(max(0.0, period - (loop.time() - started)))

@@ -6,14 +6,20 @@ yielding to the event loop once, so other tasks run), records ``dt`` in
 ``stop_when`` predicate holds, which ends the loop under test as a cancellation would.
 Periodic loops (reconnect pauses, telemetry, video pacing) then run in no wall time
 and give the same answer on a loaded machine.
+
+:class:`VirtualTimeLoop` is a whole asyncio event loop on virtual time, for code that pauses on the
+running loop's own clock (agent.support.beat): each time the loop would block until its next timer,
+time jumps there at once and the wait is counted in :attr:`VirtualTimeLoop.wakeups` (each one a
+wake-up of a real loop's thread).
 """
 
 from __future__ import annotations
 
 import asyncio
+import selectors
 from collections.abc import Callable
 
-__all__ = ["VirtualClock"]
+__all__ = ["VirtualClock", "VirtualTimeLoop"]
 
 
 class VirtualClock:
@@ -47,3 +53,41 @@ class VirtualClock:
         self.now += max(0.0, dt)
         if self._stop():
             raise asyncio.CancelledError
+
+
+class _JumpingSelector(selectors.DefaultSelector):  # type: ignore[misc,valid-type]
+    """The loop's selector: ready I/O at once; a wait for a timer jumps the loop's time instead."""
+
+    def __init__(self, loop: VirtualTimeLoop) -> None:
+        super().__init__()
+        self._virtual = loop
+
+    def select(self, timeout: float | None = None) -> list:
+        ready = super().select(0)
+        if ready or timeout == 0:
+            return ready
+        if timeout is None:             # no timer: only I/O (or another thread) can wake the loop
+            return super().select(None)
+        self._virtual.now += timeout
+        self._virtual.wakeups += 1
+        return ready
+
+
+class VirtualTimeLoop(asyncio.SelectorEventLoop):
+    """An asyncio event loop whose ``time()`` is virtual, starting at ``start`` s: a wait for the
+    next timer takes no wall time (ready I/O is still served at once).
+
+    Attributes:
+        now: the loop's time, s.
+        wakeups: how many times the loop waited for a timer (a real loop's thread would have slept
+            and woken up each time).
+    """
+
+    def __init__(self, start: float = 0.0) -> None:
+        self.now = start
+        self.wakeups = 0
+        super().__init__(_JumpingSelector(self))
+
+    def time(self) -> float:
+        """The virtual time, s."""
+        return self.now

@@ -95,6 +95,10 @@ class Feed:
         #: bytes of each finished encode in ``encodes`` and their sum (the byte bound).
         self.sizes: dict[tuple[int, FrameFormat], int] = {}
         self.cache_bytes = 0
+        #: output -> the recent frame seqs a consumer asked in it (the hub's encode-ahead hint)
+        self.asked: dict[FrameFormat, set[int]] = {}
+        #: output -> how long its last encode took, s
+        self.encode_s: dict[FrameFormat, float] = {}
         #: monotonic time until which someone watches this camera (capture at full rate).
         self.watched_until = 0.0
         #: the encodes were dropped and the heap trimmed since the last watcher left.
@@ -266,6 +270,9 @@ class Capture:
 
     Attributes:
         feeds: camera id -> :class:`Feed`, in config order.
+        before_publish: called on the capture thread with each new frame before it becomes the
+            feed's newest and its waiters wake (the hub encodes ahead there), or None; an exception
+            it raises is logged and the frame is published all the same.
     """
 
     def __init__(self, cameras: Sequence[CameraConfig], *, camera_factory: Callable[[CameraConfig], Camera] = Camera,
@@ -284,6 +291,7 @@ class Capture:
         self._rng = rng or random.Random()
         self._stop = threading.Event()
         self._supervisor: threading.Thread | None = None
+        self.before_publish: Callable[[Feed, Frame], None] | None = None
 
     def start(self) -> None:
         """Start a capture thread per camera and the supervisor. Once."""
@@ -331,6 +339,12 @@ class Capture:
         with feed.lock:
             feed.seq += 1
             frame = Frame(feed.cfg.id, feed.seq, t_mono_s, t_unix_s, image)
+        if self.before_publish is not None:
+            try:
+                self.before_publish(feed, frame)
+            except Exception:  # noqa: BLE001 - a bug there must not cost the frame or the thread
+                log.exception("%s: work before publishing frame %d failed", feed.name, frame.seq)
+        with feed.lock:
             feed.latest = frame
             waiters, feed.waiters = feed.waiters, []
             feed.drop_encodes([k for k in feed.encodes if k[0] < frame.seq - KEEP_FRAMES])

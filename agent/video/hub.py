@@ -9,7 +9,10 @@ than the one the consumer has, then awaits its encoding, shared by every
 consumer asking for the same frame and output (the :class:`FrameFormat` resolved against the
 frame's size, :meth:`FrameFormat.resolved`: ``quality=80`` and ``640, 480, 80`` are one encode of a
 640x480 frame). A slow consumer
-simply gets the newest frame on its next call: there is no queue.
+simply gets the newest frame on its next call: there is no queue. An output asked for (nearly)
+every frame is encoded ahead, on the capture thread before the frame is handed out
+(each of the last :data:`AHEAD_WINDOW` frames): its consumers find the encode
+done, with no encoder thread and no wake-up of their loop in between.
 
 Budgets (agent.video.budget): the encoders keep within a share of one core (a
 consumer waits, frames captured meanwhile are dropped); the encode cache is
@@ -47,6 +50,15 @@ log = logging.getLogger("agent.video")
 MAX_CACHED_ENCODES = 32
 #: Encoded bytes kept per camera by default (4 raw full-HD frames would be 33 MB).
 CACHE_MAX_BYTES = 64 * 1024 * 1024
+#: An output asked for each of a camera's last ``AHEAD_WINDOW`` frames is encoded ahead: on the
+#: capture thread, before the next frame is handed out. A consumer slower than the camera (two
+#: frames in three, one in two) never has it: no frame is encoded that nobody takes, but the one
+#: after a run of ``AHEAD_WINDOW`` taken frames when the consumer skips it.
+AHEAD_WINDOW = 3
+#: Encoding ahead takes at most this share of the camera's frame period (``1 / fps``) on the capture
+#: thread, judged by each output's last encode: a capture thread busy encoding would read late
+#: frames out of the driver's buffers (a 1080p encode on a Pi goes to the encoder threads).
+AHEAD_SHARE = 0.5
 
 
 class VideoHub:
@@ -95,6 +107,8 @@ class VideoHub:
         self._wrapped: weakref.WeakKeyDictionary[concurrent.futures.Future, dict] = weakref.WeakKeyDictionary()
         self._encode_count = 0
         self._encode_s = 0.0
+        self._ahead = 0
+        self.capture.before_publish = self._encode_ahead
         self._started = False
         self._closed = False
 
@@ -112,8 +126,9 @@ class VideoHub:
 
     def stats(self) -> dict[str, float | int]:
         """``encodes``, ``encode_s`` (s spent encoding), ``encode_share`` (of one core, last second),
-        ``cpu_waits`` (times a consumer waited for the CPU budget), ``cache_bytes`` (all cameras)."""
-        return {"encodes": self._encode_count, "encode_s": round(self._encode_s, 4),
+        ``cpu_waits`` (times a consumer waited for the CPU budget), ``cache_bytes`` (all cameras),
+        ``encoded_ahead`` (encodes run on a capture thread before the frame was handed out)."""
+        return {"encodes": self._encode_count, "encode_s": round(self._encode_s, 4), "encoded_ahead": self._ahead,
                 "encode_share": round(self.cpu.used_share(), 3), "cpu_waits": self.cpu.waits,
                 "cache_bytes": sum(f.cache_bytes for f in self._feeds.values())}
 
@@ -209,6 +224,8 @@ class VideoHub:
         future = self._encoding(feed, frame, fmt)
         if future is None:
             return None
+        if future.done():       # encoded ahead, or by an earlier consumer: no hop through the loop's self-pipe
+            return future.result()
         return await asyncio.shield(self._on_loop(future))
 
     def _on_loop(self, future: concurrent.futures.Future) -> asyncio.Future:
@@ -297,6 +314,7 @@ class VideoHub:
         fmt = fmt.resolved(frame.width, frame.height)
         key = (frame.seq, fmt)
         with feed.lock:
+            feed.asked.setdefault(fmt, set()).add(frame.seq)
             future = feed.encodes.get(key)
             if future is None:
                 if self._executor is None or self._closed:
@@ -308,6 +326,40 @@ class VideoHub:
                 feed.encodes[key] = future
                 feed.trim_cache(MAX_CACHED_ENCODES, self._cache_max_bytes)
         return future
+
+    def _encode_ahead(self, feed: Feed, frame: Frame) -> None:
+        """Capture thread, before ``frame`` is handed out: encode it in every output asked for each of
+        the last ``AHEAD_WINDOW`` frames, while the encoders are within their CPU share and these
+        encodes within ``AHEAD_SHARE`` of the frame period. The consumers then find it done: no
+        encoder thread woken, no wake-up of their loop for the result (each would otherwise cost a
+        context switch per frame and output)."""
+        hot = []
+        budget, planned = AHEAD_SHARE / feed.cfg.fps, 0.0
+        with feed.lock:
+            for fmt, seqs in list(feed.asked.items()):
+                recent = {s for s in seqs if s >= frame.seq - AHEAD_WINDOW}
+                if not recent:
+                    del feed.asked[fmt]
+                    feed.encode_s.pop(fmt, None)
+                    continue
+                feed.asked[fmt] = recent
+                cost = feed.encode_s.get(fmt, 0.0)
+                if len(recent) >= AHEAD_WINDOW and (frame.seq, fmt) not in feed.encodes and planned + cost <= budget:
+                    hot.append(fmt)
+                    planned += cost
+        for fmt in hot:
+            if self._closed or self.cpu.wait_s() > 0:
+                return
+            future: concurrent.futures.Future = concurrent.futures.Future()
+            future.set_running_or_notify_cancel()
+            with feed.lock:
+                feed.encodes[(frame.seq, fmt)] = future
+                feed.trim_cache(MAX_CACHED_ENCODES, self._cache_max_bytes)
+            try:
+                future.set_result(self._encode(feed, frame, fmt))
+            except Exception as err:  # noqa: BLE001 - the consumers get it, as from an encoder thread
+                future.set_exception(err)
+            self._ahead += 1
 
     def _encode(self, feed: Feed, frame: Frame, fmt: FrameFormat) -> EncodedFrame | None:
         start = time.perf_counter()
@@ -324,6 +376,7 @@ class VideoHub:
             self._encode_count += 1
             self._encode_s += spent
         with feed.lock:
+            feed.encode_s[fmt] = spent
             if key in feed.encodes and key not in feed.sizes:
                 feed.sizes[key] = len(out.data)
                 feed.cache_bytes += len(out.data)

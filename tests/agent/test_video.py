@@ -366,3 +366,56 @@ async def test_two_cameras_independent(hubs):
     front = await hub.next_encoded("front", FrameFormat("jpeg"), hub.latest("front").seq, 5.0)
     assert front is not None and front.width == 160
     rec_b.made[0].unblock()
+
+
+# ---------------------------------------------------------------- encoding ahead on the capture thread
+
+
+async def take_every_frame(hub: VideoHub, fmt: FrameFormat, count: int) -> list[EncodedFrame]:
+    """A consumer that asks for each next frame as soon as it has the last one."""
+    got: list[EncodedFrame] = []
+    after = hub.latest("front").seq
+    while len(got) < count:
+        enc = await hub.next_encoded("front", fmt, after, 5.0)
+        assert enc is not None
+        got.append(enc)
+        after = enc.seq
+    return got
+
+
+async def test_an_output_taken_every_frame_is_encoded_ahead_once_and_the_same(hubs):
+    hub = await running(hubs, Recorder(), fps=20)
+    fmt = FrameFormat("jpeg", 80, 60, 80)
+    got = await take_every_frame(hub, fmt, 24)
+    stats = hub.stats()
+    # a consumer keeping up with a 20 fps camera takes nearly every frame: once it took three in a
+    # row the capture thread encodes the next before handing it out
+    assert stats["encoded_ahead"] >= 1, stats
+    assert hub.encode_count <= len({e.seq for e in got}) + 2     # never twice: ahead or on demand
+    newest = hub.latest("front")
+    again = await hub.encoded(newest, fmt)       # the cached encode comes back as it is, no new one
+    count = hub.encode_count
+    assert await hub.encoded(newest, fmt) is again and hub.encode_count == count
+    assert again.data == encode(newest, fmt.resolved(newest.width, newest.height)).data
+
+
+async def test_a_consumer_taking_one_frame_in_two_has_nothing_encoded_ahead(hubs):
+    hub = await running(hubs, Recorder(), fps=20)
+    fmt = FrameFormat("jpeg", 80, 60, 80)
+    after, asked = hub.latest("front").seq, 0
+    for _ in range(12):
+        enc = await hub.next_encoded("front", fmt, after + 1, 5.0)   # skips the frame after the last
+        assert enc is not None and enc.seq >= after + 2
+        after, asked = enc.seq, asked + 1
+    assert hub.stats()["encoded_ahead"] == 0
+    assert hub.encode_count == asked                     # nothing encoded that nobody took
+
+
+async def test_an_encode_longer_than_its_share_of_the_frame_period_stays_off_the_capture_thread(hubs, monkeypatch):
+    from agent.video import hub as hub_module
+    monkeypatch.setattr(hub_module, "AHEAD_SHARE", 1e-9)     # any encode is longer than this share
+    hub = await running(hubs, Recorder(), fps=20)
+    fmt = FrameFormat("jpeg", 80, 60, 80)
+    got = await take_every_frame(hub, fmt, 12)
+    assert hub.stats()["encoded_ahead"] == 0
+    assert hub.encode_count == len({e.seq for e in got})    # each on an encoder thread, once
