@@ -146,9 +146,10 @@ class RobotMsgAdapter:
             if self._keys is not None:
                 auth = start_authenticator(ctx, self._keys)
             for ch in self._channels.values():
-                ch.sock = open_socket(ctx, ch.kind, ch.cfg, self._cfg, self._keys)
+                ch.sock = self._open(ctx, ch)
                 ch.endpoint = (cast(bytes, ch.sock.getsockopt(zmq.LAST_ENDPOINT)).decode() if ch.cfg.mode == "bind"
                                else ch.cfg.address)
+                ch.bound = ch.endpoint if ch.cfg.mode == "bind" else ""
             self._connected = True
             self._link.up()
             s, c, a = (self._channels[n] for n in ("state", "command", "action"))
@@ -178,6 +179,18 @@ class RobotMsgAdapter:
                 auth.stop()
             decoder.shutdown(wait=False, cancel_futures=True)
             ctx.destroy(linger=0)
+
+    def _open(self, ctx: zmq.asyncio.Context, ch: Channel) -> zmq.asyncio.Socket:
+        """Open ``ch``'s socket. A bind to a wildcard port (``tcp://127.0.0.1:*``) reopened after a
+        failure takes the port it had, so the peers that found it reconnect by themselves; another
+        one only when that port is taken. Raises zmq.ZMQError."""
+        if ch.bound and ch.bound != ch.cfg.address:
+            try:
+                return open_socket(ctx, ch.kind, ch.cfg, self._cfg, self._keys, address=ch.bound)
+            except zmq.ZMQError as err:
+                log.warning("robot_msg %s: cannot bind %s again (%s); binding %s", ch.name, ch.bound, err,
+                            ch.cfg.address)
+        return open_socket(ctx, ch.kind, ch.cfg, self._cfg, self._keys)
 
     def _release(self, reason: str) -> None:
         if self._driving:

@@ -32,6 +32,8 @@ class Channel:
     accepts: type | None
     sock: zmq.asyncio.Socket | None = None
     endpoint: str = ""
+    #: the endpoint a bind resolved last (kept across reopens: a wildcard port is bound again)
+    bound: str = ""
     peers: set[int] = field(default_factory=set)
 
     @property

@@ -96,8 +96,9 @@ def start_authenticator(ctx: zmq.asyncio.Context, keys: CurveKeys) -> AsyncioAut
 
 
 def open_socket(ctx: zmq.asyncio.Context, kind: int, scfg: SocketConfig, cfg: RobotMsgConfig,
-                keys: CurveKeys | None) -> zmq.asyncio.Socket:
-    """Create, configure and bind/connect one socket. Raises zmq.ZMQError (socket closed then)."""
+                keys: CurveKeys | None, address: str | None = None) -> zmq.asyncio.Socket:
+    """Create, configure and bind/connect one socket to ``address`` (default ``scfg.address``).
+    Raises zmq.ZMQError (socket closed then)."""
     sock = ctx.socket(kind)
     try:
         sock.setsockopt(zmq.LINGER, 0)
@@ -117,9 +118,9 @@ def open_socket(ctx: zmq.asyncio.Context, kind: int, scfg: SocketConfig, cfg: Ro
             else:
                 sock.curve_serverkey = keys.server_public
         if scfg.mode == "bind":
-            sock.bind(scfg.address)
+            sock.bind(address or scfg.address)
         else:
-            sock.connect(scfg.address)
+            sock.connect(address or scfg.address)
     except zmq.ZMQError:
         sock.close(linger=0)
         raise
