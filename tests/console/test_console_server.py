@@ -157,8 +157,7 @@ async def test_a_message_over_64_kib_closes_the_tab_counted_logged_and_the_tank_
             await ws.send_json({"type": "drive", "vx": 0.3, "omega": 0.0, "press": True})
             assert await wait_for(lambda: agent.sim.motor_emulator.motor_duty[0] > 0.0, 5.0)
             await ws.send_str(json.dumps({"type": "stop", "pad": "x" * (1 << 20)}))
-            while (msg := await ws.receive(timeout=10)).type not in (aiohttp.WSMsgType.CLOSE,
-                                                                    aiohttp.WSMsgType.CLOSED):
+            while (await ws.receive(timeout=10)).type not in (aiohttp.WSMsgType.CLOSE, aiohttp.WSMsgType.CLOSED):
                 pass
             assert ws.close_code == 1009
         assert await wait_for(lambda: agent.sim.motor_emulator.motor_duty == [0.0, 0.0], 2.0)
