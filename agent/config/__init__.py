@@ -60,6 +60,7 @@ from agent.config.sim2bot import Sim2botConfig
 from agent.support.jsonkeys import RepeatedKey, unique_keys
 from agent.config.video import VideoConfig
 from agent.errors import ConfigError
+from agent.support.readfile import read_regular
 
 __all__ = ["AgentConfig", "ConfigError", "foreign_keys", "load", "loads", "log_level", "problems_of"]
 
@@ -371,8 +372,7 @@ def load(path: str | os.PathLike[str]) -> AgentConfig:
     """Read and validate a params.json file. Raises ConfigError (missing file, not UTF-8 included)."""
     p = Path(path)
     try:
-        with p.open("rb") as f:
-            raw = f.read(MAX_CONFIG_BYTES + 1)
+        raw = read_regular(p, MAX_CONFIG_BYTES + 1)
         if len(raw) > MAX_CONFIG_BYTES:
             raise ConfigError(f"{p}: larger than {MAX_CONFIG_BYTES} bytes; not a params.json",
                               [("$", f"larger than {MAX_CONFIG_BYTES} bytes")])

@@ -76,6 +76,7 @@ class Session:
                 if msg.type in (WSMsgType.TEXT, WSMsgType.BINARY):
                     await self._handle(msg.data)
                 else:                      # ERROR; CLOSE ends the iteration itself
+                    self._closed_on_error(msg.data)
                     break
         finally:
             for task in tasks:
@@ -83,6 +84,16 @@ class Session:
             for task in tasks:
                 with contextlib.suppress(asyncio.CancelledError, ConnectionError, RuntimeError):
                     await task
+
+    def _closed_on_error(self, err: object) -> None:
+        """aiohttp closed the tab's WebSocket on ``err`` (a message over ``WS_MAX_MSG``: 1009, or a
+        protocol error: 1002): it cannot skip such a frame, so the tab ends; counted and said."""
+        console = self.console
+        console.counters["received"] += 1
+        console.counters["rejected"] += 1
+        console.warn.log(logging.WARNING, ("closed", self.peer, type(err).__name__),
+                         "console: rejected message from %s: %s; the tab's connection is closed",
+                         self.peer, safe(str(err), 200))
 
     async def _handle(self, raw: object) -> None:
         console = self.console

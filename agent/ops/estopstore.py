@@ -22,6 +22,7 @@ from agent.config.base import state_directory
 from agent.model import Halt
 from agent.support.atomicfile import write_text_atomically
 from agent.support.ratelimit import safe
+from agent.support.readfile import read_regular
 
 log = logging.getLogger(__name__)
 
@@ -125,8 +126,7 @@ class EstopStore:
         ``since_unix_s`` a finite number of seconds from 1970 to 2100 (:data:`MAX_SINCE_UNIX_S`).
         """
         try:
-            with self.path.open("rb") as f:
-                raw = f.read(MAX_STORE_BYTES + 1)
+            raw = read_regular(self.path, MAX_STORE_BYTES + 1)
         except FileNotFoundError:
             return None
         except OSError as err:

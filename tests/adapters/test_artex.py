@@ -311,6 +311,32 @@ async def test_file_log_error_and_clear(hub):
         root.setLevel(old_level)
 
 
+async def test_a_command_the_robot_declines_is_in_the_file_log_not_the_error_file(hub):
+    """docs/artex.md: a declined command (here: e-stopped) is an INFO line, fetched with ``{"file": "log"}``;
+    ``{"file": "error"}`` holds only what needs a person."""
+    tail = LogTail(max_bytes=16 * 1024)
+    root = logging.getLogger()
+    root.addHandler(tail)
+    old_level = root.level
+    root.setLevel(logging.INFO)
+    try:
+        async with running_agent(artex_params(hub), logs=tail) as agent:
+            assert await wait_for(lambda: hub.heartbeats, 10)
+            agent.control.estop("cli", "test")
+            await hub.command({"drive": {"vx": 0.3, "omega": 0.0}})
+            assert await wait_for(lambda: "refused by the robot" in tail.log_text(), 5)
+            await hub.command({"file": "log"})
+            await hub.command({"file": "error"})
+            assert await wait_for(lambda: len(hub.files) >= 2, 5)
+            (_, full), (_, err) = list(hub.files)[:2]
+            assert full["type"] == "log" and "ARTEX: rejected command: payload.drive: refused by the robot" in full["content"]
+            assert err["type"] == "error" and "refused by the robot" not in err["content"]
+            assert agent.physics.duty == [0.0, 0.0]
+    finally:
+        root.removeHandler(tail)
+        root.setLevel(old_level)
+
+
 # ---------------------------------------------------------------------- web_settings
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -261,8 +262,17 @@ def test_strict_json_numbers_are_numbers_and_keys_are_unique(text, path, words):
 
 
 def test_an_endless_file_is_refused_not_read_forever():
-    with pytest.raises(ConfigError, match="larger than"):
+    with pytest.raises(ConfigError, match="a character device, not a regular file"):
         load("/dev/zero")
+
+
+def test_a_fifo_given_as_the_config_exits_2_at_once_not_blocked_on_its_open(tmp_path):
+    """Opening a FIFO without a writer blocks for ever: the command must refuse it, not hang."""
+    fifo = tmp_path / "params.json"
+    os.mkfifo(fifo)
+    res = subprocess.run([sys.executable, "-m", "agent", "check-config", str(fifo)], capture_output=True,
+                         text=True, timeout=60, cwd=ROOT)
+    assert res.returncode == 2 and "a FIFO, not a regular file" in res.stdout + res.stderr, res
 
 
 def test_one_run_lists_every_cross_field_problem_with_its_json_path(tmp_path, capsys):

@@ -196,6 +196,10 @@ def test_an_unreadable_kept_estop_starts_the_robot_halted(tmp_path):
     path.write_text(json.dumps({"version": 1, "estop": None}))
     assert EstopStore(path).load() is None
     assert EstopStore(tmp_path / "missing.json").load() is None
+    fifo = tmp_path / "fifo.json"           # its open would block for ever: refused, the robot halted
+    os.mkfifo(fifo)
+    halt_fifo = EstopStore(fifo).load()
+    assert halt_fifo is not None and halt_fifo.by == "robot" and "a FIFO, not a regular file" in halt_fifo.reason
     store = EstopStore(tmp_path / "kept.json")
     store.save(halt).result(5)
     assert EstopStore(tmp_path / "kept.json").load().reason == halt.reason

@@ -146,6 +146,26 @@ async def test_bad_messages_are_rejected_counted_and_move_nothing(caplog: pytest
     assert any("console: rejected message from 127.0.0.1" in r.getMessage() for r in caplog.records)
 
 
+async def test_a_message_over_64_kib_closes_the_tab_counted_logged_and_the_tank_stops(caplog) -> None:
+    """docs/console.md: aiohttp cannot skip a frame over its 64 KiB limit; the tab ends with 1009, the
+    rejection is counted and logged, and the tab's source is released."""
+    port = free_port()
+    caplog.set_level(logging.WARNING, logger="agent.console")
+    async with console_agent(port) as agent, aiohttp.ClientSession() as http:
+        async with http.ws_connect(f"http://127.0.0.1:{port}/ws") as ws:
+            await hello(ws)
+            await ws.send_json({"type": "drive", "vx": 0.3, "omega": 0.0, "press": True})
+            assert await wait_for(lambda: agent.sim.motor_emulator.motor_duty[0] > 0.0, 5.0)
+            await ws.send_str(json.dumps({"type": "stop", "pad": "x" * (1 << 20)}))
+            while (await ws.receive(timeout=10)).type not in (aiohttp.WSMsgType.CLOSE, aiohttp.WSMsgType.CLOSED):
+                pass
+            assert ws.close_code == 1009
+        assert await wait_for(lambda: agent.sim.motor_emulator.motor_duty == [0.0, 0.0], 2.0)
+        assert agent.adapters["console"].status()["rejected"] == 1
+    assert any("console: rejected message from 127.0.0.1" in r.getMessage() and "connection is closed" in r.getMessage()
+               for r in caplog.records)
+
+
 async def test_closing_the_driving_tab_releases_the_source(caplog: pytest.LogCaptureFixture) -> None:
     port = free_port()
     caplog.set_level(logging.INFO)
