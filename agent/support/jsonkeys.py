@@ -1,9 +1,9 @@
 """JSON objects with unique keys: a key given twice is refused, never resolved.
 
 ``json.loads`` keeps the last value of a repeated key (``{"vx": 0, "vx": 0.9}`` is ``{"vx": 0.9}``);
-other parsers keep the first, so a peer cannot be sure what such a message means. Every JSON
-reader of the agent (the console, Sim2Bot, ARTEX packets, params.json) parses with
-:func:`unique_keys` as its ``object_pairs_hook`` and refuses the message on :class:`RepeatedKey`.
+other parsers keep the first, so a peer cannot be sure what such a message means. The agent's
+readers of peer messages and of its config (the console, Sim2Bot, ARTEX packets, params.json) parse
+with :func:`unique_keys` as their ``object_pairs_hook`` and refuse the message on :class:`RepeatedKey`.
 :func:`first_keys` is the other reading, for a caller that must look at both (the ARTEX adapter
 obeys a stop in either: docs/artex.md, "command").
 """
