@@ -5,7 +5,8 @@ stopped when the link drops. Both read the configuration in force on every
 round, so ``web_settings`` changes of ``max_send_freq`` and ``jpeg_quality``
 apply at once.
 
-Both send at most every ``max_send_freq`` s, and never faster than every
+Video sends at most every ``max_send_freq`` s; telem polls every ``max_send_freq`` s on average,
+each poll at most 10 ms off its time (the wake-up grid below); neither faster than every
 :data:`MIN_SEND_PERIOD_S` (0.02 s) whatever ``max_send_freq`` says.
 
 - ``telem``: every ``max_send_freq`` s the whole dict (agent.adapters.artex_telem; polls on a

@@ -35,7 +35,7 @@ SETTLE_TIMEOUT_S = 2.0
 class HardwarePort(Protocol):
     """What the loop needs from agent.devices.hardware.Hardware (docs/architecture.md, "Hardware")."""
 
-    def set_duty(self, left: float, right: float) -> bool: ...
+    def set_duty(self, left: float, right: float, *, force: bool = False) -> bool: ...
     def settle_motor(self, timeout_s: float) -> bool: ...
     def has_motor(self) -> bool: ...
     def read_motor(self) -> MotorFeedback | None: ...
@@ -99,7 +99,7 @@ class DeviceIO:
         while True:
             if not self._hw.has_motor():
                 return None
-            self._hw.set_duty(0.0, 0.0)
+            self._hw.set_duty(0.0, 0.0, force=True)     # a fresh answer, never a recent write's
             if self._hw.settle_motor(max(0.0, deadline - time.monotonic())):
                 return True
             left = deadline - time.monotonic()

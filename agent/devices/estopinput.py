@@ -227,6 +227,8 @@ class EstopWatch:
         deadline = time.monotonic() + wait_s
         while not self._stop.is_set():
             left = deadline - time.monotonic()
+            if left <= 0:               # paused past the deadline: a sleep(negative) would raise
+                return
             piece = min(left, WAIT_PIECE_S)
             if self.device.call(lambda d: d.wait(piece), default=None) is not False or left <= WAIT_PIECE_S:
                 return

@@ -166,15 +166,16 @@ class Hardware:
         self._health_sources.append(source)
 
     # ------------------------------------------------------------------ control thread
-    def set_duty(self, left: float, right: float) -> bool:
-        """Post track duty, each -1..1, to the motor's thread (latest wins; never blocks).
+    def set_duty(self, left: float, right: float, *, force: bool = False) -> bool:
+        """Post track duty, each -1..1, to the motor's thread (latest wins; never blocks); ``force``:
+        written even when unchanged since a recent write (the closing zero, whose answer is awaited).
 
         Returns True while the controller is present and acknowledged the last duty written;
         False with no motor or a lost one.
         """
         if self.motor_io is None:
             return False
-        return self.motor_io.post(left, right)
+        return self.motor_io.post(left, right, force=force)
 
     def settle_motor(self, timeout_s: float) -> bool:
         """Wait up to ``timeout_s`` until every duty posted so far was written; False with no motor or late.

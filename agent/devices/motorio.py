@@ -19,9 +19,10 @@ failed write, or a new driver after a reopen, always writes again.
 At rest (docs/safety.md, "The motor line at rest", gives the reasoning): once the zero duty has been
 acknowledged and the feedback has shown the tracks still (encoder counts unchanged, speeds zero,
 currents under :data:`REST_CURRENT_A`, status word clear) for :data:`REST_AFTER_S`, feedback
-sets and the unchanged zero's rewrite both come every ``rest_s`` (:func:`rest_period_s`: 0.25 s,
-or half the controller's own stop timeout) instead of ``1 / feedback_hz`` and ``refresh_s``: a
-standing tank's line carries ~16 transactions a second instead of ~70, and its thread and the
+sets and the unchanged zero's rewrite both come every ``rest_s`` (:func:`rest_period_s`: 0.15 s
+for a controller with the default 0.5 s stop timeout, at most 0.25 s) instead of ``1 / feedback_hz``
+and ``refresh_s``: a standing tank's line carries ~27 transactions a second instead of ~70 (~16 at
+0.25 s), and its thread and the
 emulator's wake that much less. Any other reading, a non-zero duty, a failed write or a new driver
 ends the rest at once: a non-zero duty is written at once as always, and the next feedback set is
 due within ``1 / feedback_hz`` of it.
@@ -65,6 +66,12 @@ REST_AFTER_S = 1.0
 #: A motor current at or over this, A, is no rest (a RoboClaw reports 10 mA steps; a driven or
 #: blocked motor draws amps).
 REST_CURRENT_A = 0.5
+#: The control loop posts the zero at each tick: a rewrite at rest comes up to one control period
+#: (at most 1 / 20 Hz, control.rate_hz's floor) after its refresh is due, s.
+TICK_ALLOWANCE_S = 0.05
+#: Valid packets per period of the controller's own stop timeout at rest (docs/line-protocol.md:
+#: the line firmware's P command at least 3 times per watchdog interval).
+REST_WRITES_PER_TIMEOUT = 3
 
 
 def duty_refresh_s(motor_cfg: object) -> float:
@@ -81,13 +88,17 @@ def duty_refresh_s(motor_cfg: object) -> float:
 def rest_period_s(motor_cfg: object) -> float:
     """Period of the feedback sets and of the zero duty's rewrite while the tank is at rest, s.
 
-    :data:`REST_PERIOD_S`, at most half the controller's own stop timeout when it has one (its
-    driver's :meth:`drivers.base.MotorController.own_timeout_s`), so the controller still hears a
-    valid packet at least twice per timeout and never stops on its own; never shorter than the
-    moving refresh (:func:`duty_refresh_s`).
+    :data:`REST_PERIOD_S`, and when the controller has its own stop timeout (its driver's
+    :meth:`drivers.base.MotorController.own_timeout_s`) short enough that a rewrite due every
+    ``(timeout - TICK_ALLOWANCE_S) / REST_WRITES_PER_TIMEOUT`` still reaches it
+    :data:`REST_WRITES_PER_TIMEOUT` times per timeout although it waits for the next tick (only a
+    duty write feeds the line firmware's watchdog: docs/line-protocol.md); never shorter than the
+    moving refresh (:func:`duty_refresh_s`). A 0.5 s timeout gives 0.15 s; the 0.1 s minimum gives
+    the moving refresh.
     """
     timeout = driver_class(motor_cfg).own_timeout_s(motor_cfg)
-    rest = REST_PERIOD_S if not timeout else min(REST_PERIOD_S, timeout / 2)
+    rest = REST_PERIOD_S if not timeout else min(REST_PERIOD_S,
+                                                 (timeout - TICK_ALLOWANCE_S) / REST_WRITES_PER_TIMEOUT)
     return max(rest, duty_refresh_s(motor_cfg))
 
 
@@ -136,17 +147,18 @@ class MotorIO:
         """Start the thread (once)."""
         self.worker.start()
 
-    def post(self, left: float, right: float) -> bool:
+    def post(self, left: float, right: float, *, force: bool = False) -> bool:
         """Queue (left, right) duty for the worker (latest wins); returns whether the last write was acknowledged.
 
         Never blocks on the controller. False while the controller is lost. A duty equal to the
         last one acknowledged, its refresh not yet due, with nothing else posted or being written,
-        is counted as skipped here and does not wake the thread (the control loop posts every tick).
+        is counted as skipped here and does not wake the thread (the control loop posts every tick);
+        ``force``: written all the same (the closing zero, whose answer is awaited: agent.control.devices).
         """
-        if self.worker.idle() and self._fresh((left, right)):     # idle first: then _last is final
+        if not force and self.worker.idle() and self._fresh((left, right)):   # idle first: then _last is final
             self.skipped += 1
         else:
-            self.worker.post("duty", (left, right))
+            self.worker.post("duty", ((left, right), force))
         return self.acked and self.motor.state != LOST
 
     def settle(self, timeout_s: float) -> bool:
@@ -164,8 +176,8 @@ class MotorIO:
         taken = self.worker.take()
         if taken is None:
             return None
-        duty, serial = taken[0]["duty"], taken[1]
-        if self._fresh(duty):
+        (duty, force), serial = taken[0]["duty"], taken[1]
+        if not force and self._fresh(duty):
             self.skipped += 1
             self.worker.finish(serial)
             return None
@@ -221,7 +233,7 @@ class MotorIO:
         if self._still_since is None:
             self._still_since = now
         self.resting = now - self._still_since >= REST_AFTER_S
-        return self._rest_s if self.resting else None
+        return max(self._rest_s, self._fast_s) if self.resting else None
 
     def _serve(self) -> None:
         """A posted duty goes out before anything else."""

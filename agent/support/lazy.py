@@ -71,7 +71,10 @@ _FINDER = _DeferringFinder()
 def deferred_imports(names: Iterable[str]) -> Iterator[None]:
     """While inside, a first import of one of the top-level modules ``names`` (found on ``sys.path``)
     binds the module without running its code: that runs at the first read of any of its attributes
-    (``importlib.util.LazyLoader``), in whatever thread reads it. A module imported before stays as it
+    (``importlib.util.LazyLoader``), in whatever thread reads it. On Python before 3.12.3 that first
+    read is not thread-safe (CPython gh-114763: a second thread may see the module half-run) and a
+    failed run leaves a half-made module behind: use it only for modules the agent never reads
+    (python-socketio's sync-client libraries), as agent.app does. A module imported before stays as it
     is; one that is not installed fails to import as before. Unlike a plain import, an error in the
     module's own imports comes at that first read, not at the ``import`` statement.
 

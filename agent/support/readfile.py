@@ -1,8 +1,9 @@
 """Reading a small file the agent trusts nothing about (params.json, the kept e-stop).
 
-:func:`read_regular` opens without blocking and reads only a regular file: a FIFO, a socket or a
-device named where a file is expected would otherwise block the open (a FIFO without a writer,
-for ever: the agent would neither start nor answer SIGTERM) or read without end (/dev/zero).
+:func:`read_regular` reads only a regular file, looked at before it is opened and opened without
+blocking: a FIFO, a socket or a device named where a file is expected would otherwise block the
+open (a FIFO without a writer, for ever: the agent would neither start nor answer SIGTERM), read
+without end (/dev/zero) or reset a board (opening a serial port toggles DTR).
 """
 
 from __future__ import annotations
@@ -19,11 +20,10 @@ def read_regular(path: str | os.PathLike[str], limit: int) -> bytes:
         FileNotFoundError: no such file. OSError: any other failure to open or read it, or it is not
             a regular file (``strerror`` says which kind it is instead: "a FIFO, not a regular file").
     """
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    _require_regular(os.stat(path).st_mode, path)       # a device is never opened (a tty's open resets an Arduino)
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
     try:
-        mode = os.fstat(fd).st_mode
-        if not stat.S_ISREG(mode):
-            raise OSError(errno.EINVAL, f"{_kind(mode)}, not a regular file", os.fspath(path))
+        _require_regular(os.fstat(fd).st_mode, path)     # replaced between the two looks
         os.set_blocking(fd, True)
         chunks, left = [], limit
         while left > 0:
@@ -35,6 +35,11 @@ def read_regular(path: str | os.PathLike[str], limit: int) -> bytes:
         return b"".join(chunks)
     finally:
         os.close(fd)
+
+
+def _require_regular(mode: int, path: str | os.PathLike[str]) -> None:
+    if not stat.S_ISREG(mode):
+        raise OSError(errno.EINVAL, f"{_kind(mode)}, not a regular file", os.fspath(path))
 
 
 def _kind(mode: int) -> str:

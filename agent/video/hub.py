@@ -343,8 +343,9 @@ class VideoHub:
                     feed.encode_s.pop(fmt, None)
                     continue
                 feed.asked[fmt] = recent
-                cost = feed.encode_s.get(fmt, 0.0)
-                if len(recent) >= AHEAD_WINDOW and (frame.seq, fmt) not in feed.encodes and planned + cost <= budget:
+                cost = feed.encode_s.get(fmt)   # None: never timed yet (the encoder threads time it first)
+                if cost is not None and len(recent) >= AHEAD_WINDOW and (frame.seq, fmt) not in feed.encodes \
+                        and planned + cost <= budget:
                     hot.append(fmt)
                     planned += cost
         for fmt in hot:
@@ -359,7 +360,8 @@ class VideoHub:
                 future.set_result(self._encode(feed, frame, fmt))
             except Exception as err:  # noqa: BLE001 - the consumers get it, as from an encoder thread
                 future.set_exception(err)
-            self._ahead += 1
+            with self._stats_lock:          # capture threads of several cameras count here
+                self._ahead += 1
 
     def _encode(self, feed: Feed, frame: Frame, fmt: FrameFormat) -> EncodedFrame | None:
         start = time.perf_counter()

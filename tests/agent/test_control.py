@@ -814,10 +814,10 @@ def test_late_tick_is_counted_and_not_caught_up_in_a_burst():
     stall = {"s": 0.0}
     forward = hw.set_duty
 
-    def slow_set_duty(left: float, right: float) -> bool:    # the real write, after a one-off stall
+    def slow_set_duty(left: float, right: float, *, force: bool = False) -> bool:   # the real write, after a one-off stall
         delay, stall["s"] = stall["s"], 0.0
         time.sleep(delay)
-        return forward(left, right)
+        return forward(left, right, force=force)
 
     hw.set_duty = slow_set_duty
     loop = ControlLoop(cfg, hw)
