@@ -46,6 +46,7 @@ from agent.adapters.artex_commands import (
     describe,
     file_answer,
     is_stop,
+    is_stop_event,
     parse_command,
 )
 from agent.adapters.artex_settings import accept_settings
@@ -201,7 +202,7 @@ class ArtexAdapter:
     def _new_client(self) -> HubClient:
         # liveness: aiohttp sends a WebSocket ping after ping_interval_s without inbound data and drops
         # the link when no pong comes within half of that (RFC 6455: every WebSocket stack answers)
-        client = HubClient(on_fault=self._on_fault, reconnection=False, handle_sigint=False,
+        client = HubClient(on_fault=self._on_fault, is_stop_event=is_stop_event, reconnection=False, handle_sigint=False,
                            websocket_extra_options={"heartbeat": self._cfg.artex.ping_interval_s})
         for event, handler in (("connect", self._on_connect), ("disconnect", self._on_disconnect),
                                ("heartbeat", self._on_heartbeat), ("token_ask", self._on_token_ask),

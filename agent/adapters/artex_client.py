@@ -21,6 +21,10 @@ Engine.IO message before python-socketio sees it:
   name (:data:`RESERVED_EVENTS`); acks must carry a list;
 - CONNECT / CONNECT_ERROR only for a namespace being connected; DISCONNECT only
   for a connected one (a kick is honoured);
+- a JSON object that gives a key twice (``{"vx": 0, "vx": 0.9}``) is refused, never read as its
+  last value (agent.support.jsonkeys); a ``command`` event that is a stop in either reading (the
+  first or the last value of each repeated key) is handed on as that stop (stop always wins), with
+  a WARNING naming the key;
 - anything that still raises (decoding, a handler) is caught.
 
 Every such fault is reported as ``on_fault(kind, detail)`` (the adapter logs it
@@ -34,11 +38,13 @@ import logging
 from collections.abc import Callable
 
 import socketio
+from engineio import json as eio_json
 from socketio import packet as sio_packet
 
 from agent.compat import engineio as eio_compat
 from agent.compat.socketio import HookedAsyncClient
-from agent.support.ratelimit import safe
+from agent.support.jsonkeys import RepeatedKey, first_keys, unique_keys
+from agent.support.ratelimit import RateLimitedLog, safe
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +62,8 @@ RESERVED_EVENTS = frozenset({"connect", "connect_error", "disconnect", "__discon
 KICK_WINDOW_S = 30.0
 
 Fault = Callable[[str, str], None]
+#: ``is_stop_event(data)``: whether an event (``[name, *args]``) is a stop the robot must obey
+StopCheck = Callable[[list], bool]
 
 
 class HubRefused(ConnectionError):
@@ -92,14 +100,40 @@ class KickCounter:
                              f"within {KICK_WINDOW_S:.0f} s of connecting")
 
 
+class _Json:
+    """engineio's ``json`` (its ``dumps`` unchanged: the wire bytes stay the library's) whose
+    ``loads`` builds objects with ``hook`` (an ``object_pairs_hook``)."""
+
+    dumps = staticmethod(eio_json.dumps)
+
+    def __init__(self, hook: Callable[[list], dict]) -> None:
+        self._hook = hook
+
+    def loads(self, text: str, **kwargs) -> object:
+        return eio_json.loads(text, object_pairs_hook=self._hook, **kwargs)
+
+
 class HubPacket(sio_packet.Packet):
-    """A packet class whose decoding errors are :class:`ValueError` only (RecursionError too)."""
+    """A packet class whose decoding errors are :class:`ValueError` only (RecursionError too); a key
+    given twice in an object raises :class:`agent.support.jsonkeys.RepeatedKey` (a ValueError)."""
+
+    json = _Json(unique_keys)
 
     def decode(self, encoded_packet: str) -> int:
         try:
             return super().decode(encoded_packet)
         except RecursionError as err:
             raise ValueError(f"nesting too deep: {err}") from err
+
+
+class _FirstReading(sio_packet.Packet):
+    """The packet as a parser that keeps the first value of a repeated key reads it."""
+
+    json = _Json(first_keys)
+
+
+class _LastReading(sio_packet.Packet):
+    """The packet as python-socketio's own parser reads it (the last value of a repeated key)."""
 
 
 def _placeholders(data: object, depth: int = 0) -> int:
@@ -120,15 +154,19 @@ class HubClient(HookedAsyncClient):
 
     Args:
         on_fault: ``on_fault(kind, detail)`` for every discarded message; kinds: ``undecodable``,
-            ``incomplete_binary``, ``stray_attachment``, ``bad_attachments``, ``bad_event``,
+            ``repeated_key``, ``incomplete_binary``, ``stray_attachment``, ``bad_attachments``, ``bad_event``,
             ``reserved_event``, ``bad_ack``, ``unexpected_connect``, ``unknown_type``, ``handler_error``.
         attachment_wait_s: how long a binary packet may wait for its attachments, s.
+        is_stop_event: which events are stops, obeyed even with a key given twice (default: none).
         kwargs: ``socketio.AsyncClient`` arguments.
     """
 
-    def __init__(self, *, on_fault: Fault, attachment_wait_s: float = ATTACHMENT_WAIT_S, **kwargs) -> None:
+    def __init__(self, *, on_fault: Fault, attachment_wait_s: float = ATTACHMENT_WAIT_S,
+                 is_stop_event: StopCheck | None = None, **kwargs) -> None:
         super().__init__(serializer=HubPacket, **kwargs)
         self._on_fault = on_fault
+        self._is_stop_event = is_stop_event
+        self._warn = RateLimitedLog(log)
         self._attachment_wait_s = attachment_wait_s
         self._binary_timer: asyncio.TimerHandle | None = None
         #: what the hub said when it rejected the namespace connect (a CONNECT_ERROR packet), else None
@@ -154,6 +192,9 @@ class HubClient(HookedAsyncClient):
             return
         try:
             pkt = self.packet_class(encoded_packet=data)
+        except RepeatedKey as err:
+            await self._repeated_key(data, err)
+            return
         except ValueError as err:
             self._on_fault("undecodable", f"undecodable packet from the hub: {safe(str(err), 120)}")
             return
@@ -167,6 +208,30 @@ class HubClient(HookedAsyncClient):
                 self._attachment_wait_s, self._drop_binary, "its attachments did not come in time", pkt)
             return
         await self.library_eio_message(data)
+
+    async def _repeated_key(self, data: str, err: RepeatedKey) -> None:
+        """A text packet with a key given twice: refused, unless it is a stop in either reading."""
+        stop = self._stop_reading(data)
+        if stop is None:
+            self._on_fault("repeated_key", f"{err}: {safe(data, 80)}")
+            return
+        self._warn.log(logging.WARNING, "repeated_key_stop", "ARTEX: %s; the stop in it is obeyed (stop always "
+                       "wins): %s", err, safe(data, 80))
+        await self.dispatch_event(stop.namespace, stop.id, stop.data)
+
+    def _stop_reading(self, data: str) -> sio_packet.Packet | None:
+        """The reading of ``data`` that is a stop event (first or last value of each repeated key), or None."""
+        if self._is_stop_event is None:
+            return None
+        for reading in (_FirstReading, _LastReading):
+            try:
+                pkt = reading(encoded_packet=data)
+            except (ValueError, RecursionError):
+                return None
+            if (pkt.packet_type == sio_packet.EVENT and self._problem(pkt) is None
+                    and self._is_stop_event(pkt.data)):
+                return pkt
+        return None
 
     async def _attachment(self, data: bytes) -> None:
         pkt = self.pending_binary

@@ -43,6 +43,7 @@ __all__ = [
     "WebSettings",
     "describe",
     "is_stop",
+    "is_stop_event",
     "parse_command",
 ]
 
@@ -109,6 +110,12 @@ def is_stop(data: object) -> bool:
         return False
     payload = data.get("payload")
     return data.get("com") == BUILTIN_STOP or (isinstance(payload, dict) and payload.get("com") == BUILTIN_STOP)
+
+
+def is_stop_event(event: list) -> bool:
+    """A decoded Socket.IO event ``[name, *args]`` is a ``command`` that :func:`is_stop` calls a stop
+    (its one argument, or the list of several, as the adapter's ``command`` handler reads them)."""
+    return len(event) > 1 and event[0] == "command" and is_stop(event[1] if len(event) == 2 else event[1:])
 
 
 def _text(where: str, value: object, limit: int = MAX_TEXT_CHARS) -> str:

@@ -21,7 +21,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from agent.errors import CommandDeclined, CommandError, CommandRejected
+from agent.errors import CommandDeclined, CommandRejected
+from agent.support.jsonkeys import RepeatedKey, unique_keys
 from agent.commands import (
     MAX_JOINTS, MAX_TRAJECTORY_POINTS, BaseVelocity, Command, Gripper, JointPosition, JointTrajectory,
     JointTrajectoryStop, JointVelocity, Reset, Stop, TrajectoryPoint, finite_number as _number,
@@ -124,17 +125,17 @@ def normalize_room(room: str | None) -> str:
     return room if room else DEFAULT_ROOM
 
 
-def decode(raw: object, max_bytes: int, object_pairs_hook: Any = None) -> dict[str, Any]:
-    """One WebSocket message -> a JSON object.
+def decode(raw: object, max_bytes: int) -> dict[str, Any]:
+    """One WebSocket message -> a JSON object (the console's decode too).
 
     Args:
         raw: the received message (``str`` for text frames, ``bytes`` for binary).
         max_bytes: longest accepted message, bytes (UTF-8).
-        object_pairs_hook: passed to ``json.loads`` (the console refuses duplicate keys with it);
-            a CommandError it raises goes out as it is.
 
     Raises:
-        CommandError: binary frame, too long, not JSON, too deeply nested, or not an object.
+        CommandError: binary frame, too long, not JSON, too deeply nested, not an object, or a key
+            given twice in one object (agent.support.jsonkeys.unique_keys: never resolved to the
+            last value, which is what ``json.loads`` would do).
     """
     if isinstance(raw, (bytes, bytearray, memoryview)):
         raise CommandRejected(f"binary message of {len(raw)} bytes on the control socket; expected JSON text")
@@ -143,11 +144,11 @@ def decode(raw: object, max_bytes: int, object_pairs_hook: Any = None) -> dict[s
     if len(raw) > max_bytes or len(raw.encode("utf-8", "surrogatepass")) > max_bytes:
         raise CommandRejected(f"message of {len(raw)} characters exceeds max_message_bytes={max_bytes}")
     try:
-        data = json.loads(raw, object_pairs_hook=object_pairs_hook)
+        data = json.loads(raw, object_pairs_hook=unique_keys)
     except RecursionError as err:
         raise CommandRejected("message nests too deeply") from err
-    except CommandError:
-        raise
+    except RepeatedKey as err:
+        raise CommandRejected(str(err)) from err
     except ValueError as err:
         raise CommandRejected(f"message is not valid JSON: {err}") from err
     if not isinstance(data, dict):

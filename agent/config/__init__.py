@@ -57,6 +57,7 @@ from agent.config.failsafe import CHEMISTRY_CELL_V, FULL_CELL_V, FailsafeConfig
 from agent.config.recorder import RecorderConfig
 from agent.config.robotmsg import RobotMsgConfig
 from agent.config.sim2bot import Sim2botConfig
+from agent.support.jsonkeys import RepeatedKey, unique_keys
 from agent.config.video import VideoConfig
 from agent.errors import ConfigError
 from agent.support.readfile import read_regular
@@ -283,27 +284,14 @@ def problems_of(err: ValidationError) -> list[tuple[str, str]]:
 MAX_CONFIG_BYTES = 1 << 20
 
 
-class _NotStrictJson(ValueError):
-    """A JSON extension the strict config format refuses: duplicate keys. (NaN and Infinity
-    literals parse, and every number field refuses them with its JSON path.)"""
-
-
-def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    data: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in data:
-            raise _NotStrictJson(f"duplicate key {key[:60]!r} (the file would mean only its last value)")
-        data[key] = value
-    return data
-
-
 def _parse(text: str, origin: str) -> dict[str, Any]:
     """Strict JSON text -> the top-level object. Raises ConfigError for anything else (duplicate
     keys included), never a traceback."""
     try:
-        data = json.loads(text, object_pairs_hook=_unique_keys)
-    except _NotStrictJson as err:
-        raise ConfigError(f"{origin}: {err}", [("$", str(err))]) from err
+        data = json.loads(text, object_pairs_hook=unique_keys)
+    except RepeatedKey as err:  # NaN and Infinity literals parse; every number field refuses them with its path
+        why = f"duplicate key {err.key[:60]!r} {err.where} (the file would mean only its last value)"
+        raise ConfigError(f"{origin}: {why}", [("$", why)]) from err
     except json.JSONDecodeError as err:
         raise ConfigError(f"{origin}: not valid JSON: {err}", [("$", f"line {err.lineno} column {err.colno}: {err.msg}")]) from err
     except ValueError as err:  # an integer beyond sys.get_int_max_str_digits(): say so in the file's terms

@@ -86,26 +86,16 @@ def decode(raw: object, max_bytes: int) -> dict:
 
     Raises:
         CommandError: binary or non-text message, longer than ``max_bytes`` (UTF-8), not JSON,
-            nested too deeply, not an object, or a key given twice in an object.
+            nested too deeply, not an object, or a key given twice in an object
+            (``{"type": "release_estop", "type": "estop"}``: refused, never resolved to the last
+            one, which JSON parsers differ on; agent.support.jsonkeys.unique_keys).
     """
     try:
-        data = json_object(raw, max_bytes, object_pairs_hook=_unique)   # a key given twice: refused
+        data = json_object(raw, max_bytes)
     except CommandError as err:
         err.source = SOURCE
         raise
     return data
-
-
-def _unique(pairs: list[tuple[str, object]]) -> dict:
-    """``object_pairs_hook``: a key given twice (``{"type": "release_estop", "type": "estop"}``) is
-    refused, never resolved to the last one (which JSON parsers differ on)."""
-    seen: set[str] = set()
-    for key, _ in pairs:
-        if key in seen:
-            raise CommandRejected(f"key {safe(key, 40)!r} given twice in one message; each key once",
-                                  source=SOURCE)
-        seen.add(key)
-    return dict(pairs)
 
 
 def _velocity(vx: object, omega: object) -> BaseVelocity:
