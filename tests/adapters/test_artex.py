@@ -284,57 +284,54 @@ async def test_telem_can_and_video_can_false(hub):
 # ---------------------------------------------------------------------- file
 
 
-async def test_file_log_error_and_clear(hub):
+@pytest.fixture
+def tail():
+    """A LogTail on the root logger at INFO for the test (the agent's ``file`` answers read it)."""
     tail = LogTail(max_bytes=16 * 1024)
     root = logging.getLogger()
     root.addHandler(tail)
     old_level = root.level
     root.setLevel(logging.INFO)
     try:
-        async with running_agent(artex_params(hub), logs=tail):
-            assert await wait_for(lambda: hub.heartbeats, 10)
-            logging.getLogger("tests.artex").error("boom-4711")
-            await hub.command({"file": "error"})
-            await hub.command({"file": "log"})
-            assert await wait_for(lambda: len(hub.files) >= 2, 5)
-            (_, err), (_, full) = list(hub.files)[:2]
-            assert err["type"] == "error" and "boom-4711" in err["content"] and "ARTEX: connected" not in err["content"]
-            assert full["type"] == "log" and "ARTEX: connected" in full["content"] and "boom-4711" in full["content"]
-            await hub.command({"file": "clear"})
-            await asyncio.sleep(0.3)
-            assert len(hub.files) == 2  # clear answers nothing
-            await hub.command({"file": "error"})
-            assert await wait_for(lambda: len(hub.files) >= 3, 5)
-            assert "boom-4711" not in hub.files[-1][1]["content"]
+        yield tail
     finally:
         root.removeHandler(tail)
         root.setLevel(old_level)
 
 
-async def test_a_command_the_robot_declines_is_in_the_file_log_not_the_error_file(hub):
+async def test_file_log_error_and_clear(hub, tail):
+    async with running_agent(artex_params(hub), logs=tail):
+        assert await wait_for(lambda: hub.heartbeats, 10)
+        logging.getLogger("tests.artex").error("boom-4711")
+        await hub.command({"file": "error"})
+        await hub.command({"file": "log"})
+        assert await wait_for(lambda: len(hub.files) >= 2, 5)
+        (_, err), (_, full) = list(hub.files)[:2]
+        assert err["type"] == "error" and "boom-4711" in err["content"] and "ARTEX: connected" not in err["content"]
+        assert full["type"] == "log" and "ARTEX: connected" in full["content"] and "boom-4711" in full["content"]
+        await hub.command({"file": "clear"})
+        await asyncio.sleep(0.3)
+        assert len(hub.files) == 2  # clear answers nothing
+        await hub.command({"file": "error"})
+        assert await wait_for(lambda: len(hub.files) >= 3, 5)
+        assert "boom-4711" not in hub.files[-1][1]["content"]
+
+
+async def test_a_command_the_robot_declines_is_in_the_file_log_not_the_error_file(hub, tail):
     """docs/artex.md: a declined command (here: e-stopped) is an INFO line, fetched with ``{"file": "log"}``;
     ``{"file": "error"}`` holds only what needs a person."""
-    tail = LogTail(max_bytes=16 * 1024)
-    root = logging.getLogger()
-    root.addHandler(tail)
-    old_level = root.level
-    root.setLevel(logging.INFO)
-    try:
-        async with running_agent(artex_params(hub), logs=tail) as agent:
-            assert await wait_for(lambda: hub.heartbeats, 10)
-            agent.control.estop("cli", "test")
-            await hub.command({"drive": {"vx": 0.3, "omega": 0.0}})
-            assert await wait_for(lambda: "refused by the robot" in tail.log_text(), 5)
-            await hub.command({"file": "log"})
-            await hub.command({"file": "error"})
-            assert await wait_for(lambda: len(hub.files) >= 2, 5)
-            (_, full), (_, err) = list(hub.files)[:2]
-            assert full["type"] == "log" and "ARTEX: rejected command: payload.drive: refused by the robot" in full["content"]
-            assert err["type"] == "error" and "refused by the robot" not in err["content"]
-            assert agent.physics.duty == [0.0, 0.0]
-    finally:
-        root.removeHandler(tail)
-        root.setLevel(old_level)
+    async with running_agent(artex_params(hub), logs=tail) as agent:
+        assert await wait_for(lambda: hub.heartbeats, 10)
+        agent.control.estop("cli", "test")
+        await hub.command({"drive": {"vx": 0.3, "omega": 0.0}})
+        assert await wait_for(lambda: "refused by the robot" in tail.log_text(), 5)
+        await hub.command({"file": "log"})
+        await hub.command({"file": "error"})
+        assert await wait_for(lambda: len(hub.files) >= 2, 5)
+        (_, full), (_, err) = list(hub.files)[:2]
+        assert full["type"] == "log" and "ARTEX: rejected command: payload.drive: refused by the robot" in full["content"]
+        assert err["type"] == "error" and "refused by the robot" not in err["content"]
+        assert agent.physics.duty == [0.0, 0.0]
 
 
 # ---------------------------------------------------------------------- web_settings
