@@ -48,8 +48,10 @@ from pydantic import ValidationError
 
 from agent.adapters.artex_commands import WebSettings, describe
 from agent.support.atomicfile import write_text_atomically
-from agent.config import AgentConfig, problems_of
+from agent.config import MAX_CONFIG_BYTES, AgentConfig, problems_of
 from agent.errors import CommandRejected, ConfigError
+from agent.support.jsonkeys import unique_keys
+from agent.support.readfile import read_regular
 
 __all__ = ["WEB_SETTINGS", "SettingSpec", "persist_settings", "persistent", "remove_stale_temp_files", "temp_file_pattern",
            "validate_settings"]
@@ -202,8 +204,11 @@ def persist_settings(path: str | os.PathLike[str], changes: Mapping[str, Any]) -
     p = Path(path)
     real = Path(os.path.realpath(p))
     try:
-        text = real.read_text(encoding="utf-8")
-        data = json.loads(text)
+        raw = read_regular(real, MAX_CONFIG_BYTES + 1)     # a FIFO or device: refused, never read
+        if len(raw) > MAX_CONFIG_BYTES:
+            raise ValueError(f"larger than {MAX_CONFIG_BYTES} bytes")
+        text = raw.decode("utf-8")
+        data = json.loads(text, object_pairs_hook=unique_keys)
     except (OSError, ValueError) as err:
         raise ConfigError(f"{p}: cannot update settings: {err}") from err
     if not isinstance(data, dict):

@@ -13,7 +13,8 @@ each way, at most :data:`MAX_LINE` bytes:
 - ``{"op": "state"}`` -> ``{"ok": true, "safety": {...}}``
 
 The setter is always ``cli``; the caller's uid and pid (``SO_PEERCRED``) are logged. Bad requests get
-``{"ok": false, "error": "bad_request", "message": ...}`` and change nothing.
+``{"ok": false, "error": "bad_request", "message": ...}`` and change nothing (a key given twice,
+``{"op": "estop", "op": "release"}``, included).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from agent.errors import CommandError
+from agent.support.jsonkeys import RepeatedKey, unique_keys
 from agent.support.ratelimit import safe
 
 log = logging.getLogger(__name__)
@@ -142,7 +144,9 @@ class ControlServer:
     def handle(self, line: bytes, peer: str = "") -> dict[str, Any]:
         """One request line -> the reply dict (never raises)."""
         try:
-            request = json.loads(line)
+            request = json.loads(line, object_pairs_hook=unique_keys)
+        except RepeatedKey as err:
+            return _bad(peer, str(err))
         except ValueError:
             return _bad(peer, f"not a JSON line: {safe(line, 80)}")
         except RecursionError:

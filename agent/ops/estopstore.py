@@ -21,6 +21,7 @@ from pathlib import Path
 from agent.config.base import state_directory
 from agent.model import Halt
 from agent.support.atomicfile import write_text_atomically
+from agent.support.jsonkeys import unique_keys
 from agent.support.ratelimit import safe
 from agent.support.readfile import read_regular
 
@@ -138,7 +139,7 @@ class EstopStore:
             depth = _max_depth(text)
             if depth > MAX_STORE_DEPTH:
                 raise ValueError(f"JSON nested {depth} deep (at most {MAX_STORE_DEPTH})")
-            data = json.loads(text)
+            data = json.loads(text, object_pairs_hook=unique_keys)   # a key twice: which one held?
         except (ValueError, RecursionError) as err:     # UnicodeDecodeError and JSONDecodeError are ValueErrors
             return self._unknown(f"not JSON ({safe(str(err), 80)})", now_unix_s)
         try:

@@ -87,6 +87,24 @@ def test_persist_keeps_other_keys_order_and_indent(tmp_path, cfg):
     assert new.max_send_freq == 0.25 and new.artex.jpeg_quality == 60
 
 
+def test_persist_refuses_a_fifo_or_device_in_place_of_params_json(tmp_path):
+    """A FIFO's open would block the settings thread (and the agent's exit) for ever; /dev/zero would
+    be read without end: both are refused at once, nothing written."""
+    fifo = tmp_path / "params.json"
+    os.mkfifo(fifo)
+    with pytest.raises(ConfigError, match="a FIFO, not a regular file"):
+        persist_settings(fifo, {"jpeg_quality": 70})
+    link = tmp_path / "zero.json"
+    link.symlink_to("/dev/zero")
+    with pytest.raises(ConfigError, match="a character device, not a regular file"):
+        persist_settings(link, {"jpeg_quality": 70})
+    twice = tmp_path / "twice.json"
+    twice.write_text('{"jpeg_quality": 80, "jpeg_quality": 90}')
+    with pytest.raises(ConfigError, match="'jpeg_quality' given twice"):
+        persist_settings(twice, {"jpeg_quality": 70})
+    assert twice.read_text() == '{"jpeg_quality": 80, "jpeg_quality": 90}'
+
+
 def test_persist_adds_a_missing_section_and_writes_no_defaults(tmp_path):
     p = write(tmp_path / "params.json", '{"name": "t", "port": 9}')
     persist_settings(p, {"max_speed_mps": 0.4})

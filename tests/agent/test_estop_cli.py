@@ -196,6 +196,9 @@ def test_an_unreadable_kept_estop_starts_the_robot_halted(tmp_path):
     path.write_text(json.dumps({"version": 1, "estop": None}))
     assert EstopStore(path).load() is None
     assert EstopStore(tmp_path / "missing.json").load() is None
+    path.write_text('{"version":1,"estop":{"by":"cli","reason":"r","since_unix_s":5},"estop":null}')
+    twice = EstopStore(path).load()         # set or released? unknown: the robot halted
+    assert twice is not None and twice.by == "robot" and "'estop' given twice" in twice.reason
     fifo = tmp_path / "fifo.json"           # its open would block for ever: refused, the robot halted
     os.mkfifo(fifo)
     halt_fifo = EstopStore(fifo).load()
@@ -268,6 +271,15 @@ def test_long_reasons_set_the_estop_hostile_requests_are_answered_and_a_nan_kept
                 s.sendall(raw)
                 reply = json.loads(s.makefile("rb").readline())
             assert reply["ok"] is False and reply["error"] == "bad_request" and "deep" in reply["message"], reply
+        assert estop_cli(agent.status_file).returncode == EXIT_DONE
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:    # which op? neither: refused
+            s.settimeout(10)
+            s.connect(str(sock))
+            s.sendall(b'{"op":"estop","op":"release"}\n')
+            reply = json.loads(s.makefile("rb").readline())
+        assert reply["ok"] is False and "'op' given twice" in reply["message"], reply
+        assert agent.health()["safety"]["estop"] is True
+        assert estop_cli(agent.status_file, "--release").returncode == EXIT_DONE
 
         for reason in ("x" * 5000, "é" * 700, "\U0001f6d1" * 700):
             done = estop_cli(agent.status_file, "--reason", reason)
