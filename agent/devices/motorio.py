@@ -69,6 +69,9 @@ REST_CURRENT_A = 0.5
 #: The control loop posts the zero at each tick: a rewrite at rest comes up to one control period
 #: (at most 1 / 20 Hz, control.rate_hz's floor) after its refresh is due, s.
 TICK_ALLOWANCE_S = 0.05
+#: A tick may come this much early against the last write, s: a refresh equal to the tick period
+#: (0.02 s at the line firmware's 0.1 s minimum timeout) still writes at every tick, not every other.
+TICK_JITTER_S = 0.005
 #: Valid packets per period of the controller's own stop timeout at rest (docs/line-protocol.md:
 #: the line firmware's P command at least 3 times per watchdog interval).
 REST_WRITES_PER_TIMEOUT = 3
@@ -188,7 +191,7 @@ class MotorIO:
         last = self._last
         refresh = self._rest_s if self.resting and self._rest_s is not None else self._refresh_s
         return (last is not None and last[0] == duty and last[2] is self.motor.driver
-                and self._clock() - last[1] < refresh)
+                and self._clock() - last[1] < refresh - TICK_JITTER_S)
 
     def _written(self, duty: Duty, serial: int, ok: bool, driver: object, count: int = 1) -> None:
         self.acked = ok
