@@ -48,10 +48,9 @@ from pydantic import ValidationError
 
 from agent.adapters.artex_commands import WebSettings, describe
 from agent.support.atomicfile import write_text_atomically
-from agent.config import MAX_CONFIG_BYTES, AgentConfig, problems_of
+from agent.config import AgentConfig, problems_of, read_text
 from agent.errors import CommandRejected, ConfigError
 from agent.support.jsonkeys import unique_keys
-from agent.support.readfile import read_regular
 
 __all__ = ["WEB_SETTINGS", "SettingSpec", "persist_settings", "persistent", "remove_stale_temp_files", "temp_file_pattern",
            "validate_settings"]
@@ -204,12 +203,9 @@ def persist_settings(path: str | os.PathLike[str], changes: Mapping[str, Any]) -
     p = Path(path)
     real = Path(os.path.realpath(p))
     try:
-        raw = read_regular(real, MAX_CONFIG_BYTES + 1)     # a FIFO or device: refused, never read
-        if len(raw) > MAX_CONFIG_BYTES:
-            raise ValueError(f"larger than {MAX_CONFIG_BYTES} bytes")
-        text = raw.decode("utf-8")
+        text = read_text(real)                  # as the agent reads it at start: a FIFO or device refused
         data = json.loads(text, object_pairs_hook=unique_keys)
-    except (OSError, ValueError) as err:
+    except ValueError as err:                   # ConfigError, JSONDecodeError, RepeatedKey
         raise ConfigError(f"{p}: cannot update settings: {err}") from err
     if not isinstance(data, dict):
         raise ConfigError(f"{p}: top level must be an object")

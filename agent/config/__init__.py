@@ -62,7 +62,7 @@ from agent.config.video import VideoConfig
 from agent.errors import ConfigError
 from agent.support.readfile import read_regular
 
-__all__ = ["AgentConfig", "ConfigError", "foreign_keys", "load", "loads", "log_level", "problems_of"]
+__all__ = ["AgentConfig", "ConfigError", "foreign_keys", "load", "loads", "log_level", "problems_of", "read_text"]
 
 #: The SDK's ``logger_level`` values that are not logging level names, mapped onto levels.
 SDK_LEVELS = {"all": logging.INFO, "skip_todo": logging.INFO}
@@ -370,6 +370,12 @@ def _sdk_leniency(data: dict[str, Any]) -> list[str]:
 
 def load(path: str | os.PathLike[str]) -> AgentConfig:
     """Read and validate a params.json file. Raises ConfigError (missing file, not UTF-8 included)."""
+    return loads(read_text(path), str(path))
+
+
+def read_text(path: str | os.PathLike[str]) -> str:
+    """The text of a params.json file: a regular file (agent.support.readfile) of at most
+    :data:`MAX_CONFIG_BYTES`, UTF-8. Raises ConfigError naming the problem."""
     p = Path(path)
     try:
         raw = read_regular(p, MAX_CONFIG_BYTES + 1)
@@ -382,4 +388,4 @@ def load(path: str | os.PathLike[str]) -> AgentConfig:
     except UnicodeDecodeError as err:
         where = f"byte {err.start}: {err.reason}"
         raise ConfigError(f"{p}: not UTF-8 text ({where})", [("$", f"not UTF-8 text ({where})")]) from err
-    return loads(text, str(p))
+    return text
