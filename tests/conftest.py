@@ -21,6 +21,7 @@ from agent.testing.running_agent import (
     running_agent,
     sim_config,
     wait_for,
+    wait_until,
 )
 
 # The suite's parallel workers are not one robot's threads sharing one budget: a camera thread niced
@@ -33,7 +34,7 @@ if os.environ.get("ROBOT_AGENT_TEST_TIMELINE"):
     os.environ.setdefault("ROBOT_AGENT_TEST_TIMELINE_OWNER", str(os.getpid()))
 
 __all__ = ["FIXTURES", "PARAMS", "ROOT", "deep_merge", "free_port", "free_ports", "running_agent",
-           "sim_config", "wait_for"]
+           "sim_config", "wait_for", "wait_until"]
 
 
 @pytest.fixture

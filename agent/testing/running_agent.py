@@ -10,6 +10,7 @@ closes it afterwards. ``wait_for`` polls a condition on the event loop.
 from __future__ import annotations
 
 import asyncio
+import time
 import contextlib
 import copy
 import json
@@ -73,6 +74,18 @@ async def running_agent(cfg: dict | AgentConfig, *, config_path: str | None = No
             await wait_for(lambda: any(d.name == "motor" and d.state == "ok"
                                        for d in agent.control.snapshot().devices), 10.0)
         yield agent
+
+
+def wait_until(predicate: Callable[[], object], timeout_s: float = 5.0, period_s: float = 0.005) -> bool:
+    """:func:`wait_for` for a test without an event loop (another thread's state): poll ``predicate()``
+    every ``period_s`` until true or ``timeout_s``; returns the last result."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        if predicate():
+            return True
+        if time.monotonic() >= deadline:
+            return bool(predicate())
+        time.sleep(period_s)
 
 
 async def wait_for(predicate: Callable[[], object], timeout_s: float = 5.0, period_s: float = 0.02) -> bool:

@@ -21,7 +21,7 @@ from agent.control import ControlLoop
 from agent.devices.hardware import Hardware
 from agent.commands import BaseVelocity
 from agent.devices.simtank import SimTank
-from tests.conftest import deep_merge, sim_config
+from tests.conftest import deep_merge, sim_config, wait_until
 
 #: A tick (post the duty, read what the devices' threads published) blocked longer than this is a bug.
 TICK_BOUND_S = 0.2
@@ -53,28 +53,21 @@ def tank():
         sim.close()
 
 
-def _wait(predicate, timeout_s: float = 5.0) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while not predicate():
-        if time.monotonic() >= deadline:
-            return False
-        time.sleep(0.005)
-    return True
 
 
 def test_a_new_velocity_value_wakes_the_loop_and_a_repeat_does_not(tank):
     loop, hw, sim = tank(control={"rate_hz": 20})
     loop.start()
-    assert _wait(lambda: hw.motor.state == "ok" and loop.tick_stats().ticks > 2)
+    assert wait_until(lambda: hw.motor.state == "ok" and loop.tick_stats().ticks > 2)
     loop.submit("sim2bot", BaseVelocity(0.2, 0.0))
-    assert _wait(lambda: loop.tick_stats().woken_ticks == 1)
+    assert wait_until(lambda: loop.tick_stats().woken_ticks == 1)
     for _ in range(5):                                   # the same value again: only the watchdog refresh
         loop.submit("sim2bot", BaseVelocity(0.2, 0.0))
     time.sleep(0.1)
     assert loop.tick_stats().woken_ticks == 1
     loop.submit("sim2bot", BaseVelocity(0.3, 0.0))
-    assert _wait(lambda: loop.tick_stats().woken_ticks == 2)
-    assert _wait(lambda: sim.physics.duty[0] > 0.0)
+    assert wait_until(lambda: loop.tick_stats().woken_ticks == 2)
+    assert wait_until(lambda: sim.physics.duty[0] > 0.0)
 
 
 def test_the_same_value_after_its_command_timed_out_wakes_the_loop(tank):
@@ -82,21 +75,21 @@ def test_the_same_value_after_its_command_timed_out_wakes_the_loop(tank):
     command: it wakes the loop instead of waiting for the next slot (woken_ticks counts only wake-ups)."""
     loop, hw, sim = tank(control={"rate_hz": 20}, watchdog={"velocity_timeout_s": 0.1})
     loop.start()
-    assert _wait(lambda: hw.motor.state == "ok" and loop.tick_stats().ticks > 1)
+    assert wait_until(lambda: hw.motor.state == "ok" and loop.tick_stats().ticks > 1)
     loop.submit("sim2bot", BaseVelocity(0.2, 0.0))
-    assert _wait(lambda: loop.tick_stats().woken_ticks == 1)
+    assert wait_until(lambda: loop.tick_stats().woken_ticks == 1)
     # the watchdog zeroed it (its deadline tick); not the duty before the first write reached the motor
-    assert _wait(lambda: sim.physics.duty[0] == 0.0 and loop.snapshot().watchdog == "expired")
+    assert wait_until(lambda: sim.physics.duty[0] == 0.0 and loop.snapshot().watchdog == "expired")
     time.sleep(0.05)
     woken = loop.tick_stats().woken_ticks
     loop.submit("sim2bot", BaseVelocity(0.2, 0.0))        # the same value, its old claim long expired
-    assert _wait(lambda: loop.tick_stats().woken_ticks == woken + 1)    # woken_ticks counts wake-ups only
-    assert _wait(lambda: sim.physics.duty[0] > 0.0)
+    assert wait_until(lambda: loop.tick_stats().woken_ticks == woken + 1)    # woken_ticks counts wake-ups only
+    assert wait_until(lambda: sim.physics.duty[0] > 0.0)
 
 
 def test_the_motor_thread_writes_the_latest_duty_and_drops_the_older_ones(tank):
     _, hw, sim = tank()
-    assert _wait(lambda: hw.motor.state == "ok")
+    assert wait_until(lambda: hw.motor.state == "ok")
     worker = hw.motor_io
     writes = worker.writes
     sim.motor_emulator.drop_next_reply()                 # the next write waits out a reply timeout and retries
@@ -111,9 +104,9 @@ def test_the_motor_thread_writes_the_latest_duty_and_drops_the_older_ones(tank):
 def test_a_silent_controller_never_blocks_a_tick_and_is_declared_lost(tank, caplog):
     loop, hw, sim = tank()
     loop.start()
-    assert _wait(lambda: hw.motor.state == "ok" and loop.tick_stats().ticks > 5)
+    assert wait_until(lambda: hw.motor.state == "ok" and loop.tick_stats().ticks > 5)
     loop.submit("artex", BaseVelocity(0.3, 0.0))
-    assert _wait(lambda: sim.physics.duty[0] > 0.0)
+    assert wait_until(lambda: sim.physics.duty[0] > 0.0)
     sim.motor_emulator.drop_next_reply(10**6)            # alive on the wire, never answers
     seq = loop.snapshot().seq
     for _ in range(200):
@@ -124,7 +117,7 @@ def test_a_silent_controller_never_blocks_a_tick_and_is_declared_lost(tank, capl
         time.sleep(0.02)
     assert hw.motor.state == "lost"
     lost_at = loop.snapshot().seq
-    assert _wait(lambda: loop.snapshot().seq > lost_at + 2)      # the loop kept ticking through it all
+    assert wait_until(lambda: loop.snapshot().seq > lost_at + 2)      # the loop kept ticking through it all
     assert loop.tick_stats().max_tick_s < TICK_BOUND_S
     assert any(f.startswith("motor: lost") for f in loop.snapshot().faults)
     assert loop.snapshot().seq - seq > 10
@@ -137,7 +130,7 @@ def test_a_silent_controller_never_blocks_a_tick_and_is_declared_lost(tank, capl
 
 def test_imu_calibration_does_not_starve_the_other_devices_on_its_bus(tank):
     _, hw, _ = tank(drivers={"power": {"rate_hz": 10.0}})     # the shipped 2 Hz gives 2 samples in 1 s
-    assert _wait(lambda: hw.latest_power() is not None and hw.latest_imu() is not None)
+    assert wait_until(lambda: hw.latest_power() is not None and hw.latest_imu() is not None)
     fut = hw.calibrate_imu(100)                          # ~1 s of gyro reads at the chip's rate
     power = []
     while not fut.done():

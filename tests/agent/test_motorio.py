@@ -11,7 +11,6 @@ Deterministic: duties are posted from the emulator's own thread while it handles
 from __future__ import annotations
 
 import threading
-import time
 
 import pytest
 
@@ -23,6 +22,7 @@ from agent.devices.supervisor import Supervised
 from drivers import roboclaw as rc
 from drivers.emulators.roboclaw import RoboclawEmulator
 from drivers.emulators.tank import TankPhysics
+from tests.conftest import wait_until
 
 #: Generous bounds for a loaded machine: nothing here waits on timing, only on events.
 SETTLE_S = 5.0
@@ -163,15 +163,6 @@ def test_the_rest_period_keeps_three_writes_per_the_controllers_timeout_after_a_
 FAST_S, REST_S = 0.05, 0.25
 
 
-def wait_until(predicate, timeout_s: float = SETTLE_S) -> bool:
-    """Wait for ``predicate()`` (another thread's state), looking every millisecond."""
-    deadline = time.monotonic() + timeout_s
-    while not predicate():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.001)
-    return True
-
 
 class Stepper:
     """The worker's injected clock, moved by the test: each step runs the feedback set then due."""
@@ -189,7 +180,8 @@ class Stepper:
         self.now = t
         worker.worker.wake()
         # the set is done when its feedback is published and its poll is due again after now
-        assert wait_until(lambda: worker.feedback is not before and self.due(worker) > 0), "no feedback set ran"
+        assert wait_until(lambda: worker.feedback is not before and self.due(worker) > 0, SETTLE_S, 0.001), \
+            "no feedback set ran"
 
     def due(self, worker: MotorIO) -> float:
         return worker.worker.polls[0].due - self.now

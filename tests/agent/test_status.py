@@ -17,7 +17,7 @@ import pytest
 from agent.ops.status import (EXIT_DEGRADED, EXIT_NO_AGENT, EXIT_OK, EXIT_STALE, STALE_S, StatusReporter, gather,
                           read, summary, write_atomically)
 from drivers.emulators.roboclaw import RoboclawEmulator
-from tests.conftest import ROOT, running_agent, sim_config, wait_for
+from tests.conftest import ROOT, running_agent, sim_config, wait_for, wait_until
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -76,14 +76,14 @@ def test_status_follows_a_motor_controller_unplugged_and_plugged_back(tmp_path):
         healthy = notify.wait(lambda s: s.startswith("STATUS=ok;") and "motor=ok" in s, 15)
         assert healthy, notify.states
         assert "imu=ok" in healthy and "source -" in healthy and "loop ok" in healthy, healthy
-        assert wait_until(lambda: status_cli(status_file).returncode == EXIT_OK, 10)
+        assert wait_until(lambda: status_cli(status_file).returncode == EXIT_OK, 10, 0.1)
         ok = status_cli(status_file)
         assert any(l.split()[:3] == ["device", "motor", "ok"] for l in ok.stdout.splitlines()), ok.stdout
 
         emulator.unplug()
         lost = notify.wait(lambda s: s.startswith("STATUS=degraded;") and "motor=lost" in s, 20)
         assert lost, notify.states
-        assert wait_until(lambda: status_cli(status_file).returncode == EXIT_DEGRADED, 10)
+        assert wait_until(lambda: status_cli(status_file).returncode == EXIT_DEGRADED, 10, 0.1)
         degraded = status_cli(status_file)
         rows = [l.split() for l in degraded.stdout.splitlines()]
         assert ["device", "motor", "lost"] in [r[:3] for r in rows], degraded.stdout
@@ -93,7 +93,7 @@ def test_status_follows_a_motor_controller_unplugged_and_plugged_back(tmp_path):
         emulator.replug()
         found = notify.wait(lambda s: s.startswith("STATUS=ok;") and "motor=ok" in s, 20)
         assert found, notify.states
-        assert wait_until(lambda: status_cli(status_file).returncode == EXIT_OK, 10)
+        assert wait_until(lambda: status_cli(status_file).returncode == EXIT_OK, 10, 0.1)
 
         proc.send_signal(signal.SIGTERM)
         assert notify.wait(lambda s: s == "STOPPING=1", 15), notify.states
@@ -110,13 +110,6 @@ def test_status_follows_a_motor_controller_unplugged_and_plugged_back(tmp_path):
     assert gone.returncode == EXIT_NO_AGENT and "no agent is running" in gone.stdout
 
 
-def wait_until(predicate, timeout_s: float) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.1)
-    return bool(predicate())
 
 
 async def test_status_is_sent_on_change_at_most_once_a_second(tmp_path):
