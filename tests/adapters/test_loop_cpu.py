@@ -177,3 +177,58 @@ def test_sim2bot_number_lists_equal_the_per_value_path(values):
     want = [_num(v) for v in values]
     assert got == want or all((g is None and w is None) or g == w for g, w in zip(got, want, strict=True))
     assert [type(v) for v in got] == [type(v) for v in want]
+
+
+def distinct(rng: random.Random, **kw):
+    """A robot_msg test snapshot whose every number differs from every other (a value put in another's
+    place shows)."""
+    from agent.model import DeviceHealth, Halt, ImuSample, JointState, PowerSample, SafetyState, TrackState
+    from tests.adapters.test_robotmsg_state import DESC, snapshot as rm_snapshot
+    v = lambda: round(rng.uniform(-50.0, 50.0), 6)      # noqa: E731
+    t = 1000.0 + rng.uniform(0.0, 10.0)
+    base = dict(
+        t_mono_s=t,
+        odom=Odometry(x_m=v(), y_m=v(), yaw_rad=v(), vx_mps=v(), omega_radps=v(), distance_m=v()),
+        tracks=TrackState(v(), v(), v(), v(), v(), v(), rng.randint(-9999, 9999), rng.randint(-9999, 9999)),
+        joints=JointState(names=DESC.joint_names, q=(v(), v()), target=(v(), v()), qd=(v(), v())),
+        gripper=v(),
+        imu=ImuSample(t - 0.01, (v(), v(), v()), (v(), v(), v()), (v(), v(), v(), v()), v()),
+        power=PowerSample(t - 0.02, v(), v(), v(), v()),
+        devices=(DeviceHealth("motor", "ok"), DeviceHealth("imu", "degraded", "i2c"), DeviceHealth("cam", "lost")),
+        safety=SafetyState(halts=(Halt("estop", "button", "console", 1.7e9 + v()),
+                                  Halt("battery", "low", "robot", 1.7e9 + v(), cleared=True)),
+                           speed_cap_mps=abs(v()), speed_cap_reason="battery low"),
+        stopped=rng.random() < 0.5, watchdog=rng.choice(("ok", "expired", "idle")), faults=("a",) * rng.randint(0, 3),
+    )
+    base.update(kw)
+    return rm_snapshot(**base)
+
+
+def test_robotstate_fast_numbers_go_to_their_own_places_in_every_layout():
+    import robot_msg as rm
+
+    from agent.adapters.robotmsg_encode import StateEncoder
+    from agent.adapters.robotmsg_state import robot_state
+    from agent.model import ImuSample, JointState, PowerSample, SafetyState
+    from tests.adapters.test_robotmsg_state import DESC, FRAMES
+
+    rng = random.Random(5)
+    layouts = {
+        "everything": {}, "no imu, no power": {"imu": None, "power": None}, "no tick yet": {"t_mono_s": 0.0},
+        "no gripper, no joint target": {"gripper": None,
+                                        "joints": JointState(names=DESC.joint_names, q=(0.5, 0.25), qd=(1.5, 2.5))},
+        "joint rates missing": {"joints": JointState(names=DESC.joint_names, q=(0.5, 0.25))},
+        "imu and power partly known": {"imu": ImuSample(999.0, (1.0, 2.0, 3.0), (4.0, 5.0, 6.0)),
+                                       "power": PowerSample(998.0, None, 7.0, 8.0, None)},
+        "no halts, no devices": {"safety": SafetyState(), "devices": ()},
+    }
+    for name, kw in layouts.items():
+        enc = StateEncoder(DESC, "linux-boot:test", FRAMES)
+        for seq in range(4):
+            snap = distinct(rng, **kw)
+            send = 1.7e9 + rng.uniform(0, 100)
+            data = enc.encode(snap, sequence=seq, send_unix_s=send)
+            want = rm.encode(robot_state(snap, DESC, sequence=seq, clock_id="linux-boot:test", frames=FRAMES,
+                                         send_unix_s=send))
+            assert data == want, (name, seq)
+        assert enc.trusted and enc.checked == 1 and enc.fast == 3, name     # the later states went the fast way
