@@ -96,6 +96,32 @@ def test_a_failing_send_ends_the_publisher_with_its_error_and_nothing_more_goes_
     assert len(sent) == 3
 
 
+def test_a_slots_state_goes_out_after_the_work_its_other_timers_woke():
+    loop = VirtualTimeLoop(START)
+    order: list[tuple[str, float]] = []
+    publisher = SlotPublisher(0.02, lambda: order.append(("state", loop.time())))
+
+    async def poll() -> None:       # a telemetry poll on the same grid (agent.support.beat)
+        while True:
+            await beat.sleep(0.04)
+            order.append(("poll", loop.time()))
+
+    async def main() -> None:
+        tasks = [asyncio.ensure_future(c) for c in (poll(), publisher.run())]
+        await asyncio.sleep(1.0)
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+    try:
+        loop.run_until_complete(main())
+    finally:
+        loop.close()
+    polls = [t for kind, t in order if kind == "poll"]
+    assert len(polls) >= 20
+    for t in polls:
+        assert order.index(("poll", t)) < order.index(("state", t))     # the slot's state last
+
+
 def test_now_outside_a_run_is_ignored():
     publisher = SlotPublisher(0.02, lambda: pytest.fail("published without a run"))
     publisher.now()
