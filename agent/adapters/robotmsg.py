@@ -333,7 +333,9 @@ class RobotMsgAdapter:
             self._warn.log(logging.WARNING, "state-encode",
                            "robot_msg: RobotState not sent, it fails validation: %s", err)
             return
-        pub.send_multipart([topic, data], flags=zmq.NOBLOCK) if topic else pub.send(data, zmq.NOBLOCK)
+        if topic:       # send_multipart's own calls, without its per-part type checks (both are bytes)
+            pub.send(topic, zmq.SNDMORE | zmq.NOBLOCK)
+        pub.send(data, zmq.NOBLOCK)
         self._sequence += 1
         self._sent += 1
 
