@@ -203,6 +203,8 @@ class Arbiter:
 
     def select(self, channel: str, now: float) -> Selection:
         """Drop timed-out claims on ``channel`` and pick its driver for this tick."""
+        if not self._claims:        # nobody claims anything (a standing tank): one object per channel
+            return _NOBODY[channel]
         expired = []
         for key in [k for k, c in self._claims.items() if k[0] == channel and not c.fresh(now)]:
             claim = self._claims.pop(key)
@@ -313,6 +315,10 @@ class Arbiter:
     def _count_overridden(self, source: str) -> None:
         self._overridden[source] = self._overridden.get(source, 0) + 1
         self._overridden_view = None
+
+
+#: The selection of a channel nobody claims.
+_NOBODY = {channel: Selection(channel, None) for channel in CHANNELS}
 
 
 def _order(source: str) -> tuple[int, str]:
