@@ -20,10 +20,11 @@ Parts of the agent: event loop (``MainThread``: ARTEX, Sim2Bot, robot_msg and th
 one thread, not split further), asyncio's executor threads, control, device I/O (``motor``,
 ``i2c-*``, ``estop-input``), camera (capture and encode threads), ZeroMQ's threads;
 emulators apart: ``RoboclawEmulator-*`` (the emulated motor controller, its own thread), and the
-two emulators that run inline on agent threads, measured by their own thread CPU time
+emulators that run inline on agent threads, measured by their own thread CPU time
 (drivers/emulators/cputime.py): the I2C chips' emulation (FakeSMBus and its chips, on the ``i2c-*``
-thread; its wire-time sleep is waiting, not counted) and the test pattern (drawn on the capture
-thread). Their time is taken out of "device I/O" and "camera" and shown in rows of its own; the
+thread; its wire-time sleep is waiting, not counted), the GPIO chip of the e-stop input (on the
+``estop-input`` thread) and the test pattern (drawn on the capture thread). Their time is taken
+out of "device I/O" and "camera" and shown in rows of its own; the
 agent's total without any emulator is compared with the SDK's CPU, and with the SDK's CPU without
 its own test pattern (the SDK process draws the same pattern; it writes its meter to a file).
 A ``--before`` tree whose emulators do not count their time shows "device I/O" and "camera" with
@@ -65,6 +66,7 @@ WARMUP_S = 4.0
 EMU_MOTOR = "emulator: motor controller"
 EMU_I2C = "emulator: I2C chips (inline in i2c-*)"
 EMU_PATTERN = "emulator: test pattern (inline in capture)"
+EMU_GPIO = "emulator: GPIO chip (inline in estop-input)"
 DEVICE_IO = "device I/O"
 CAMERA = "camera"
 PARTS = [(EMU_MOTOR, ("RoboclawEmulator",)),
@@ -136,8 +138,9 @@ async def child(ports: dict, window_s: float, video: bool, out: str) -> None:
         row = rows.setdefault(part, [0.0, 0.0])
         row[0] += 100 * (cpu - cpu0) / window
         row[1] += (sw - sw0) / window
-    for kind, (part, host) in {"i2c": (EMU_I2C, DEVICE_IO), "pattern": (EMU_PATTERN, CAMERA)}.items():
-        cpu = 100 * (emu1[kind] - emu0[kind]) / window
+    for kind, (part, host) in {"i2c": (EMU_I2C, DEVICE_IO), "gpio": (EMU_GPIO, DEVICE_IO),
+                               "pattern": (EMU_PATTERN, CAMERA)}.items():
+        cpu = 100 * (emu1.get(kind, 0.0) - emu0.get(kind, 0.0)) / window
         if host in rows and cpu > 0:     # inline: its thread's CPU, not its own wake-ups
             rows[host][0] -= cpu
             rows[part] = [cpu, 0.0]
@@ -293,13 +296,14 @@ def show(title: str, r: dict) -> None:
     emu = sum(v[0] for k, v in parts.items() if k.startswith("emulator"))
     motor = parts.get(EMU_MOTOR, [0.0, 0.0])[0]
     print(f"{title}   load {r['load']:.2f}")
+    inline = "" if apart else ": NOT the inline ones (this tree does not count them)"
     print(f"  agent: CPU {cpu:5.1f} % of one core ({cpu - motor:5.1f} % without the motor emulator, "
-          f"{cpu - emu:5.1f} % without any emulator{'' if apart else ': NOT the inline ones (this tree does not count them)'}), "
+          f"{cpu - emu:5.1f} % without any emulator{inline}), "
           f"wake-ups {wake:6.0f}/s, RSS {r['agent']['rss']:.1f} MiB")
     for part, (c, w) in sorted(parts.items(), key=lambda kv: -kv[1][0]):
-        label = part if apart else {DEVICE_IO: DEVICE_IO + " (+ inline I2C emulation)",
+        label = part if apart else {DEVICE_IO: DEVICE_IO + " (+ inline I2C, GPIO emulation)",
                                     CAMERA: CAMERA + " (+ test pattern)"}.get(part, part)
-        waking = f"{w:6.0f}/s" if not part.startswith(("emulator: I2C", "emulator: test")) else "  (its thread's)"
+        waking = f"{w:6.0f}/s" if part not in (EMU_I2C, EMU_GPIO, EMU_PATTERN) else "  (its thread's)"
         print(f"    {label:<44} CPU {c:5.2f} %   wake-ups {waking}")
     done = r["agent"].get("work", {})
     if done:

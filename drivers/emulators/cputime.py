@@ -1,8 +1,9 @@
 """CPU time spent inside the in-process emulators, so a benchmark can show it apart from the agent's.
 
 The I2C chips' emulation (drivers/emulators/i2c.py and its chips) runs inline on the agent's
-``i2c-*`` device thread and the test pattern (drivers/emulators/camera.py) is drawn on the
-capture thread: those threads' CPU is partly the emulators'. Each emulator adds the
+``i2c-*`` device thread, the GPIO chip's (drivers/emulators/gpio.py) on the ``estop-input`` thread
+and the test pattern (drivers/emulators/camera.py) is drawn on the capture thread: those threads'
+CPU is partly the emulators'. Each emulator adds the
 ``time.thread_time()`` it spent per call (a transaction, a frame) to its own
 :class:`CpuMeter` and to the process-wide one of its kind in :data:`TOTALS`, which
 scripts/bench_side.py reads at the start and end of its window. Thread CPU time does not
@@ -18,11 +19,13 @@ from __future__ import annotations
 import threading
 import time
 
-__all__ = ["CpuMeter", "MeteredLock", "TOTALS", "I2C", "PATTERN", "totals"]
+__all__ = ["CpuMeter", "MeteredLock", "TOTALS", "I2C", "PATTERN", "GPIO", "totals"]
 
-#: Kinds of :data:`TOTALS`: the emulated I2C bus and its chips; the camera test pattern.
+#: Kinds of :data:`TOTALS`: the emulated I2C bus and its chips; the camera test pattern; the GPIO
+#: chip of a ``sim://`` e-stop input (its reads and waits run on the ``estop-input`` thread).
 I2C = "i2c"
 PATTERN = "pattern"
+GPIO = "gpio"
 
 
 class CpuMeter:
@@ -83,7 +86,7 @@ class MeteredLock:
 
 
 #: Process-wide totals per kind of emulator (every instance adds to its kind's).
-TOTALS: dict[str, CpuMeter] = {I2C: CpuMeter(), PATTERN: CpuMeter()}
+TOTALS: dict[str, CpuMeter] = {I2C: CpuMeter(), PATTERN: CpuMeter(), GPIO: CpuMeter()}
 
 
 def totals() -> dict[str, float]:

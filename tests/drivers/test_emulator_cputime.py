@@ -58,3 +58,30 @@ def test_pattern_time_counts_drawing_and_not_the_pacing_wait():
     assert 0.0 < cap.emulation.cpu_s < wall / 2
     assert totals()[PATTERN] - before_total >= cap.emulation.cpu_s * 0.999
     cap.release()
+
+
+def test_gpio_emulation_time_counts_reads_and_waits_but_not_the_waiting():
+    from datetime import timedelta
+
+    import gpiod
+    from gpiod.line import Bias, Direction, Edge
+
+    from drivers.emulators.cputime import GPIO
+    from drivers.emulators.gpio import GpioChipEmulator
+
+    emu = GpioChipEmulator(17)
+    chip = emu.open_chip()
+    request = chip.request_lines({17: gpiod.LineSettings(direction=Direction.INPUT, bias=Bias.PULL_UP,
+                                                         edge_detection=Edge.BOTH)}, consumer="test")
+    before_total, cpu0, calls0 = totals()[GPIO], emu.emulation.cpu_s, emu.emulation.calls
+    wall0 = time.monotonic()
+    for _ in range(3):
+        request.get_value(17)
+        assert request.wait_edge_events(timedelta(seconds=0.05)) is False   # no edge: waits it out
+    wall = time.monotonic() - wall0
+    spent = emu.emulation.cpu_s - cpu0
+    assert emu.emulation.calls - calls0 == 6
+    assert 0.0 < spent < wall / 4                  # three 50 ms waits are not CPU time
+    assert totals()[GPIO] - before_total >= spent * 0.999
+    request.release()
+    chip.close()
