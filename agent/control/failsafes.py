@@ -236,8 +236,13 @@ class StallDetector:
         """(trip reason or None, condition cleared now) from the duty commanded now and the feedback."""
         s = self.s
         fresh, self._last = fb is not None and fb is not self._last, fb
-        if abs(duty[0]) <= s.duty and abs(duty[1]) <= s.duty and not self._over(fb):
-            return self._quiet()    # neither pushing (duty under the threshold) nor over the current
+        quiet = abs(duty[0]) <= s.duty and abs(duty[1]) <= s.duty      # not pushing: duty under the threshold
+        if quiet and s.max_current_a is not None and fb is not None:
+            for a in (fb.left_a, fb.right_a):
+                if a is not None and math.isfinite(a) and abs(a) > s.max_current_a:
+                    quiet = False
+        if quiet:
+            return self._quiet()    # and no motor over the current
         reason = None
         active = False
         cps = (None, None) if fb is None else (fb.left_cps, fb.right_cps)
@@ -264,16 +269,6 @@ class StallDetector:
             self.tripped = False
             return None, True
         return None, False
-
-    def _over(self, fb: MotorFeedback | None) -> bool:
-        """A motor's current is over ``max_current_a`` in ``fb``."""
-        top = self.s.max_current_a
-        if top is None or fb is None:
-            return False
-        for a in (fb.left_a, fb.right_a):
-            if a is not None and math.isfinite(a) and abs(a) > top:
-                return True
-        return False
 
     def _quiet(self) -> tuple[str | None, bool]:
         """No condition holds: what the full update finds then (every hold restarts), in fewer steps."""
