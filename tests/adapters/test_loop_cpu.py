@@ -258,3 +258,25 @@ def test_robotstate_fast_numbers_go_to_their_own_places_in_every_layout():
                                          send_unix_s=send))
             assert data == want, (name, seq)
         assert enc.trusted and enc.checked == 1 and enc.fast == 3, name     # the later states went the fast way
+
+
+def test_the_cheaper_json_encoders_write_the_librarys_text():
+    import json
+
+    from engineio import json as eio_json
+
+    from agent.adapters import sim2bot_room
+    from agent.adapters.artex_client import _Json
+    from agent.adapters.sim2bot_telemetry import TelemetryBuilder
+    from tests.adapters.test_robotmsg_state import DESC
+    from tests.adapters.test_robotmsg_state import snapshot as rm_snapshot
+
+    snap = distinct(random.Random(9))
+    packet = TelemetryBuilder(DESC, "tank", "default").build(snap, [snap, rm_snapshot()], "a warning: é")
+    assert sim2bot_room._encode(packet) == json.dumps(packet)
+    for data in (["telem", {"payload": telemetry(snap)}], ["x", {"ü": [1.5, None, True, "\u2028"]}], {"n": math.nan}):
+        assert _Json.dumps(data, separators=(",", ":")) == eio_json.dumps(data, separators=(",", ":"))
+        assert _Json.dumps(data) == eio_json.dumps(data)
+    assert (HubPacket(sio_packet.EVENT, data=["telem", {"payload": telemetry(snap)}], namespace="/robot").encode()
+            == sio_packet.Packet(sio_packet.EVENT, data=["telem", {"payload": telemetry(snap)}],
+                                 namespace="/robot").encode())
