@@ -116,3 +116,17 @@ def test_a_spy_port_keeps_its_logging_read_and_write(tmp_path):
     assert "TX" in text and "80 4E" in text.upper(), text
     assert "RX" in text and "01 02" in text, text
     assert "reset_input_buffer" in text, text
+
+
+def test_a_port_class_with_its_own_write_keeps_it(pty_pair):
+    """serial.rs485.RS485 raises RTS around each write (a half-duplex transceiver's direction):
+    handed in by a serial factory, its write must run, not the descriptor path's."""
+    import serial.rs485
+
+    _, link = pty_pair
+    rs485 = serial.rs485.RS485(link.ser.port, 115200, timeout=0.2, write_timeout=0.1)
+    try:
+        assert port_fd(rs485) is None
+        assert port_fd(link.ser) == link.ser.fd          # plain pyserial: the descriptor path
+    finally:
+        rs485.close()
