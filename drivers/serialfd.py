@@ -3,15 +3,16 @@
 A motor controller's thread makes 30-70 transactions a second (a flush, a request, a reply of a
 length the protocol fixes); pyserial's ``read``/``write`` add a Python-level timeout object per
 call and a ``select`` for writability after every write. :func:`port_fd` says when the fast path
-applies (a pyserial POSIX port, open, with finite timeouts, whose ``read``/``write``/``reset_input_buffer``
-are pyserial's own); :func:`read_fd` and
-:func:`write_fd` then do what pyserial's ``serialposix.Serial.read`` and ``write`` do on it, with
-the same results: ``read_fd`` returns up to ``n`` bytes, fewer when the read timeout passes,
-waking once per chunk that arrives (once for a reply written at once); ``write_fd`` writes all
-of ``data`` or raises ``serial.SerialTimeoutException`` after the write timeout (a full OS
-buffer). Errors are pyserial's and the OS's (``serial.SerialException``, ``OSError``), which
-drivers/serialport.py ``SerialLink`` turns into ``DriverError`` as before. Other ports
-(``loop://``, ``socket://``, test doubles) keep pyserial's methods.
+applies (a pyserial POSIX port, open, with finite timeouts, whose ``read``, ``write`` and
+``reset_input_buffer`` are pyserial's own); :func:`read_fd` and :func:`write_fd` then do what
+pyserial's ``serialposix.Serial.read`` and ``write`` do on it, with the same results: ``read_fd``
+returns up to ``n`` bytes, fewer when the read timeout passes, waking once per chunk that arrives
+(once for a reply written at once); ``write_fd`` writes all of ``data`` or raises
+``serial.SerialTimeoutException`` after the write timeout (a full OS buffer). Errors are
+pyserial's and the OS's (``serial.SerialException``, ``OSError``), which drivers/serialport.py
+``SerialLink`` turns into ``DriverError`` as before. Other ports
+(``loop://``, ``socket://``, test doubles) and port classes with methods of their own (``spy://``
+logs the traffic in its ``read``/``write``) keep theirs.
 """
 
 from __future__ import annotations
