@@ -662,12 +662,17 @@ def test_joints_commanded_after_a_long_still_period_move_and_reach_the_chip(rig)
     assert chip(TILT, 1384.6) and chip(2, 2000.0)
 
 
-def test_a_motor_lost_and_back_after_a_long_still_period_shows_in_the_next_snapshots(rig):
+def test_a_motor_status_or_loss_after_a_long_still_period_shows_in_the_next_snapshots(rig):
     """Health reports are reused without their lock while unchanged (agent/devices/health.py) and the
     faults made from them too (agent/devices/hardware.py): a change after a long still spell shows."""
     snap = rig.tick(1000)
     assert snap.faults == () and dict((d.name, d.state) for d in snap.devices)["motor"] == "ok"
     emu = rig.sim.motor_emulator
+    emu.set_status(0x0001)                                      # the controller's E-Stop: health stays ok
+    assert _wait(lambda: rig.tick().faults == ("motor: E-Stop",))
+    emu.set_status(0)
+    assert _wait(lambda: rig.tick().faults == ())
+    rig.tick(1000)
     emu.unplug()                                                # the pty vanishes under the driver
     assert _wait(lambda: dict((d.name, d.state) for d in rig.hw.health())["motor"] == "lost")
     snap = rig.tick()
