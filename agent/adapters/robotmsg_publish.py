@@ -91,8 +91,10 @@ class SlotPublisher:
             done.set_exception(err)
             return
         now = loop.time()
-        if now >= self._next_t:     # this slot's state went out: the next slot (a late one skips, never bursts)
-            self._next_t = slot_index(now, self._period) * self._period
+        # this slot's state went out: the next slot (a late one skips, never bursts). A slot's own state
+        # serves it even before its time: asyncio runs a timer up to its clock's resolution early
+        if slot or now >= self._next_t:
+            self._next_t = slot_index(max(now, self._next_t), self._period) * self._period
         timer = self._timer
         if timer is not None and timer.when() != self._next_t:
             timer.cancel()

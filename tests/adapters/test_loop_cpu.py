@@ -122,6 +122,57 @@ def test_a_slots_state_goes_out_after_the_work_its_other_timers_woke():
         assert order.index(("poll", t)) < order.index(("state", t))     # the slot's state last
 
 
+def run_with(seconds: float, at: float, callback) -> list[float]:
+    """States of a 50 Hz publisher on a virtual loop from START, with ``callback(loop, publisher)`` at
+    ``START + at``."""
+    loop = VirtualTimeLoop(START)
+    sent: list[float] = []
+    publisher = SlotPublisher(0.02, lambda: sent.append(loop.time()))
+
+    async def main() -> None:
+        task = asyncio.ensure_future(publisher.run())
+        loop.call_at(START + at, callback, loop, publisher)
+        await asyncio.sleep(seconds)
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+    try:
+        loop.run_until_complete(main())
+    finally:
+        loop.close()
+    return sent
+
+
+def test_a_timer_just_before_a_slot_never_sends_that_slot_twice():
+    """asyncio runs every timer due within its clock's resolution (1 ns) at once: another timer 0.4 ns
+    before a slot ran the slot's timer early, and its state (sent before the slot's time) left the slot
+    armed, so the slot went out twice, 0.4 ns apart."""
+    slot = beat.nearest_slot(START + 0.5)
+    _, plain, _ = publish_run(1.0)
+    sent = run_with(1.0, slot - 4e-10 - START, lambda loop, publisher: None)
+    assert len(sent) == len(plain)
+    assert all(b - a > 0.019 for a, b in zip(sent[1:], sent[2:])), [t for t in sent if abs(t - slot) < 0.05]
+
+
+@pytest.mark.parametrize("at", [0.5, 0.506, 0.513, 0.513 - 1e-9], ids=["mid", "late", "at-slot", "just-before"])
+@pytest.mark.parametrize("kick", [False, True], ids=["", "ctrl_update"])
+def test_a_loop_stalled_for_a_second_sends_the_late_state_once_then_the_slots(at, kick):
+    """The loop blocked for 1 s (a ctrl_update during the stall or not): the late slot's state at the
+    stall's end (with the ctrl_update's, at most one more), no missed slot sent, then every slot."""
+    def stall(loop, publisher):
+        if kick:
+            publisher.now()
+        loop.now += 1.0
+    sent = run_with(2.0, at, stall)
+    end = START + at + 1.0
+    before = [t for t in sent if t < end]
+    late = [t for t in sent if t == end]
+    after = [t for t in sent if t > end]
+    assert before[-1] <= START + at and 1 <= len(late) <= 1 + kick
+    assert after[0] == pytest.approx(beat.nearest_slot(after[0]), abs=1e-9) and after[0] - end <= 0.02 + 1e-9
+    assert all(b - a == pytest.approx(0.02, abs=1e-9) for a, b in zip(after, after[1:]))
+    assert len(after) == pytest.approx((START + 2.0 - end) / 0.02, abs=1)
+
+
 def test_now_outside_a_run_is_ignored():
     publisher = SlotPublisher(0.02, lambda: pytest.fail("published without a run"))
     publisher.now()

@@ -666,3 +666,44 @@ async def test_a_non_finite_aux_value_drops_only_that_value(monkeypatch, caplog)
         assert "imu_accel" in aux and "battery_current" in aux and "odom_position" in aux
         assert len(state.q) == DOF and peer.status()["state_errors"] == errors
         assert "aux imu_temperature is [nan]" in caplog.text
+
+
+async def test_after_the_sockets_reopen_each_ctrl_update_publishes_a_state_at_once():
+    """The session's sockets fail and reopen (an adapter bug, as above): the new session's publisher
+    serves every ctrl_update at once (slots 10 s apart: only a ctrl_update can explain each state)."""
+    async with controlled(rm_config({"state_hz": 0.1})) as (agent, peer):
+        adapter = peer.adapter
+        sub = await peer.subscriber()
+        cmd = await peer.publisher("command")
+        translate = adapter._translate
+
+        def buggy(message):                      # fault injection: a bug translating the next message
+            adapter._translate = translate
+            raise RuntimeError("injected translation bug")
+
+        adapter._translate = buggy
+        await peer.send(cmd, ControllerCommand(ctrl_update=True))
+        assert await wait_for(lambda: adapter._translate is translate, 5.0)
+        assert await wait_for(lambda: peer.status()["connected"], 5.0)
+
+        async def ctrl_update_state(timeout_s: float) -> rm.RobotState | None:
+            """Send ctrl_updates (the command publisher reconnects by itself) until the agent takes one;
+            the state it published, or None when none came within ``timeout_s``."""
+            before = peer.status()["events"].get("ctrl_update", 0)
+            while peer.status()["events"].get("ctrl_update", 0) == before:
+                await peer.send(cmd, ControllerCommand(ctrl_update=True))
+                await wait_for(lambda: peer.status()["events"].get("ctrl_update", 0) > before, 0.2)
+            try:
+                return rm.decode(await asyncio.wait_for(sub.recv(), timeout_s))
+            except TimeoutError:
+                return None
+
+        t0 = time.monotonic()
+        while await ctrl_update_state(0.3) is None:    # until the subscriber is back (ZeroMQ's slow joiner)
+            assert time.monotonic() - t0 < 5.0, "no state for a ctrl_update after the sockets reopened"
+        seqs = []
+        for _ in range(3):
+            state = await ctrl_update_state(2.0)
+            assert state is not None, "a ctrl_update after the sockets reopened published nothing"
+            seqs.append(state.sequence)
+        assert seqs == sorted(set(seqs))

@@ -109,3 +109,60 @@ async def test_published_states_are_the_librarys_own_bytes():
             assert rm.encode(rm.decode(data)) == data
         encoder = agent.adapters["robot_msg"]._encoder
         assert encoder.trusted and encoder.fast > 0 and peer.status()["state_errors"] == 0
+
+
+async def test_states_stay_the_librarys_bytes_with_their_values_in_place_as_devices_and_halts_come_and_go():
+    """A real subscriber while the layout changes at run time: the IMU and power monitor lost on the
+    emulated I2C bus and back, the e-stop set and released. Every state is the library's own bytes and
+    its values sit in their places (gravity in imu_accel, the battery's volts, the e-stop's setter and
+    time); each layout was checked once against the library, the later states of a layout went the fast way."""
+    async with controlled(rm_config()) as (agent, peer):
+        sub = await peer.subscriber()
+        encoder = agent.adapters["robot_msg"]._encoder
+        bus = agent.sim.i2c_bus()
+        i2c = (agent.cfg.drivers.imu.address, agent.cfg.drivers.power.address)
+        got: list[bytes] = []
+
+        async def until(want) -> None:
+            """Read states until one's aux names satisfy ``want``, then three more."""
+            deadline = time.monotonic() + 15.0
+            while time.monotonic() < deadline:
+                got.append(await asyncio.wait_for(sub.recv(), 5))
+                if want({a.name for a in rm.decode(got[-1]).metadata.aux}):
+                    for _ in range(3):
+                        got.append(await asyncio.wait_for(sub.recv(), 5))
+                    return
+            raise AssertionError("no such state within 15 s")
+
+        await until(lambda n: {"imu_gyro", "battery_voltage"} <= n and "halt.estop.since" not in n)
+        for addr in i2c:
+            bus.remove(addr)
+        await until(lambda n: not n & {"imu_gyro", "battery_voltage"})
+        t_estop = time.time()
+        assert agent.control.estop("console", "test")
+        await until(lambda n: "halt.estop.since" in n and not n & {"imu_gyro", "battery_voltage"})
+        for addr in i2c:
+            bus.restore(addr, power_cycle=True)
+        await until(lambda n: {"imu_gyro", "battery_voltage", "halt.estop.since"} <= n)
+        agent.control.release_estop("console")
+        await until(lambda n: {"imu_gyro", "battery_voltage"} <= n and "halt.estop.since" not in n)
+
+        layouts, lost_imu = set(), 0
+        for data in got:
+            assert rm.encode(rm.decode(data)) == data
+            aux = {a.name: a.data for a in rm.decode(data).metadata.aux}
+            layouts.add(tuple(aux))
+            if "imu_accel" in aux:
+                assert 9.0 < aux["imu_accel"][2] < 10.5
+            else:
+                lost_imu += aux["health.imu"] == [2.0]
+            if "battery_voltage" in aux:
+                assert 9.0 < aux["battery_voltage"][0] < 13.0
+            estop = "halt.estop.since" in aux
+            assert aux["estop"] == aux["halted"] == [1.0 if estop else 0.0]
+            if estop:
+                assert aux["halt.estop.by"] == [1.0] and aux["halt.estop.cleared"] == [0.0]
+                assert abs(aux["halt.estop.since"][0] - t_estop) < 5.0
+        assert len(layouts) >= 4 and lost_imu, layouts
+        assert encoder.trusted and encoder.checked >= len(layouts) and encoder.fast > 0
+        assert peer.status()["state_errors"] == 0
