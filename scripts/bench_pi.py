@@ -131,7 +131,7 @@ async def parent(args: argparse.Namespace) -> None:
             out = f.name
         child, how, group = spawn_child(args, peers.ports(), out)
         try:
-            sends = await peers.drive(args.trials, args.seconds, Relays())
+            sends = await peers.drive(args.trials, args.seconds, Relays(), tuple(args.protocols.split(",")))
             relays = {p: [x for x in times if x is not None] for p, times in peers.relay_times.items()}
             loads = peers.loads
         finally:
@@ -148,7 +148,8 @@ async def parent(args: argparse.Namespace) -> None:
 
 def report(args, how: str, code: int, relays: dict, sends: dict, result: dict, speed: list[float],
            loads: list[float]) -> None:
-    from bench_pi_peers import latencies, pct, split
+    from bench_pi_peers import MOTION_S, latencies, pct, split
+    from bench_pi_stages import print_stages, stage_rows
 
     wire = result["duty_wire_s"]
     print(f"bench_pi: agent under CPU quota {args.quota * 100:g} % of one core ({how}); child exit {code}; "
@@ -158,6 +159,8 @@ def report(args, how: str, code: int, relays: dict, sends: dict, result: dict, s
     print(f"  window {result['window_s']:.0f} s: ticks on schedule {result['on_schedule_hz']:.1f} /s "
           f"(of {result['rate_hz']:.0f}), ticks run {result['ticks_hz']:.1f} /s, worst gap {result['worst_gap_ms']:.1f} ms, "
           f"gaps > 30 ms: {result['gaps_over_30']}")
+    for line in result["gaps"]:
+        print(f"    {line}")
     print(f"  CPU {result['cpu_pct']:.1f} % of one core (of which the motor emulator's thread "
           f"{result['emulator_cpu_pct']:.1f} %: simulation, not agent; it runs {result['emulator_quota']})   RSS peak {result['rss_peak_mib']:.1f} MiB "
           f"(now {result['rss_mib']:.1f} MiB)   switch interval {result['switch_interval_ms']:.2f} ms")
@@ -196,6 +199,8 @@ def report(args, how: str, code: int, relays: dict, sends: dict, result: dict, s
         if before:
             print(f"    {proto:<9} to submit p50 {pct(before, 50) * 1e3:6.2f} ms  p99 {pct(before, 99) * 1e3:6.2f} ms   "
                   f"submit to receipt p50 {(pct(after, 50) - wire) * 1e3:6.2f} ms  p99 {(pct(after, 99) - wire) * 1e3:6.2f} ms")
+    print_stages(stage_rows(sends, result["submits"], result["stages"], result["duty_events"], MOTION_S), wire, pct,
+                 ticks=result["ticks"])
 
 
 # ---------------------------------------------------------------------- child (the agent)
@@ -206,6 +211,8 @@ def main() -> None:
     ap.add_argument("--trials", type=int, default=120,
                     help="latency trials per protocol (each followed by a relay trial)")
     ap.add_argument("--quota", type=float, default=0.25, help="share of one core (0: no quota)")
+    ap.add_argument("--protocols", default="artex,sim2bot,robot_msg",
+                    help="the protocols tried, comma-separated (all three adapters run either way)")
     ap.add_argument("--period-ms", type=float, default=10.0, help="quota period, ms")
     ap.add_argument("--switch-interval", type=float, default=None, help="sys.setswitchinterval in the agent, s")
     ap.add_argument("--no-gc-freeze", action="store_true", help="undo the agent's gc.freeze() (A/B)")
