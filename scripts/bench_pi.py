@@ -119,17 +119,46 @@ def reference_work_ms() -> float:
     return 1e3 * best
 
 
+class EmulatorProcess:
+    """The RoboClaw emulator in a process of its own (scripts/bench_pi_emulator.py); None for ``thread``."""
+
+    def __init__(self, ports: dict) -> None:
+        self.proc = subprocess.Popen([sys.executable, str(ROOT / "scripts" / "bench_pi_emulator.py"), json.dumps(ports)],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        self.started = time.monotonic()
+        self.port = self.proc.stdout.readline().strip()
+        if not self.port:
+            raise RuntimeError("bench_pi_emulator.py did not start")
+
+    def finish(self) -> dict:
+        """Stop it; its duty events and CPU % of one core over its life."""
+        out, _ = self.proc.communicate("", timeout=30)
+        got = json.loads(out.strip().splitlines()[-1])
+        return {**got, "cpu_pct": 100 * got["cpu_s"] / (time.monotonic() - self.started)}
+
+
 async def parent(args: argparse.Namespace) -> None:
+    modes = ("thread", "process") if args.emulator == "both" else (args.emulator,)
+    for mode in modes:
+        await run_once(args, mode)
+
+
+async def run_once(args: argparse.Namespace, mode: str) -> None:
     from bench_pi_peers import Peers   # the peers' libraries stay out of the child
     from bench_pi_relay import Relays
 
     speed = [reference_work_ms()]
     peers = Peers()
     await peers.start()
+    emulator = None
     try:
         with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as f:
             out = f.name
-        child, how, group = spawn_child(args, peers.ports(), out)
+        ports = peers.ports()
+        if mode == "process":
+            emulator = EmulatorProcess(ports)
+            ports = {**ports, "motor": emulator.port}
+        child, how, group = spawn_child(args, ports, out)
         try:
             sends = await peers.drive(args.trials, args.seconds, Relays(), tuple(args.protocols.split(",")))
             relays = {p: [x for x in times if x is not None] for p, times in peers.relay_times.items()}
@@ -142,7 +171,13 @@ async def parent(args: argparse.Namespace) -> None:
         os.unlink(out)
     finally:
         await peers.stop()
+        if emulator is not None:
+            emulated = await asyncio.to_thread(emulator.finish)
+    if emulator is not None:
+        result["duty_events"] = emulated["duty_events"]
+        result["emulator_process_cpu_pct"] = emulated["cpu_pct"]
     speed.append(reference_work_ms())
+    print(f"=== the motor emulator {'in a process of its own' if mode == 'process' else 'a thread of the agent'}")
     report(args, how, code, relays, sends, result, speed, loads)
 
 
@@ -161,8 +196,11 @@ def report(args, how: str, code: int, relays: dict, sends: dict, result: dict, s
           f"gaps > 30 ms: {result['gaps_over_30']}")
     for line in result["gaps"]:
         print(f"    {line}")
-    print(f"  CPU {result['cpu_pct']:.1f} % of one core (of which the motor emulator's thread "
-          f"{result['emulator_cpu_pct']:.1f} %: simulation, not agent; it runs {result['emulator_quota']})   RSS peak {result['rss_peak_mib']:.1f} MiB "
+    emulator = (f"the motor emulator's process beside it {result['emulator_process_cpu_pct']:.1f} %"
+                if "emulator_process_cpu_pct" in result else f"of which the motor emulator's thread "
+                f"{result['emulator_cpu_pct']:.1f} %: simulation, not agent")
+    print(f"  CPU {result['cpu_pct']:.1f} % of one core ({emulator}; it runs {result['emulator_quota']})   "
+          f"RSS peak {result['rss_peak_mib']:.1f} MiB "
           f"(now {result['rss_mib']:.1f} MiB)   switch interval {result['switch_interval_ms']:.2f} ms")
     quota = result["throttling"]
     if quota.get("periods"):
@@ -211,6 +249,9 @@ def main() -> None:
     ap.add_argument("--trials", type=int, default=120,
                     help="latency trials per protocol (each followed by a relay trial)")
     ap.add_argument("--quota", type=float, default=0.25, help="share of one core (0: no quota)")
+    ap.add_argument("--emulator", choices=("thread", "process", "both"), default="thread",
+                    help="the RoboClaw emulator as a thread of the agent (the simulated tank's), in a process "
+                         "of its own (as the chip it stands for), or one run of each")
     ap.add_argument("--protocols", default="artex,sim2bot,robot_msg",
                     help="the protocols tried, comma-separated (all three adapters run either way)")
     ap.add_argument("--period-ms", type=float, default=10.0, help="quota period, ms")

@@ -40,7 +40,8 @@ DUTY_PACKET_BYTES = 8
 def config(ports: dict, video: bool = True) -> AgentConfig:
     """The shipped params.json (its camera, 640x480 at 15 fps, and ARTEX send period) with the three
     protocol adapters on, pointed at the parent's peers (the web console off); ``video`` False: no
-    camera configured (A/B of the video path's share)."""
+    camera configured (A/B of the video path's share); ``ports["motor"]``: the motor port (the pty of
+    an emulator in a process of its own) instead of the simulated tank's."""
     cfg = json.loads((ROOT / "config" / "params.json").read_text())
     cfg.update(server="http://127.0.0.1", port=ports["artex"], telem_can=True, video_can=True,
                logger_level="warning")
@@ -48,6 +49,8 @@ def config(ports: dict, video: bool = True) -> AgentConfig:
         cfg["video_can"] = False
         cfg["drivers"]["cameras"] = []
     cfg["console"] = {**cfg.get("console", {}), "enabled": False}    # its fixed port may be taken here
+    if ports.get("motor"):              # the emulator in a process of its own: its pty (bench_pi_emulator.py)
+        cfg["drivers"]["motor"]["port"] = ports["motor"]
     cfg["sim2bot"] = {**cfg.get("sim2bot", {}), "enabled": True, "url": ports["sim2bot"],
                       "reconnect_delay_s": 0.1, "reconnect_delay_max_s": 0.5}
     tcp = "tcp://127.0.0.1:{}".format
@@ -264,7 +267,8 @@ async def run_agent(ports: dict, seconds: float, out: str, switch_interval: floa
         stages.attach(agent)
         ticks = TickProbe()
         ticks.attach(agent)
-        emulator_quota = emulator_out_of_quota() if emulator_outside else "inside the quota"
+        emulator_quota = (emulator_out_of_quota() if emulator_outside else "inside the quota") \
+            if not ports.get("motor") else "in a process of its own (bench_pi_emulator.py), outside the quota"
         await asyncio.sleep(WARMUP_S)
         if not gc_freeze:
             gc.unfreeze()       # A/B: the agent's startup objects (frozen 1 s after start) collected again
