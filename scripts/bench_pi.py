@@ -144,6 +144,7 @@ async def parent(args: argparse.Namespace) -> None:
 
 
 async def run_once(args: argparse.Namespace, mode: str) -> None:
+    from bench_pi_gaps import ThreadSampler
     from bench_pi_peers import Peers   # the peers' libraries stay out of the child
     from bench_pi_relay import Relays
 
@@ -159,12 +160,14 @@ async def run_once(args: argparse.Namespace, mode: str) -> None:
             emulator = EmulatorProcess(ports)
             ports = {**ports, "motor": emulator.port}
         child, how, group = spawn_child(args, ports, out)
+        sampler = ThreadSampler(child.pid)
         try:
             sends = await peers.drive(args.trials, args.seconds, Relays(), tuple(args.protocols.split(",")))
             relays = {p: [x for x in times if x is not None] for p, times in peers.relay_times.items()}
             loads = peers.loads
         finally:
             code = await asyncio.to_thread(child.wait)
+            sampler.stop()
             if group is not None:
                 group.rmdir()
         result = json.loads(Path(out).read_text())
@@ -178,6 +181,8 @@ async def run_once(args: argparse.Namespace, mode: str) -> None:
         result["emulator_process_cpu_pct"] = emulated["cpu_pct"]
     speed.append(reference_work_ms())
     print(f"=== the motor emulator {'in a process of its own' if mode == 'process' else 'a thread of the agent'}")
+    result["gaps"] = [f"{line}; threads then: {sampler.during(a, b, result['tids'])}"
+                      for line, (a, b) in zip(result["gaps"], result["gap_spans"], strict=True)]
     report(args, how, code, relays, sends, result, speed, loads)
 
 

@@ -278,6 +278,7 @@ async def run_agent(ports: dict, seconds: float, out: str, switch_interval: floa
         lag = [x for _, x in lags]
         cpu1, window, threads1, quota1 = os.times(), time.monotonic() - t0, thread_cpu_s(), throttling()
         threads = thread_figures(threads0, threads1, window)
+        spans: list[tuple[float, float]] = []
         motor = cfg.drivers.motor
         result = {
             "window_s": window, "rate_hz": cfg.control.rate_hz, **tick_figures(times, cfg.control.rate_hz, window),
@@ -288,7 +289,9 @@ async def run_agent(ports: dict, seconds: float, out: str, switch_interval: floa
             "duty_events": duty.events, "submits": submits.events, "stages": stages.events, "gc_pauses": pauses.figures(), "gc_frozen": gc.get_freeze_count(),
             "loop_lag_ms": [1e3 * _pct(lag, 50), 1e3 * _pct(lag, 99), 1e3 * max(lag, default=0.0)],
             "gaps": explain_gaps([t for t in ticks.ticks if t[0] >= t0], pauses.spans, lags,
-                                 period_s=1.0 / cfg.control.rate_hz),
+                                 period_s=1.0 / cfg.control.rate_hz, spans=spans),
+            "gap_spans": spans,
+            "tids": {str(t.native_id): t.name for t in threading.enumerate()},
             "ticks": ticks.ticks,
             "gc_longest": pauses.longest(),
             "throttling": {k: quota1[k] - quota0[k] for k in quota1} if quota0 and quota1 else {},
