@@ -36,6 +36,7 @@ import serial
 
 from drivers.errors import ChecksumError, DeviceClosed, DeviceTimeout, DriverError
 from drivers.base import MotorController, MotorFeedback
+from drivers.serialfd import port_fd, read_fd, write_fd
 from drivers.transport import Openers, resolve_serial
 
 log = logging.getLogger(__name__)
@@ -124,6 +125,8 @@ class SerialLink:
         self.device = device
         self.before_write: Callable[[], None] | None = None
         self._call("configure", self._configure, timeout_s, write_timeout_s)
+        self._fd = port_fd(ser)     # a POSIX port: I/O straight on its descriptor (drivers/serialfd.py)
+        self._read_s, self._write_s = timeout_s, write_timeout_s
 
     def _configure(self, timeout_s: float, write_timeout_s: float) -> None:
         if self.ser.timeout != timeout_s:
@@ -153,13 +156,18 @@ class SerialLink:
                 hook()
             finally:
                 self.before_write = hook
-        n = self._call("write", self.ser.write, data)
+        fd = self._fd
+        n = self._call("write", self.ser.write, data) if fd is None else \
+            self._call("write", write_fd, fd, data, self._write_s)
         if n is not None and n != len(data):
             raise DeviceTimeout(f"{self.device}: serial write sent {n} of {len(data)} bytes", device=self.device)
 
     def read(self, n: int) -> bytes:
         """Read up to ``n`` bytes; fewer when the read timeout passes. Raises DriverError."""
-        return bytes(self._call("read", self.ser.read, n))
+        fd = self._fd
+        if fd is None:
+            return bytes(self._call("read", self.ser.read, n))
+        return self._call("read", read_fd, fd, n, self._read_s)
 
     def read_until(self, terminator: bytes, size: int) -> bytes:
         """Read up to and including ``terminator``, at most ``size`` bytes; partial on timeout."""
@@ -172,10 +180,13 @@ class SerialLink:
 
     def flush_input(self) -> None:
         """Discard unread input (stale replies). Raises DriverError."""
-        self._call("flush", self.ser.reset_input_buffer)
+        fd = self._fd
+        self._call("flush", self.ser.reset_input_buffer) if fd is None else \
+            self._call("flush", termios.tcflush, fd, termios.TCIFLUSH)
 
     def close(self) -> None:
         """Close the port. Never raises."""
+        self._fd = None     # never used again: the number may be reused for another file
         try:
             self.ser.close()
         except SERIAL_ERRORS as err:

@@ -19,9 +19,16 @@ same window, so the load of the machine hits both alike (alternating windows wou
 Parts of the agent: event loop (``MainThread``: ARTEX, Sim2Bot, robot_msg and their libraries;
 one thread, not split further), asyncio's executor threads, control, device I/O (``motor``,
 ``i2c-*``, ``estop-input``), camera (capture and encode threads), ZeroMQ's threads;
-emulators apart: ``RoboclawEmulator-*`` (the emulated motor controller). The I2C chips' emulation
-runs inline in the ``i2c-*`` thread and the test pattern is drawn in the capture thread: those
-parts include their emulators (said in the output).
+emulators apart: ``RoboclawEmulator-*`` (the emulated motor controller, its own thread), and the
+emulators that run inline on agent threads, measured by their own thread CPU time
+(drivers/emulators/cputime.py): the I2C chips' emulation (FakeSMBus and its chips, on the ``i2c-*``
+thread; its wire-time sleep is waiting, not counted), the GPIO chip of the e-stop input (on the
+``estop-input`` thread) and the test pattern (drawn on the capture thread). Their time is taken
+out of "device I/O" and "camera" and shown in rows of its own; the
+agent's total without any emulator is compared with the SDK's CPU, and with the SDK's CPU without
+its own test pattern (the SDK process draws the same pattern; it writes its meter to a file).
+A ``--before`` tree whose emulators do not count their time shows "device I/O" and "camera" with
+their emulators (said in the output).
 Wake-ups: voluntary + involuntary context switches per second, summed over threads.
 Work: what the agent delivered per second in the window (ARTEX telem and video messages, Sim2Bot
 telemetry packets and frames, RobotState messages, the hub's encodes and how many were encoded ahead
@@ -56,10 +63,16 @@ PY = sys.executable
 FPS = 20
 WARMUP_S = 4.0
 
-PARTS = [("emulator: motor controller", ("RoboclawEmulator",)),
+EMU_MOTOR = "emulator: motor controller"
+EMU_I2C = "emulator: I2C chips (inline in i2c-*)"
+EMU_PATTERN = "emulator: test pattern (inline in capture)"
+EMU_GPIO = "emulator: GPIO chip (inline in estop-input)"
+DEVICE_IO = "device I/O"
+CAMERA = "camera"
+PARTS = [(EMU_MOTOR, ("RoboclawEmulator",)),
          ("control", ("control",)),
-         ("device I/O (+ inline I2C emulation)", ("motor", "i2c", "estop")),
-         ("camera (+ test pattern)", ("camera-", "video-", "[cv2", "[python")),
+         (DEVICE_IO, ("motor", "i2c", "estop")),
+         (CAMERA, ("camera-", "video-", "[cv2", "[python")),
          ("event loop (adapters)", ("MainThread",)),
          ("asyncio executor", ("asyncio_",)),
          ("ZeroMQ", ("[ZMQ", "[zmq"))]
@@ -109,11 +122,13 @@ async def child(ports: dict, window_s: float, video: bool, out: str) -> None:
         Path(out + ".go").write_text("")
         names0 = names()
         work0 = work(agent)
+        emu0 = emulators()
         _, _, t0 = task_figures("self")
         start = time.monotonic()
         await asyncio.sleep(window_s)
         rss, _, t1 = task_figures("self")
         window = time.monotonic() - start
+        emu1 = emulators()
         work1 = work(agent)
         names1 = {**names0, **names()}
     rows: dict[str, list[float]] = {}
@@ -123,8 +138,21 @@ async def child(ports: dict, window_s: float, video: bool, out: str) -> None:
         row = rows.setdefault(part, [0.0, 0.0])
         row[0] += 100 * (cpu - cpu0) / window
         row[1] += (sw - sw0) / window
+    for kind, (part, host) in {"i2c": (EMU_I2C, DEVICE_IO), "gpio": (EMU_GPIO, DEVICE_IO),
+                               "pattern": (EMU_PATTERN, CAMERA)}.items():
+        cpu = 100 * (emu1.get(kind, 0.0) - emu0.get(kind, 0.0)) / window
+        if host in rows and cpu > 0:     # inline: its thread's CPU, not its own wake-ups
+            rows[host][0] -= cpu
+            rows[part] = [cpu, 0.0]
     done = {k: (v - work0.get(k, 0)) / window for k, v in work1.items()}
-    Path(out).write_text(json.dumps({"rss": rss, "parts": rows, "work": done}))
+    Path(out).write_text(json.dumps({"rss": rss, "parts": rows, "work": done, "emulators_apart": True}))
+
+
+def emulators() -> dict[str, float]:
+    """Thread CPU time, s, the inline emulators (I2C chips, test pattern) spent in this process so far."""
+    from drivers.emulators.cputime import totals
+
+    return totals()
 
 
 #: (label, adapter, counter) of the work the agent did in the window, per second
@@ -162,11 +190,13 @@ def names() -> dict[int, str]:
 
 # ---------------------------------------------------------------------- parent
 SDK_ROBOT = '''
+import os
 import sys
 from artex_robot import Robot
 sys.path.insert(0, sys.argv[1])
 from drivers.emulators.camera import PatternCapture
 camera = PatternCapture(640, 480, 20.0, paced=False)
+meter = getattr(camera, "emulation", None)      # the test pattern's own CPU time (drivers/emulators/cputime.py)
 robot = Robot()
 
 @robot.com_handler
@@ -185,6 +215,10 @@ def loop(context):
     robot.vault.set_telem("odom", {"x_m": round(0.01 * n, 3), "y_m": 0.0, "yaw_rad": 0.0})
     ok, frame = camera.read()
     robot.vault.set_video("front", frame)
+    if meter is not None and n % 5 == 0:
+        with open("pattern_cpu.tmp", "w") as f:
+            f.write(repr(meter.cpu_s))
+        os.replace("pattern_cpu.tmp", "pattern_cpu")
 
 robot.main_freq = 0.05
 robot.start()
@@ -225,9 +259,13 @@ async def agent_run(peers, tmp: str, window_s: float, video: bool, sdk_dir: Path
             await asyncio.sleep(0.05)
         load0 = os.getloadavg()[0]
         sdk0 = task_figures(sdk.pid) if sdk else None
+        pattern0 = sdk_pattern_s(sdk_dir)
         t0 = time.monotonic()
         await asyncio.to_thread(proc.wait, window_s + 30)
         sdk_row = process_figures(sdk.pid, sdk0, task_figures(sdk.pid), time.monotonic() - t0) if sdk else None
+        pattern1 = sdk_pattern_s(sdk_dir)
+        if sdk_row is not None and pattern0 is not None and pattern1 is not None:
+            sdk_row = (*sdk_row, 100 * (pattern1 - pattern0) / (time.monotonic() - t0))
         stop.set()
         if controller is not None:
             stream.close()
@@ -242,23 +280,43 @@ async def agent_run(peers, tmp: str, window_s: float, video: bool, sdk_dir: Path
                 p.wait(10)
 
 
+def sdk_pattern_s(sdk_dir: Path | None) -> float | None:
+    """The thread CPU time, s, the SDK process's test pattern spent so far (written every 5 frames), or None."""
+    try:
+        return float((sdk_dir / "pattern_cpu").read_text()) if sdk_dir is not None else None
+    except (OSError, ValueError):
+        return None
+
+
 def show(title: str, r: dict) -> None:
     parts = r["agent"]["parts"]
+    apart = r["agent"].get("emulators_apart", False)
     cpu = sum(v[0] for v in parts.values())
     wake = sum(v[1] for v in parts.values())
     emu = sum(v[0] for k, v in parts.items() if k.startswith("emulator"))
+    motor = parts.get(EMU_MOTOR, [0.0, 0.0])[0]
     print(f"{title}   load {r['load']:.2f}")
-    print(f"  agent: CPU {cpu:5.1f} % of one core ({cpu - emu:5.1f} % without the motor emulator), "
+    inline = "" if apart else ": NOT the inline ones (this tree does not count them)"
+    print(f"  agent: CPU {cpu:5.1f} % of one core ({cpu - motor:5.1f} % without the motor emulator, "
+          f"{cpu - emu:5.1f} % without any emulator{inline}), "
           f"wake-ups {wake:6.0f}/s, RSS {r['agent']['rss']:.1f} MiB")
     for part, (c, w) in sorted(parts.items(), key=lambda kv: -kv[1][0]):
-        print(f"    {part:<40} CPU {c:5.2f} %   wake-ups {w:6.0f}/s")
+        label = part if apart else {DEVICE_IO: DEVICE_IO + " (+ inline I2C, GPIO emulation)",
+                                    CAMERA: CAMERA + " (+ test pattern)"}.get(part, part)
+        waking = f"{w:6.0f}/s" if part not in (EMU_I2C, EMU_GPIO, EMU_PATTERN) else "  (its thread's)"
+        print(f"    {label:<44} CPU {c:5.2f} %   wake-ups {waking}")
     done = r["agent"].get("work", {})
     if done:
         print("    work per second: " + ", ".join(f"{k} {v:.1f}" for k, v in done.items()))
     if r["sdk"] is not None:
-        c, w, rss = r["sdk"]
+        c, w, rss = r["sdk"][:3]
         print(f"  SDK:   CPU {c:5.1f} % of one core, wake-ups {w:6.0f}/s, RSS {rss:.1f} MiB   "
-              f"(agent/SDK CPU {cpu / c:.2f}x, without the emulator {(cpu - emu) / c:.2f}x)")
+              f"(agent/SDK CPU {cpu / c:.2f}x, without the motor emulator {(cpu - motor) / c:.2f}x, "
+              f"without any emulator {(cpu - emu) / c:.2f}x)")
+        if len(r["sdk"]) > 3:
+            own = c - r["sdk"][3]
+            print(f"         without its test pattern ({r['sdk'][3]:.2f} %): CPU {own:5.1f} %; the agent without any "
+                  f"emulator is {(cpu - emu) / own:.2f}x that")
 
 
 async def main(args: argparse.Namespace) -> None:

@@ -114,6 +114,7 @@ class Arbiter:
         self._timeouts = dict(timeouts_s)
         self._claims: dict[tuple[str, str], Claim] = {}
         self._overridden: dict[str, int] = {s: 0 for s in self._timeouts}
+        self._overridden_view: tuple[tuple[str, int], ...] | None = None    # overridden() until a count changes
         self._latch = StopLatch(self.timeout_s)
 
     @classmethod
@@ -162,7 +163,7 @@ class Arbiter:
         """
         above = self._above(source, channel, now)
         if above is not None:
-            self._overridden[source] = self._overridden.get(source, 0) + 1
+            self._count_overridden(source)
         self._claims[(channel, source)] = Claim(source, channel, command, now, now + self.timeout_s(source))
         return above
 
@@ -179,7 +180,7 @@ class Arbiter:
         """
         above = self._above(source, channel, now)
         if above is not None:
-            self._overridden[source] = self._overridden.get(source, 0) + 1
+            self._count_overridden(source)
             return above
         prio = self.priority(source)
         for key in [k for k, c in self._claims.items() if k[0] == channel and self.priority(c.source) <= prio]:
@@ -202,6 +203,8 @@ class Arbiter:
 
     def select(self, channel: str, now: float) -> Selection:
         """Drop timed-out claims on ``channel`` and pick its driver for this tick."""
+        if not self._claims:        # nobody claims anything (a standing tank): one object per channel
+            return _NOBODY[channel]
         expired = []
         for key in [k for k, c in self._claims.items() if k[0] == channel and not c.fresh(now)]:
             claim = self._claims.pop(key)
@@ -303,8 +306,19 @@ class Arbiter:
         return self._latch.re_engage(source)
 
     def overridden(self) -> tuple[tuple[str, int], ...]:
-        """(source, commands overridden so far) for every known source, in SOURCES order."""
-        return tuple(sorted(self._overridden.items(), key=lambda kv: _order(kv[0])))
+        """(source, commands overridden so far) for every known source, in SOURCES order (the same
+        tuple until a count changes: the tick asks every time)."""
+        if self._overridden_view is None:
+            self._overridden_view = tuple(sorted(self._overridden.items(), key=lambda kv: _order(kv[0])))
+        return self._overridden_view
+
+    def _count_overridden(self, source: str) -> None:
+        self._overridden[source] = self._overridden.get(source, 0) + 1
+        self._overridden_view = None
+
+
+#: The selection of a channel nobody claims.
+_NOBODY = {channel: Selection(channel, None) for channel in CHANNELS}
 
 
 def _order(source: str) -> tuple[int, str]:

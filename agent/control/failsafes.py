@@ -99,6 +99,7 @@ class BatteryDetector:
     def __init__(self, s: BatterySettings) -> None:
         self.s = s
         self._samples: deque[tuple[float, float]] = deque()     # (now at arrival, compensated V)
+        self._mean: float | None = None                         # of the samples
         self._last_t: float | None = None
         self._low_hold, self._crit_hold = _Hold(s.low_for_s), _Hold(s.critical_for_s)
         self.low = False
@@ -107,16 +108,19 @@ class BatteryDetector:
         self._cap_reason = ""
 
     def _average(self, now: float, power: PowerSample | None) -> float | None:
+        samples, changed = self._samples, False
         v = None if power is None else power.voltage_v
-        if v is not None and math.isfinite(v) and power.t_mono_s != self._last_t:
+        if v is not None and power.t_mono_s != self._last_t and math.isfinite(v):
             self._last_t = power.t_mono_s
             i = power.current_a if math.isfinite(power.current_a) else 0.0
-            self._samples.append((now, v + i * self.s.sag_ohm))
-        while len(self._samples) > 1 and now - self._samples[0][0] > self.s.average_s:
-            self._samples.popleft()
-        if not self._samples:
-            return None
-        return sum(x for _, x in self._samples) / len(self._samples)
+            samples.append((now, v + i * self.s.sag_ohm))
+            changed = True
+        while len(samples) > 1 and now - samples[0][0] > self.s.average_s:
+            samples.popleft()
+            changed = True
+        if changed:     # the same samples give the same mean: summed only when they change
+            self._mean = sum(x for _, x in samples) / len(samples)
+        return self._mean if samples else None
 
     def update(self, now: float, power: PowerSample | None) -> tuple[str | None, bool]:
         """(trip reason or None, critical condition cleared now); updates :attr:`low`."""
@@ -170,7 +174,8 @@ class TiltDetector:
     def update(self, now: float, imu: ImuSample | None) -> tuple[str | None, bool]:
         """(trip reason or None, condition cleared now). No sample: nothing changes but the debounce restarts."""
         a = None if imu is None else imu.accel_mps2
-        if a is None or not all(math.isfinite(x) for x in a) or not any(a):
+        isfinite = math.isfinite
+        if a is None or not (isfinite(a[0]) and isfinite(a[1]) and isfinite(a[2])) or not (a[0] or a[1] or a[2]):
             self._hold.update(now, False)
             return None, False
         pitch, roll = tilt_deg(a)
@@ -231,6 +236,13 @@ class StallDetector:
         """(trip reason or None, condition cleared now) from the duty commanded now and the feedback."""
         s = self.s
         fresh, self._last = fb is not None and fb is not self._last, fb
+        quiet = abs(duty[0]) <= s.duty and abs(duty[1]) <= s.duty      # not pushing: duty under the threshold
+        if quiet and s.max_current_a is not None and fb is not None:
+            for a in (fb.left_a, fb.right_a):
+                if a is not None and math.isfinite(a) and abs(a) > s.max_current_a:
+                    quiet = False
+        if quiet:
+            return self._quiet()    # and no motor over the current
         reason = None
         active = False
         cps = (None, None) if fb is None else (fb.left_cps, fb.right_cps)
@@ -258,6 +270,16 @@ class StallDetector:
             return None, True
         return None, False
 
+    def _quiet(self) -> tuple[str | None, bool]:
+        """No condition holds: what the full update finds then (every hold restarts), in fewer steps."""
+        self._seen[:] = (0, 0, 0, 0)
+        for hold in (*self._speed, *self._amps):
+            hold.since = None
+        if self.tripped:
+            self.tripped = False
+            return None, True
+        return None, False
+
 
 @dataclass
 class Failsafes:
@@ -271,20 +293,27 @@ class Failsafes:
     def update(self, now: float, *, duty: tuple[float, float], feedback: MotorFeedback | None,
                imu: ImuSample | None, power: PowerSample | None) -> Verdict:
         """One tick's readings at ``now``, s (the duty is the one commanded at this tick) -> :class:`Verdict`."""
+        found = []      # (kind, (trip reason or None, cleared now)) of each detector on
+        if self.battery is not None:
+            found.append((BATTERY, self.battery.update(now, power)))
+        if self.tilt is not None:
+            found.append((TILT, self.tilt.update(now, imu)))
+        if self.stall is not None:
+            found.append((STALL, self.stall.update(now, duty, feedback)))
         trips: list[tuple[str, str]] = []
         cleared: list[str] = []
-        for kind, det, args in ((BATTERY, self.battery, (power,)), (TILT, self.tilt, (imu,)),
-                                (STALL, self.stall, (duty, feedback))):
-            if det is None:
-                continue
-            reason, gone = det.update(now, *args)
+        for kind, (reason, gone) in found:
             if reason is not None:
                 trips.append((kind, reason))
             if gone:
                 cleared.append(kind)
         if self.battery is not None and self.battery.low:
             return Verdict(tuple(trips), tuple(cleared), self.battery.s.low_speed_mps, self.battery.cap_reason())
-        return Verdict(tuple(trips), tuple(cleared))
+        return Verdict(tuple(trips), tuple(cleared)) if trips or cleared else _QUIET
+
+
+#: The verdict of an update that found nothing (no trip, nothing cleared, no cap): one object.
+_QUIET = Verdict()
 
 
 def resolve(cfg: AgentConfig) -> Failsafes:

@@ -127,6 +127,10 @@ class JointController:
         self.owner = ""
         self._traj: _Trajectory | None = None
         self._warned: set[tuple[str, str]] = set()
+        # per-tick work skipped while nothing moves (the control loop asks every tick):
+        self._settled = False        # the last step changed nothing: the next one without a command won't either
+        self._state: JointState | None = None               # state() until q, target or a derivative changes
+        self._pulses: tuple[tuple, dict[int, float]] | None = None  # (q and gripper, pulses()) last computed
 
     @property
     def dof(self) -> int:
@@ -207,6 +211,7 @@ class JointController:
         self._traj = None
         self.mode = POSITION
         self.owner = source
+        self._moved()
 
     def start_trajectory(self, source: str, traj: JointTrajectory, now: float) -> None:
         """Play ``traj`` from ``now`` (t = 0), from the current pose to its first point."""
@@ -216,12 +221,14 @@ class JointController:
         self._traj = _Trajectory(pts, now, traj.loop, tuple(self.q[:n]))
         self.mode = TRAJECTORY
         self.owner = source
+        self._moved()
 
     def hold(self) -> None:
         """Cancel trajectory/velocity/position motion; hold the angles last written."""
         self._traj = None
         self.target = list(self.q)
         self.mode = HOLD
+        self._moved()
 
     def go_home(self, source: str) -> None:
         """Targets back to every joint's ``home_rad`` and the gripper to ``home_fraction``."""
@@ -229,6 +236,7 @@ class JointController:
         self.target = list(self.home)
         self.mode = POSITION
         self.owner = source
+        self._moved()
         if self.gripper_cfg is not None:
             self.gripper = self.gripper_cfg.home_fraction
 
@@ -248,6 +256,9 @@ class JointController:
                 no fresh one; joints beyond n get 0.
             source: the source of ``qd``.
         """
+        if self._settled and qd is None and dt > 0 and self._traj is None and self.mode != VELOCITY:
+            return      # the last step was a fixed point (q at target, derivatives zero): so is this one
+        self._moved()
         if qd is not None:
             if self.mode != VELOCITY:
                 self._traj = None
@@ -276,18 +287,32 @@ class JointController:
             new_q.append(self.target[i] if abs(d) <= step else self.q[i] + math.copysign(step, d))
         qd_new = [(a - b) / dt for a, b in zip(new_q, self.q)]
         qdd_new = [(a - b) / dt for a, b in zip(qd_new, self.qd)]
-        self.qddd = [(a - b) / dt for a, b in zip(qdd_new, self.qdd)]
-        self.q, self.qd, self.qdd = new_q, qd_new, qdd_new
+        qddd_new = [(a - b) / dt for a, b in zip(qdd_new, self.qdd)]
+        self._settled = (new_q == self.q and qd_new == self.qd and qdd_new == self.qdd and qddd_new == self.qddd
+                         and qd is None and self._traj is None)
+        self.q, self.qd, self.qdd, self.qddd = new_q, qd_new, qdd_new, qddd_new
+
+    def _moved(self) -> None:
+        """Something may change q, target or the derivatives: the next step computes, state() builds anew."""
+        self._settled = False
+        self._state = None
 
     # ------------------------------------------------------------------ outputs
     def state(self) -> JointState:
-        """Snapshot of the joints (agent.model.JointState)."""
-        return JointState(self.names, tuple(self.q), tuple(self.target), tuple(self.qd),
-                          tuple(self.qdd), tuple(self.qddd))
+        """Snapshot of the joints (agent.model.JointState); the same object while nothing changed."""
+        if self._state is None:
+            self._state = JointState(self.names, tuple(self.q), tuple(self.target), tuple(self.qd),
+                                     tuple(self.qdd), tuple(self.qddd))
+        return self._state
 
     def pulses(self) -> dict[int, float]:
-        """Servo channel -> pulse, us, for every joint and the gripper (rounded to 0.01 us)."""
+        """Servo channel -> pulse, us, for every joint and the gripper (rounded to 0.01 us); the same
+        dict while q and the gripper are unchanged (do not modify it)."""
+        key = (*self.q, self.gripper)
+        if self._pulses is not None and self._pulses[0] == key:
+            return self._pulses[1]
         out = {j.channel: round(angle_to_pulse_us(q, j), 2) for j, q in zip(self.joints, self.q)}
         if self.gripper_cfg is not None and self.gripper is not None:
             out[self.gripper_cfg.channel] = round(gripper_pulse_us(self.gripper, self.gripper_cfg), 2)
+        self._pulses = (key, out)
         return out

@@ -24,7 +24,6 @@ a non-finite duty with nothing sent.
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import math
 from dataclasses import dataclass
@@ -104,7 +103,7 @@ def wrap_angle(a: float) -> float:
 
 
 def integrate(odom: Odometry, d_left_m: float, d_right_m: float, dt_s: float,
-              track_width_m: float) -> Odometry:
+              track_width_m: float, twist: Pair | None = None) -> Odometry:
     """Advance the pose by the track travel of one interval (midpoint integration).
 
     The heading used for the translation is the mean of the interval's start
@@ -115,6 +114,7 @@ def integrate(odom: Odometry, d_left_m: float, d_right_m: float, dt_s: float,
         d_left_m, d_right_m: distance each track moved in the interval, m.
         dt_s: interval length, s (> 0 for the twist; 0 keeps the previous twist).
         track_width_m: distance between track centrelines, m.
+        twist: (vx m/s, omega rad/s) to report instead of the interval's travel / ``dt_s``.
 
     Returns:
         The pose at the end of the interval, yaw wrapped to -pi..pi; ``distance_m``
@@ -123,7 +123,10 @@ def integrate(odom: Odometry, d_left_m: float, d_right_m: float, dt_s: float,
     ds = (d_left_m + d_right_m) / 2.0
     dyaw = (d_right_m - d_left_m) / track_width_m
     mid = odom.yaw_rad + dyaw / 2.0
-    vx, omega = (ds / dt_s, dyaw / dt_s) if dt_s > 0 else (odom.vx_mps, odom.omega_radps)
+    if twist is not None:
+        vx, omega = twist
+    else:
+        vx, omega = (ds / dt_s, dyaw / dt_s) if dt_s > 0 else (odom.vx_mps, odom.omega_radps)
     return Odometry(
         x_m=odom.x_m + ds * math.cos(mid),
         y_m=odom.y_m + ds * math.sin(mid),
@@ -229,8 +232,7 @@ class Odometer:
         The twist is the reading's track speeds (encoder speed, or commanded), not travel / dt:
         encoder feedback may arrive every few ticks, and travel per tick is then lumpy.
         """
-        odom = integrate(self.odom, reading.left_m, reading.right_m, dt_s, self.track_width_m)
         vl, vr = reading.left_mps, reading.right_mps
-        self.odom = dataclasses.replace(odom, vx_mps=(vl + vr) / 2.0,
-                                        omega_radps=(vr - vl) / self.track_width_m)
+        self.odom = integrate(self.odom, reading.left_m, reading.right_m, dt_s, self.track_width_m,
+                              ((vl + vr) / 2.0, (vr - vl) / self.track_width_m))
         return self.odom

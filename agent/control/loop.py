@@ -111,11 +111,10 @@ class ControlLoop:
         with self._lock:
             plan = command(self._state, now)
         ok = self._io.write_duty(plan.duty, wait=not self._scheduler.running())
-        with self._lock:
-            motor_answered(self._state, ok, now)
         self._io.write_pulses(plan.pulses)
-        readings = self._io.read()
-        with self._lock:
+        readings = self._io.read()      # never waits on a device: published values
+        with self._lock:    # the lock twice per tick: the write's answer and the failsafes together
+            motor_answered(self._state, ok, now)
             plan, tripped = check_failsafes(self._state, plan, readings)
         if tripped:         # the zero duty goes out now, not at the next slot
             self._scheduler.wake()

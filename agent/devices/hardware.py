@@ -82,6 +82,7 @@ class Hardware:
         self._devices = [d for d in (motor, imu, power, servo, estop) if d is not None]
         self._health_sources: list[Callable[[], tuple[DeviceHealth, ...]]] = []
         self._last_status: tuple[str, ...] = ()
+        self._faults: tuple[object, tuple[str, ...]] = (None, ())     # (health and status, faults) last made
         groups = i2c_groups or [("i2c", [n for n, d in (("imu", imu), ("power", power), ("servo", servo)) if d])]
         by_name = {"imu": imu, "power": power, "servo": servo}
         self._buses_io: list[I2cBusIO] = []
@@ -250,7 +251,11 @@ class Hardware:
         Args:
             health: this tick's :meth:`health`, when the caller already has it (saves gathering it twice).
         """
-        out = [f"{h.name}: {h.state} ({h.last_error})" if h.last_error else f"{h.name}: {h.state}"
-               for h in (self.health() if health is None else health) if h.state != OK]
-        out.extend(f"motor: {t}" for t in self._last_status)
-        return tuple(out)
+        health = self.health() if health is None else health
+        key = (health, self._last_status)
+        if key != self._faults[0]:      # the same reports (each reused while unchanged): the same faults
+            out = [f"{h.name}: {h.state} ({h.last_error})" if h.last_error else f"{h.name}: {h.state}"
+                   for h in health if h.state != OK]
+            out.extend(f"motor: {t}" for t in self._last_status)
+            self._faults = (key, tuple(out))
+        return self._faults[1]

@@ -64,6 +64,8 @@ class HealthTracker:
         self._error_when_ok = error_when_ok
         self._starting = state == LOST     # not up yet and no failure: reported as ``starting``
         self._last_report: DeviceHealth | None = None
+        self._changes = 0                   # bumped by every change of state, error or count
+        self._reported = -1                 # ``_changes`` when ``_last_report`` was made
 
     @property
     def state(self) -> Health:
@@ -92,6 +94,7 @@ class HealthTracker:
         """Move to ``lost`` without counting or logging an error (a deliberate close)."""
         with self._lock:
             self._state, self._last_error, self._starting = LOST, reason, False
+            self._changes += 1
 
     def _set(self, state: Health, error: str, *, count: bool) -> None:
         with self._lock:  # logged before the new state is visible: whoever sees it finds the line
@@ -109,18 +112,23 @@ class HealthTracker:
             if count:
                 self._errors += 1
             self._state = state
+            self._changes += 1
 
     def report(self) -> DeviceHealth:
         """This device's :class:`~agent.model.DeviceHealth` (plain-string state: ``starting``, ``ok``,
         ``degraded``, ``lost``).
 
         The same object while nothing changed: the control loop asks every tick and keeps each
-        tick's answer in its snapshot ring, so a new one per tick would be garbage-collection work."""
-        with self._lock:
+        tick's answer in its snapshot ring, so a new one per tick would be garbage-collection work.
+        Nothing changed since the last report: that one, without taking the lock."""
+        if self._reported == self._changes:
+            return self._last_report        # type: ignore[return-value]
+        with self._lock:    # the report and its change count are stored together
             state, error, errors, starting = self._state, self._last_error, self._errors, self._starting
-        shown = error if state != OK or self._error_when_ok else ""
-        value = STARTING if starting else state.value
-        last = self._last_report
-        if last is None or last.state != value or last.last_error != shown or last.errors != errors:
-            last = self._last_report = DeviceHealth(self.name, value, shown, errors)
-        return last
+            shown = error if state != OK or self._error_when_ok else ""
+            value = STARTING if starting else state.value
+            last = self._last_report
+            if last is None or last.state != value or last.last_error != shown or last.errors != errors:
+                last = self._last_report = DeviceHealth(self.name, value, shown, errors)
+            self._reported = self._changes
+            return last

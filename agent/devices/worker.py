@@ -166,9 +166,17 @@ class DeviceWorker:
     def _due_in(self) -> float:
         """Seconds until the next poll or reopen is due (0: now; inf: none)."""
         now = self._clock()
-        waits = [0.0 if p.due is None else p.due - now for p in self.polls]
-        waits += [w for w in (d.reopen_in() for d in self.devices) if w is not None]
-        return max(0.0, min(waits, default=math.inf))
+        soonest = math.inf
+        for p in self.polls:
+            if p.due is None:
+                return 0.0
+            if p.due - now < soonest:
+                soonest = p.due - now
+        for d in self.devices:
+            w = d.reopen_in()
+            if w is not None and w < soonest:
+                soonest = w
+        return max(0.0, soonest)
 
     def _run(self) -> None:
         try:

@@ -13,6 +13,10 @@ Fault injection for the video hub's supervision: :meth:`~PatternCapture.freeze`
 :meth:`~PatternCapture.unblock` or ``release``), :meth:`~PatternCapture.fail`
 (``read`` returns ``(False, None)``). :func:`write_test_video` writes a short
 MJPG ``.avi`` for the file-camera tests.
+
+The thread CPU time spent drawing and handing out frames (not the pacing wait) is counted in
+:attr:`PatternCapture.emulation` and the process-wide ``drivers.emulators.cputime.TOTALS["pattern"]``:
+the capture thread draws the pattern inline, and scripts/bench_side.py shows it apart.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ import cv2
 import numpy as np
 
 from drivers.camera import fourcc_code, fourcc_text
+from drivers.emulators.cputime import PATTERN, TOTALS, CpuMeter
 
 #: SMPTE-like colour bars, BGR: white, yellow, cyan, green, magenta, red, blue.
 _BARS_BGR = ((255, 255, 255), (0, 255, 255), (255, 255, 0), (0, 255, 0),
@@ -59,6 +64,7 @@ class PatternCapture:
     Attributes:
         frames: frames rendered so far. reads: ``read`` calls that returned a frame.
         set_calls: every ``(prop_id, value, accepted)`` passed to :meth:`set`.
+        emulation: thread CPU time, s, spent drawing and copying frames (drivers.emulators.cputime.CpuMeter).
     """
 
     def __init__(self, width: int = 640, height: int = 480, fps: float = 30.0, *,
@@ -86,6 +92,7 @@ class PatternCapture:
         self.frames = 0
         self.reads = 0
         self.set_calls: list[tuple[int, float, bool]] = []
+        self.emulation = CpuMeter(TOTALS[PATTERN])
 
     # ------------------------------------------------------------------ VideoCapture surface
 
@@ -111,11 +118,14 @@ class PatternCapture:
                     self._cond.wait(wait_s)
                     continue
                 break
+            start = time.thread_time()
             self._next_due = max(self._next_due + 1.0 / self._fps, self._clock())
             if not self._frozen or self._last is None:
                 self._last = self._render()
             self.reads += 1
-            return True, self._last.copy()
+            frame = self._last.copy()
+            self.emulation.since(start)
+            return True, frame
 
     def set(self, prop_id: int, value: float) -> bool:
         """Apply a capture property; False when the device refuses it (previous value kept)."""

@@ -21,7 +21,9 @@ Controls (tests, the simulated tank): :meth:`open_switch`, :meth:`close_switch`,
 :meth:`remove` (the chip goes away: requests raise ENODEV, opening raises
 ENOENT) and :meth:`replug`. Kernel behaviour kept: a line already requested is
 EBUSY; a name or offset the chip lacks is refused (ValueError / EINVAL).
-Thread-safe.
+Thread-safe. The thread CPU time of a request's reads and waits (the emulation the e-stop input's
+thread runs inline; a wait's sleep is no CPU time) is counted in :attr:`GpioChipEmulator.emulation`
+and the process-wide ``drivers.emulators.cputime.TOTALS["gpio"]`` (scripts/bench_side.py).
 """
 
 from __future__ import annotations
@@ -36,6 +38,8 @@ from typing import Any, Callable, TYPE_CHECKING
 
 import gpiod
 from gpiod.line import Bias, Edge, Value
+
+from drivers.emulators.cputime import GPIO, TOTALS, CpuMeter
 
 if TYPE_CHECKING:
     from drivers.config import GpioEstopConfig
@@ -56,6 +60,9 @@ class GpioChipEmulator:
         closed_level: ``"low"`` (switch to GND) or ``"high"`` (switch to 3V3).
         path: the device path it stands for.
         clock_ns: monotonic clock for edge-event timestamps, ns.
+
+    Attributes:
+        emulation: thread CPU time, s, of its requests' reads and waits (drivers.emulators.cputime.CpuMeter).
     """
 
     def __init__(self, switch_line: int = 17, *, closed_level: str = "low", path: str = "/dev/gpiochip0",
@@ -75,6 +82,7 @@ class GpioChipEmulator:
         self._requests: list[EmulatedRequest] = []
         self._seqno = 0
         self.edges = 0      # level changes so far (switch moves that changed the line)
+        self.emulation = CpuMeter(TOTALS[GPIO])
 
     @classmethod
     def from_config(cls, cfg: GpioEstopConfig, physics: Any = None, **options: Any) -> "GpioChipEmulator":
@@ -261,20 +269,28 @@ class EmulatedRequest:
             raise OSError(errno_mod.ENODEV, os.strerror(errno_mod.ENODEV))
 
     def get_value(self, line: int | str) -> Value:
-        with self._emu._cond:
-            self._check()
-            if self._emu.offset(line) != self.offset:
-                raise ValueError(f"unknown line: {line}")
-            return self.value_now()
+        start = time.thread_time()
+        try:
+            with self._emu._cond:
+                self._check()
+                if self._emu.offset(line) != self.offset:
+                    raise ValueError(f"unknown line: {line}")
+                return self.value_now()
+        finally:
+            self._emu.emulation.since(start)
 
     def wait_edge_events(self, timeout: timedelta | float | None = None) -> bool:
         """True when an edge event is queued (waiting up to ``timeout``). Raises OSError ENODEV when removed."""
-        with self._emu._cond:
-            self._check()
-            self._emu._cond.wait_for(lambda: bool(self._events) or self._emu.removed or self._released,
-                                     _seconds(timeout))
-            self._check()
-            return bool(self._events)
+        start = time.thread_time()      # the wait itself is no CPU time
+        try:
+            with self._emu._cond:
+                self._check()
+                self._emu._cond.wait_for(lambda: bool(self._events) or self._emu.removed or self._released,
+                                         _seconds(timeout))
+                self._check()
+                return bool(self._events)
+        finally:
+            self._emu.emulation.since(start)
 
     def read_edge_events(self, max_events: int | None = None) -> list[Any]:
         with self._emu._cond:

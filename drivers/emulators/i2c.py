@@ -19,7 +19,10 @@ pca9685.py) each have ``from_config(cfg, physics)``; :meth:`FakeSMBus.attach`
 refuses a second chip at an occupied address. :class:`ManualClock` lets tests
 and benchmarks drive drivers, chips and physics on one hand-advanced clock.
 
-Thread-safe: one transaction at a time, like the kernel adapter lock.
+Thread-safe: one transaction at a time, like the kernel adapter lock. The thread CPU time
+spent holding that lock (the emulation: chips, bookkeeping; not the wire-time sleep) is counted
+in :attr:`FakeSMBus.emulation` and the process-wide ``drivers.emulators.cputime.TOTALS["i2c"]``
+(scripts/bench_side.py shows it apart from the agent's device thread that runs it inline).
 """
 
 from __future__ import annotations
@@ -27,12 +30,12 @@ from __future__ import annotations
 import ctypes
 import errno as errno_mod
 import os
-import threading
 import time
 from collections import deque
 from dataclasses import dataclass
 from typing import Iterable, Protocol
 
+from drivers.emulators.cputime import I2C, TOTALS, CpuMeter, MeteredLock
 from drivers.emulators.wire import i2c_transfer_s
 from drivers.errors import DriverConfigError
 from drivers.i2c import SMBUS_BLOCK_MAX
@@ -155,6 +158,10 @@ class FakeSMBus:
             message is not the last one, like the Pi's ``i2c-bcm2835`` (§7.1).
         clock_hz: bus clock; each transaction then holds the bus for its wire time
             (drivers/emulators/wire.py, ``i2c_transfer_s``). None: no pacing.
+
+    Attributes:
+        emulation: thread CPU time, s, spent in this bus's transactions and test controls (its
+            chips' emulation included, its wire-time sleeps not); a drivers.emulators.cputime.CpuMeter.
     """
 
     def __init__(self, chips: dict[int, Chip] | None = None, *, label: str = "sim://",
@@ -165,7 +172,8 @@ class FakeSMBus:
         self._chips: dict[int, Chip] = {}
         self._removed: set[int] = set()
         self._faults: dict[int, list[int]] = {}
-        self._lock = threading.Lock()
+        self.emulation = CpuMeter(TOTALS[I2C])
+        self._lock = MeteredLock(self.emulation)
         self.log: deque[Transaction] = deque(maxlen=history)
         self.transactions: dict[int, int] = {}
         self.closed = False
@@ -263,9 +271,12 @@ class FakeSMBus:
             return data
 
     def _hold(self, data_bytes: int, *, read: bool) -> None:
-        """Lock held: keep the bus for the transaction's wire time at :attr:`clock_hz` (if set)."""
+        """Lock held: keep the bus for the transaction's wire time at :attr:`clock_hz` (if set); the
+        sleep is waiting, not emulation: the lock's meter stops around it."""
         if self.clock_hz:
+            self._lock.pause()
             time.sleep(i2c_transfer_s(max(0, data_bytes), self.clock_hz, read=read))
+            self._lock.resume()
 
     def _general_call(self, payload: bytes) -> None:
         """Lock held. General call: software reset (0x06) of every chip that supports it."""
