@@ -34,7 +34,23 @@ agent trial, one message of the same protocol through the same transport to a ba
 a process of its own (as the agent is), so both figures come from the same minutes; the load
 average over the trials is printed beside them.
 
-Usage: ``scripts/bench_pi.py [--seconds 300] [--trials 120] [--quota 0.25] [--period-ms 10]``
+Where the motor emulator runs (``--emulator``): ``thread`` (the default, as in the simulated tank)
+keeps the RoboClaw emulator a thread of the agent's process: it takes the agent's GIL to read each
+packet and to answer, so its receipt stamp and the line's transactions wait behind the agent's
+Python threads, which a real RoboClaw (another chip) never does. ``process`` runs the same emulator
+(same config, pacing and reply latency) in a process of its own on its pty
+(scripts/bench_pi_emulator.py), its receipts stamped on the same CLOCK_MONOTONIC; ``both`` runs the
+whole bench once each way and prints both reports (``=== the motor emulator ...`` heads each).
+
+Stage by stage (scripts/bench_pi_stages.py): each trial's time from the send to the emulator's
+receipt, split at robot_msg's receiving side, ControlLoop.submit, the control tick, the duty's post
+and the motor thread's write, with p50 / p99 per stage and the slowest trials. Each tick gap over
+30 ms is explained (scripts/bench_pi_gaps.py): the control thread's run-queue wait (the kernel ran
+others), the previous tick's length, the rest (asleep past its slot or waiting for the GIL), gc and
+event-loop lag meanwhile, and which of the agent's threads ran or waited then.
+
+Usage: ``scripts/bench_pi.py [--seconds 300] [--trials 120] [--quota 0.25] [--period-ms 10]
+[--emulator thread|process|both] [--protocols artex,sim2bot,robot_msg]``
 (``--quota 0``: no quota, the latency comparison alone). 120 trials per protocol take ~290 s;
 ``--seconds`` must cover them (a trial that would start in the last second is not run).
 """
