@@ -3,14 +3,16 @@
 A motor controller's thread makes 30-70 transactions a second (a flush, a request, a reply of a
 length the protocol fixes); pyserial's ``read``/``write`` add a Python-level timeout object per
 call and a ``select`` for writability after every write. :func:`port_fd` says when the fast path
-applies (a pyserial POSIX port, open, with finite timeouts); :func:`read_fd` and
-:func:`write_fd` then do what pyserial's ``serialposix.Serial.read`` and ``write`` do on it, with
-the same results: ``read_fd`` returns up to ``n`` bytes, fewer when the read timeout passes,
-waking once per chunk that arrives (once for a reply written at once); ``write_fd`` writes all
-of ``data`` or raises ``serial.SerialTimeoutException`` after the write timeout (a full OS
-buffer). Errors are pyserial's and the OS's (``serial.SerialException``, ``OSError``), which
-drivers/serialport.py ``SerialLink`` turns into ``DriverError`` as before. Other ports
-(``loop://``, ``socket://``, test doubles) keep pyserial's methods.
+applies (a pyserial POSIX port, open, with finite timeouts, whose ``read``, ``write`` and
+``reset_input_buffer`` are pyserial's own); :func:`read_fd` and :func:`write_fd` then do what
+pyserial's ``serialposix.Serial.read`` and ``write`` do on it, with the same results: ``read_fd``
+returns up to ``n`` bytes, fewer when the read timeout passes, waking once per chunk that arrives
+(once for a reply written at once); ``write_fd`` writes all of ``data`` or raises
+``serial.SerialTimeoutException`` after the write timeout (a full OS buffer). Errors are
+pyserial's and the OS's (``serial.SerialException``, ``OSError``), which drivers/serialport.py
+``SerialLink`` turns into ``DriverError`` as before. Other ports
+(``loop://``, ``socket://``, test doubles) and port classes with methods of their own (``spy://``
+logs the traffic in its ``read``/``write``) keep theirs.
 """
 
 from __future__ import annotations
@@ -29,11 +31,20 @@ try:
 except ImportError:       # not a POSIX system: pyserial's methods only
     _PosixSerial = None
 
+#: The pyserial methods the descriptor path stands in for.
+_FAST_METHODS = ("read", "write", "reset_input_buffer")
+
 
 def port_fd(ser: Any) -> int | None:
     """The descriptor of ``ser`` when it is an open pyserial POSIX port with finite, non-zero read and
-    write timeouts (what drivers/serialport.py sets), else None (use pyserial's own methods)."""
+    write timeouts (what drivers/serialport.py sets), else None (use pyserial's own methods).
+
+    A subclass that replaces ``read``, ``write`` or ``reset_input_buffer`` (``spy://``, which logs
+    the traffic; ``serial.rs485.RS485``, which toggles RTS around a write) keeps its own methods."""
     if _PosixSerial is None or not isinstance(ser, _PosixSerial) or not ser.is_open:
+        return None
+    cls = type(ser)
+    if any(getattr(cls, name) is not getattr(_PosixSerial, name) for name in _FAST_METHODS):
         return None
     if not ser.timeout or not ser.write_timeout or getattr(ser, "_inter_byte_timeout", None):
         return None

@@ -134,7 +134,14 @@ def changed(new: dict[str, Any], sent: dict[str, Any] | None) -> bool:
     """
     if sent is None or new.keys() != sent.keys():
         return True
-    return any(_differs(v, sent[k], DEADBANDS.get(k, 0.0)) for k, v in new.items())
+    for k, v in new.items():
+        old = sent[k]
+        # equal values: no change (one C-level comparison; telemetry() gives each key, nested ones too,
+        # one type of value, so an equal value never hides a bool turned number)
+        if v != old or type(v) is not type(old):
+            if _differs(v, old, DEADBANDS.get(k, 0.0)):
+                return True
+    return False
 
 
 class TelemGate:
@@ -153,14 +160,20 @@ class TelemGate:
 
     def due(self, new: dict[str, Any]) -> bool:
         """Feed one poll's dict; True when it should be sent (then call :meth:`mark_sent`)."""
-        last = self._last or {}
-        self._steady = {k: self._steady.get(k, 0) + 1 if k in last and last[k] == v else 0
-                        for k, v in new.items()}
+        last, steady = self._last, self._steady
+        if last is not None and new == last:        # at rest: every value as at the last poll
+            self._steady = {k: steady.get(k, 0) + 1 for k in new}
+        else:
+            last = last or {}
+            self._steady = {k: steady.get(k, 0) + 1 if k in last and last[k] == v else 0 for k, v in new.items()}
         self._last = new
-        if changed(new, self.sent):
+        sent = self.sent
+        if sent is not None and new == sent and all(type(v) is type(sent[k]) for k, v in new.items()):
+            return False        # what was sent: neither changed nor a settled value to send
+        if changed(new, sent):
             return True
-        assert self.sent is not None
-        return any(self._steady[k] >= self.settle_polls and v != self.sent[k] for k, v in new.items())
+        assert sent is not None
+        return any(self._steady[k] >= self.settle_polls and v != sent[k] for k, v in new.items())
 
     def mark_sent(self, data: dict[str, Any]) -> None:
         """``data`` went out: the reference for the next comparisons."""

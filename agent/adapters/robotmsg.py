@@ -41,6 +41,7 @@ from agent.adapters.robotmsg_inbound import Rejected, Translation, action_comman
 from agent.adapters.robotmsg_order import StopOrder
 from agent.adapters.robotmsg_guard import DropPolicy
 from agent.adapters.robotmsg_peers import Channel, PeerEvents
+from agent.adapters.robotmsg_publish import SlotPublisher
 from agent.adapters.robotmsg_receive import ChannelReader
 from agent.adapters.robotmsg_sockets import CurveKeys, load_curve, open_socket, start_authenticator
 from agent.adapters.robotmsg_encode import StateEncoder
@@ -49,7 +50,6 @@ from agent.config import AgentConfig
 from agent.errors import CommandError
 from agent.commands import CalibrateImu, Stop
 from agent.ports import LinkStatus, RobotPort, VideoPort
-from agent.support.beat import slot_index
 from agent.support.ratelimit import RateLimitedLog, safe
 from agent.support.reconnect import Reconnector
 
@@ -88,7 +88,7 @@ class RobotMsgAdapter:
             "action": Channel("action", self._cfg.action, zmq.SUB, rm.RobotAction),
         }
         self._warn = RateLimitedLog(log, WARN_INTERVAL_S)
-        self._publish_now = asyncio.Event()
+        self._publisher: SlotPublisher | None = None
         self._stop_order = StopOrder()
         self._connected = False
         self._driving = False
@@ -250,8 +250,8 @@ class RobotMsgAdapter:
                 self._events["calibrate_sensor"] += 1
         if translation.publish_state:
             self._events["ctrl_update"] += 1
-            if self._loop is not None:     # the publisher's event is the loop's
-                self._loop.call_soon_threadsafe(self._publish_now.set)
+            if self._publisher is not None and self._loop is not None:   # on a receiving thread: the loop's
+                self._loop.call_soon_threadsafe(self._publisher.now)
         if translation.commands:
             self._applied += 1
 
@@ -260,25 +260,10 @@ class RobotMsgAdapter:
     async def _publish_loop(self, ch: Channel) -> None:
         assert ch.sock is not None
         pub: zmq.Socket[bytes] = zmq.Socket.shadow(ch.sock.underlying)
-        loop = asyncio.get_running_loop()
-        period = 1.0 / self._cfg.state_hz
-        # the first state at once, then on the slots k * period of the loop's clock: at 50 Hz the
-        # boundaries of agent.support.beat's grid, where the other periodic senders wake too
-        next_t = loop.time()
-        while True:
-            if next_t > loop.time() and not self._publish_now.is_set():
-                # the slot's timer sets the same event a ctrl_update sets: one timer handle per
-                # wait, no task (asyncio.wait_for made a task per slot: state_hz a second)
-                timer = loop.call_at(next_t, self._publish_now.set)
-                try:
-                    await self._publish_now.wait()
-                finally:
-                    timer.cancel()
-            self._publish_now.clear()
-            self._publish_state(pub, ch.topic)
-            now = loop.time()
-            if now >= next_t:       # the slot's state went out: the next slot (a late one skips, never bursts)
-                next_t = slot_index(now, period) * period
+        # the first state at once, then on the slots k * period of the loop's clock, each sent from its
+        # timer's callback (agent.adapters.robotmsg_publish); a ctrl_update adds one at once
+        self._publisher = SlotPublisher(1.0 / self._cfg.state_hz, lambda: self._publish_state(pub, ch.topic))
+        await self._publisher.run()
 
     def _publish_state(self, pub: zmq.Socket, topic: bytes | None) -> None:
         try:
@@ -289,7 +274,9 @@ class RobotMsgAdapter:
             self._warn.log(logging.WARNING, "state-encode",
                            "robot_msg: RobotState not sent, it fails validation: %s", err)
             return
-        pub.send_multipart([topic, data], flags=zmq.NOBLOCK) if topic else pub.send(data, zmq.NOBLOCK)
+        if topic:       # send_multipart's own calls, without its per-part type checks (both are bytes)
+            pub.send(topic, zmq.SNDMORE | zmq.NOBLOCK)
+        pub.send(data, zmq.NOBLOCK)
         self._sequence += 1
         self._sent += 1
 

@@ -7,12 +7,14 @@ id, the empty frame lists, the zero wrench. :class:`StateEncoder` writes the rob
 (robot_msg's public wire format: header, metadata, payload; every field byte-aligned, little-endian)
 directly from the snapshot: each layout's constant bytes (array names, shapes, units, frames, the frame
 id, the empty lists, the zero wrench) are kept from the first time it was seen, and per state only the
-numbers are packed (one ``struct`` call) and joined with them.
+numbers are read off the snapshot in message order (:func:`_numbers`, no aux tuples built) and packed with
+the constant bytes by one ``struct`` call. The layout is found from the snapshot's shape (:func:`_shape`:
+which values are present, the devices' and halts' names).
 
 It never sends what the library would not: each new *layout* (which arrays, their lengths, units and
 frames, joint count, whether a sample time is set) is encoded once by both ways and the bytes compared;
-only a layout whose bytes were equal, and that the library's full check accepted, is encoded the fast way
-afterwards. A mismatch (another robot_msg version laying a field out differently) logs one WARNING and
+only a layout whose bytes were equal, whose numbers :func:`_numbers` read in the same order, and that the
+library's full check accepted, is encoded the fast way afterwards. A mismatch (another robot_msg version laying a field out differently) logs one WARNING and
 sends every later state through the library. Per state the fast path checks what can change within a
 layout: every number finite (else the library path, which leaves a non-finite aux array out and says
 so) and the sequence in range.
@@ -22,12 +24,14 @@ from __future__ import annotations
 
 import logging
 import math
+import operator
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import robot_msg as rm
 
-from agent.adapters.robotmsg_state import AuxSpec, StateFrames, aux_specs, robot_state
+from agent.adapters.robotmsg_state import HEALTH_CODES, SETTER_CODES, AuxSpec, StateFrames, aux_specs, robot_state
 from agent.model import RobotDescription, Snapshot
 
 log = logging.getLogger(__name__)
@@ -35,6 +39,7 @@ log = logging.getLogger(__name__)
 #: The library's limits the fast path keeps to (larger goes the library's way and fails there).
 MAX_AUX = 64
 MAX_JOINTS = 256
+MAX_SEQUENCE = 2**63 - 1
 #: Layouts remembered as checked (names come from devices and halts: a handful in practice).
 MAX_LAYOUTS = 64
 
@@ -62,13 +67,71 @@ def _array_parts(key: ArrayKey) -> tuple[bytes, bytes]:
     return head, tail
 
 
+def _shape(snap: Snapshot) -> tuple:
+    """What decides a state's layout (:func:`agent.adapters.robotmsg_state.aux_specs` names and shapes,
+    joint count, sample time): which values are present, the devices' and halts' names."""
+    joints, imu, power, safety = snap.joints, snap.imu, snap.power, snap.safety
+    return (len(joints.target), len(joints.q), snap.t_mono_s > 0, snap.gripper is None,
+            None if imu is None else (imu.orientation_xyzw is None, imu.temperature_c is None),
+            None if power is None else (power.voltage_v is None, power.percent is None),
+            tuple([d.name for d in snap.devices]), tuple([h.kind for h in safety.halts]),
+            safety.speed_cap_mps is None)
+
+
+def _numbers(snap: Snapshot, send_unix_s: float) -> list:
+    """Every number of the state in message order, but the sequence: the times, the aux arrays'
+    values in :func:`agent.adapters.robotmsg_state.aux_specs` order, dq, q. Checked equal to the
+    specs' numbers on each layout's first state (:meth:`StateEncoder.encode`)."""
+    t = snap.t_mono_s
+    o, tr, joints = snap.odom, snap.tracks, snap.joints
+    out = [t, send_unix_s] if t > 0 else [send_unix_s]
+    out += (o.x_m, o.y_m, o.yaw_rad, o.vx_mps, o.omega_radps, o.distance_m,
+            tr.left_mps, tr.right_mps, tr.cmd_left_mps, tr.cmd_right_mps, tr.duty_left, tr.duty_right,
+            tr.left_counts, tr.right_counts)
+    out += joints.target
+    if snap.gripper is not None:
+        out.append(snap.gripper)
+    imu = snap.imu
+    if imu is not None:
+        out += imu.accel_mps2
+        out += imu.gyro_radps
+        if imu.orientation_xyzw is not None:
+            out += imu.orientation_xyzw
+        if imu.temperature_c is not None:
+            out.append(imu.temperature_c)
+        out.append(t - imu.t_mono_s)
+    power = snap.power
+    if power is not None:
+        if power.voltage_v is not None:
+            out.append(power.voltage_v)
+        out += (power.current_a, power.power_w)
+        if power.percent is not None:
+            out.append(power.percent)
+        out.append(t - power.t_mono_s)
+    safety = snap.safety
+    out += (1.0 if snap.stopped else 0.0, 1.0 if snap.watchdog == "expired" else 0.0, len(snap.faults))
+    out += [HEALTH_CODES.get(d.state, 2.0) for d in snap.devices]
+    out += (1.0 if safety.estop is not None else 0.0, 1.0 if safety.halted else 0.0)
+    for halt in safety.halts:
+        out += (halt.since_unix_s, SETTER_CODES.get(halt.by, -1.0), 1.0 if halt.cleared else 0.0)
+    if safety.speed_cap_mps is not None:
+        out.append(safety.speed_cap_mps)
+    q = joints.q
+    out += joints.qd if len(joints.qd) == len(q) else (0.0,) * len(q)
+    out += q
+    return out
+
+
 @dataclass(frozen=True, slots=True)
 class _Plan:
-    """One layout's message: constant chunks around the runs of numbers, all numbers packed by one struct."""
+    """One layout's message as one struct: its constant chunks (``Ns`` fields) around the runs of numbers.
 
-    pieces: list                   # [const, run, const, run, ..., const]: runs filled per message
-    numbers: struct.Struct         # every number of the message, in order
-    bounds: tuple[tuple[int, int], ...]   # byte range of each run within the packed numbers
+    ``order`` picks the struct's arguments in message order from ``consts + numbers`` (C speed: no
+    slice, view or join per run)."""
+
+    consts: list[bytes]            # the constant chunks, in message order
+    full: struct.Struct            # the whole message: chunk, run, chunk, run, ..., chunk
+    order: Callable[[list], tuple]
 
 
 class _PlanBuilder:
@@ -89,16 +152,16 @@ class _PlanBuilder:
 
     def plan(self) -> _Plan:
         self.consts.append(bytes(self._const))
-        bounds, at = [], 0
-        for codes in self.codes:
-            size = struct.calcsize("<" + codes)
-            bounds.append((at, at + size))
-            at += size
-        pieces: list = []
-        for const in self.consts[:-1]:
-            pieces += [const, b""]
-        pieces.append(self.consts[-1])
-        return _Plan(pieces, struct.Struct("<" + "".join(self.codes)), tuple(bounds))
+        consts, fmt, order = self.consts, ["<"], []
+        at = len(consts)                    # the numbers follow the chunks in consts + numbers
+        for i, const in enumerate(consts):
+            fmt.append(f"{len(const)}s")
+            order.append(i)
+            if i < len(self.codes):
+                fmt.append(self.codes[i])
+                order += range(at, at + len(self.codes[i]))
+                at += len(self.codes[i])
+        return _Plan(consts, struct.Struct("".join(fmt)), operator.itemgetter(*order))
 
 
 class StateEncoder:
@@ -130,6 +193,15 @@ class StateEncoder:
         Raises:
             robot_msg.RobotMsgError: the state fails the library's check (as ``robot_msg.encode``).
         """
+        shape = _shape(snap)
+        plan = self._plans.get(shape) if self.trusted and 0 <= sequence <= MAX_SEQUENCE else None
+        if plan is not None:
+            numbers = _numbers(snap, send_unix_s)
+            if math.isfinite(sum(numbers)):
+                numbers.append(sequence)
+                self.fast += 1
+                return self._fill(plan, numbers)
+            return self._library(snap, sequence, send_unix_s)   # a non-finite aux value is left out there
         specs = aux_specs(snap, self._frames)
         joints = snap.joints
         q = joints.q
@@ -145,27 +217,22 @@ class StateEncoder:
         numbers += dq
         numbers += q
         if (not self.trusted or not math.isfinite(sum(numbers)) or len(specs) > MAX_AUX or len(q) > MAX_JOINTS
-                or not 0 <= sequence <= 2**63 - 1):
+                or not 0 <= sequence <= MAX_SEQUENCE):
             return self._library(snap, sequence, send_unix_s)   # a non-finite aux value is left out there
+        quick = _numbers(snap, send_unix_s)
         numbers.append(sequence)
-        # an aux array's unit, frame and shape follow from its name (aux_specs); joint_target's length varies
-        layout = (tuple([spec[0] for spec in specs]), len(joints.target), len(q), sampled)
-        plan = self._plans.get(layout)
-        if plan is not None:
-            self.fast += 1
-            return self._fill(plan, numbers)
         plan = self._plan(specs, len(q), sampled)
         data = self._fill(plan, numbers)
         full = self._library(snap, sequence, send_unix_s)    # raises as robot_msg.encode would
         self.checked += 1
-        if full != data:
+        if full != data or quick != numbers[:-1]:
             self.trusted = False
             log.warning("robot_msg: this robot_msg version lays RobotState out differently from the agent's "
                         "fast encoder; every state now goes through robot_msg.encode (more CPU, same bytes)")
             return full
         if len(self._plans) >= MAX_LAYOUTS:
             self._plans.clear()
-        self._plans[layout] = plan
+        self._plans[shape] = plan
         return data
 
     def envelope(self, snap: Snapshot, encoding: str, *, sequence: int, send_unix_s: float) -> bytes:
@@ -184,10 +251,7 @@ class StateEncoder:
 
     @staticmethod
     def _fill(plan: _Plan, numbers: list) -> bytes:
-        packed = memoryview(plan.numbers.pack(*numbers))
-        pieces = plan.pieces
-        pieces[1::2] = [packed[a:b] for a, b in plan.bounds]
-        return b"".join(pieces)
+        return plan.full.pack(*plan.order(plan.consts + numbers))
 
     def _plan(self, specs: list[AuxSpec], n: int, sampled: bool) -> _Plan:
         """The layout of a message with these aux arrays, ``n`` joints and a sample time or not."""

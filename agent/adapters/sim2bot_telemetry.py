@@ -22,7 +22,7 @@ everything else compared as it is; times are left out (they change at every tick
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from agent.config import AgentConfig
@@ -45,8 +45,15 @@ def _num(value: float | None) -> float | None:
     return value if math.isfinite(value) else None
 
 
-def _nums(values: Iterable[float]) -> list[float | None]:
-    return [_num(v) for v in values]
+def _nums(values: Sequence[float]) -> list[float | None]:
+    """:func:`_num` of each value; all finite (the usual case): one float conversion each, one check."""
+    try:
+        out = [float(v) for v in values]
+    except TypeError:                   # a None among them
+        return [_num(v) for v in values]
+    if math.isfinite(sum(out)):         # a NaN or inf anywhere makes the sum so (an overflow too: the slow way)
+        return out                      # type: ignore[return-value]
+    return [v if math.isfinite(v) else None for v in out]
 
 
 def robot_entry(desc: RobotDescription, cfg: AgentConfig) -> dict[str, Any]:

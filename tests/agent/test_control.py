@@ -622,6 +622,69 @@ def test_servo_pulses_reach_the_chip_only_when_changed(rig):
     assert rig.sim.physics.servo_pulse_us.get(TILT) == pytest.approx(1384.6, abs=5)
 
 
+
+def test_joints_commanded_after_a_long_still_period_move_and_reach_the_chip(rig):
+    """Settled joints skip their step and reuse their state and pulses (agent/control/joints.py):
+    every kind of joint command after a long still spell still moves them and reaches the chip."""
+    def chip(channel: int, us: float) -> bool:
+        return _wait(lambda: rig.sim.physics.servo_pulse_us.get(channel) == pytest.approx(us, abs=5))
+
+    snap = rig.tick(1000)                                       # 20 s settled at home
+    assert snap.joints.q == (0.0, 0.0) and snap.joints.qd == (0.0, 0.0)
+    assert rig.tick().joints is rig.tick().joints               # reused while nothing moves
+    rig.loop.submit("artex", JointPosition((0.5,)))
+    snap = rig.tick(20)                                         # 3 rad/s: 9 ticks
+    assert snap.joints.q == pytest.approx((0.5, 0.0)) and snap.joints.target == pytest.approx((0.5, 0.0))
+    assert chip(PAN, 1818.3)                                    # 0.5 rad of -1.5708..1.5708 on 500..2500 us
+    rig.tick(1000)
+    for _ in range(10):                                         # a velocity stream: -1 rad/s for 0.2 s
+        rig.loop.submit("artex", JointVelocity((-1.0,)))
+        snap = rig.tick()
+    assert snap.joints.q[0] == pytest.approx(0.3, abs=0.025) and snap.joints.qd[0] == pytest.approx(-1.0)
+    snap = rig.tick(40)                     # it drives on until the watchdog (0.5 s), then holds where it is
+    held = snap.joints.q[0]
+    assert snap.joints.qd == (0.0, 0.0) and held == pytest.approx(0.3 - 0.5, abs=0.05)
+    assert chip(PAN, 1500.0 + held / 1.5708 * 1000.0)
+    snap = rig.tick(1000)
+    assert snap.joints.q[0] == held and snap.joints.target[0] == held
+    rig.loop.submit("artex", JointTrajectory((TrajectoryPoint(0.2, (0.0, 0.4)),)))
+    snap = rig.tick(30)
+    assert snap.joints.q == pytest.approx((0.0, 0.4))
+    assert chip(PAN, 1500.0) and chip(TILT, 1692.3)            # tilt 0.4 rad of -0.5..0.8 on 1000..2000 us
+    rig.tick(1000)
+    rig.loop.submit("artex", Gripper(0.25))
+    rig.tick()
+    assert chip(2, 1250.0)
+    rig.tick(1000)
+    rig.loop.submit("artex", Reset())                           # home: joints and gripper
+    snap = rig.tick(30)
+    assert snap.joints.q == pytest.approx((0.0, 0.0)) and snap.gripper == 1.0
+    assert chip(TILT, 1384.6) and chip(2, 2000.0)
+
+
+def test_a_motor_status_or_loss_after_a_long_still_period_shows_in_the_next_snapshots(rig):
+    """Health reports are reused without their lock while unchanged (agent/devices/health.py) and the
+    faults made from them too (agent/devices/hardware.py): a change after a long still spell shows."""
+    snap = rig.tick(1000)
+    assert snap.faults == () and dict((d.name, d.state) for d in snap.devices)["motor"] == "ok"
+    emu = rig.sim.motor_emulator
+    emu.set_status(0x0001)                                      # the controller's E-Stop: health stays ok
+    assert _wait(lambda: rig.tick().faults == ("motor: E-Stop",))
+    emu.set_status(0)
+    assert _wait(lambda: rig.tick().faults == ())
+    rig.tick(1000)
+    emu.unplug()                                                # the pty vanishes under the driver
+    assert _wait(lambda: dict((d.name, d.state) for d in rig.hw.health())["motor"] == "lost")
+    snap = rig.tick()
+    assert dict((d.name, d.state) for d in snap.devices)["motor"] == "lost"
+    assert any(f.startswith("motor: lost") for f in snap.faults), snap.faults
+    rig.tick(1000)
+    emu.replug()
+    assert _wait(lambda: dict((d.name, d.state) for d in rig.hw.health())["motor"] == "ok", 10)
+    snap = rig.tick()
+    assert dict((d.name, d.state) for d in snap.devices)["motor"] == "ok" and snap.faults == ()
+
+
 # ---------------------------------------------------------------------------- bad commands
 
 

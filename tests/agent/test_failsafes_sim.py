@@ -281,3 +281,69 @@ async def test_running_agent_tilt_trip_shows_on_artex_telem_and_status_and_holds
             assert await wait_for(lambda: agent.physics.duty[0] > 0.0, 3)
     finally:
         await hub.stop()
+
+
+# ---------------------------------------------------------------------------- after a long still period
+
+#: 30 s of the loop's time standing with nothing commanded: the tick reuses what does not change
+#: then (docs/architecture.md "A still tick touches little": the quiet stall verdict, the battery
+#: mean, settled joints, health reports); each failsafe must still trip on the first change after.
+STILL_TICKS = 1500
+
+
+def stand_still(r: Rig) -> None:
+    snap = r.tick(STILL_TICKS)
+    assert snap.watchdog == "idle" and snap.active_source == "" and r.duty == (0.0, 0.0)
+
+
+def test_stall_trips_after_a_long_still_period_and_again_after_another(rig):
+    r = rig()
+    fwd = BaseVelocity(0.6, 0.0)
+    stand_still(r)
+    r.tick(25, "robot_msg", fwd)
+    assert until(lambda: (fb := r.hw.read_motor()) is not None and fb.left_cps > 0.5 * 4000)
+    r.tick(2, "robot_msg", fwd)
+    r.sim.obstacle()
+    assert until(lambda: (fb := r.hw.read_motor()) is not None and fb.left_cps == 0 and fb.right_cps == 0)
+    ticks, snap = stream_until_halt(r, "robot_msg", fwd, 4.0)
+    assert ticks * DT == pytest.approx(2.0, abs=2.5 * DT) and snap.safety.halts[0].kind == "stall"
+    snap = r.tick(2)                                    # nothing pushes: cleared, latched until a command
+    assert snap.safety.halts[0].cleared and r.duty == (0.0, 0.0)
+    stand_still(r)                                      # still again, the obstacle still there
+    r.loop.submit("robot_msg", BaseVelocity(0.0, 0.0))  # re-engage, then push into it once more
+    ticks, snap = stream_until_halt(r, "robot_msg", fwd, 4.0)
+    # from rest the ramp (max_accel 2 m/s^2) takes 0.15 s to push over the 0.3 duty, then for_s 2 s
+    assert ticks * DT == pytest.approx(2.15, abs=2.5 * DT)
+    assert [h.kind for h in snap.safety.halts] == ["stall"] and not snap.safety.halts[0].cleared
+    r.tick()
+    assert r.duty == (0.0, 0.0)
+
+
+def test_battery_critical_trips_after_a_long_still_period_at_one_voltage(rig):
+    r = rig()
+    stand_still(r)                                      # the same voltage sample after sample
+    before = r.loop.snapshot().power
+    r.sim.drain_battery(3.38)                           # 10.14 V: under critical 10.35
+    assert until(lambda: volts(r) < 10.3)
+    for k in range(int(3.0 / DT)):                      # critical_for_s 1 s + averaging 1 s
+        snap = r.tick()
+        if snap.safety.halts:
+            break
+    else:
+        raise AssertionError(f"battery failsafe never tripped (before the drain: {before})")
+    assert snap.safety.halts[0].kind == "battery" and "below critical 10.35 V" in snap.safety.halts[0].reason
+    assert k * DT < 2.5
+
+
+def test_tilt_trips_after_a_long_still_period(rig):
+    r = rig()
+    stand_still(r)
+    r.sim.tilt(pitch_deg=50.0)
+    assert until(lambda: r.hw.latest_imu() is not None and r.hw.latest_imu().accel_mps2[0] < -7.0)
+    for k in range(100):
+        snap = r.tick()
+        if snap.safety.halts:
+            break
+    else:
+        raise AssertionError("tilt failsafe never tripped")
+    assert snap.safety.halts[0].kind == "tilt" and (k + 1) * DT == pytest.approx(0.3, abs=2.5 * DT)

@@ -89,3 +89,44 @@ def test_a_vanished_device_is_a_driver_error(pty_pair):
     with pytest.raises(DriverError) as err:
         link.write(b"\x80\x4e")
     assert err.value.errno == 5                          # EIO
+
+
+def test_a_spy_port_keeps_its_logging_read_and_write(tmp_path):
+    """``spy://`` (a scheme drivers/transport.py accepts) is a POSIX port whose read, write and flush
+    log the traffic: the descriptor path must not go around them (it once did: an empty trace)."""
+    master, slave = os.openpty()
+    tty.setraw(slave)
+    path = os.ttyname(slave)
+    os.close(slave)
+    trace = tmp_path / "spy.txt"
+    ser = open_serial(f"spy://{path}?file={trace}", 115200, timeout_s=0.2)
+    link = SerialLink(ser, "motor", timeout_s=0.2)
+    try:
+        assert port_fd(ser) is None                      # pyserial's (the spy's) own methods
+        link.flush_input()
+        link.write(b"\x80\x4e")
+        assert select.select([master], [], [], 1.0)[0]
+        assert os.read(master, 16) == b"\x80\x4e"
+        os.write(master, b"\x01\x02")
+        assert link.read(2) == b"\x01\x02"
+    finally:
+        link.close()
+        os.close(master)
+    text = trace.read_text()
+    assert "TX" in text and "80 4E" in text.upper(), text
+    assert "RX" in text and "01 02" in text, text
+    assert "reset_input_buffer" in text, text
+
+
+def test_a_port_class_with_its_own_write_keeps_it(pty_pair):
+    """serial.rs485.RS485 raises RTS around each write (a half-duplex transceiver's direction):
+    handed in by a serial factory, its write must run, not the descriptor path's."""
+    import serial.rs485
+
+    _, link = pty_pair
+    rs485 = serial.rs485.RS485(link.ser.port, 115200, timeout=0.2, write_timeout=0.1)
+    try:
+        assert port_fd(rs485) is None
+        assert port_fd(link.ser) == link.ser.fd          # plain pyserial: the descriptor path
+    finally:
+        rs485.close()
