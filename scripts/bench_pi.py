@@ -34,7 +34,23 @@ agent trial, one message of the same protocol through the same transport to a ba
 a process of its own (as the agent is), so both figures come from the same minutes; the load
 average over the trials is printed beside them.
 
-Usage: ``scripts/bench_pi.py [--seconds 300] [--trials 120] [--quota 0.25] [--period-ms 10]``
+Where the motor emulator runs (``--emulator``): ``thread`` (the default, as in the simulated tank)
+keeps the RoboClaw emulator a thread of the agent's process: it takes the agent's GIL to read each
+packet and to answer, so its receipt stamp and the line's transactions wait behind the agent's
+Python threads, which a real RoboClaw (another chip) never does. ``process`` runs the same emulator
+(same config, pacing and reply latency) in a process of its own on its pty
+(scripts/bench_pi_emulator.py), its receipts stamped on the same CLOCK_MONOTONIC; ``both`` runs the
+whole bench once each way and prints both reports (``=== the motor emulator ...`` heads each).
+
+Stage by stage (scripts/bench_pi_stages.py): each trial's time from the send to the emulator's
+receipt, split at robot_msg's receiving side, ControlLoop.submit, the control tick, the duty's post
+and the motor thread's write, with p50 / p99 per stage and the slowest trials. Each tick gap over
+30 ms is explained (scripts/bench_pi_gaps.py): the control thread's run-queue wait (the kernel ran
+others), the previous tick's length, the rest (asleep past its slot or waiting for the GIL), gc and
+event-loop lag meanwhile, and which of the agent's threads ran or waited then.
+
+Usage: ``scripts/bench_pi.py [--seconds 300] [--trials 120] [--quota 0.25] [--period-ms 10]
+[--emulator thread|process|both] [--protocols artex,sim2bot,robot_msg]``
 (``--quota 0``: no quota, the latency comparison alone). 120 trials per protocol take ~290 s;
 ``--seconds`` must cover them (a trial that would start in the last second is not run).
 """
@@ -119,36 +135,77 @@ def reference_work_ms() -> float:
     return 1e3 * best
 
 
+class EmulatorProcess:
+    """The RoboClaw emulator in a process of its own (scripts/bench_pi_emulator.py); None for ``thread``."""
+
+    def __init__(self, ports: dict) -> None:
+        self.proc = subprocess.Popen([sys.executable, str(ROOT / "scripts" / "bench_pi_emulator.py"), json.dumps(ports)],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        self.started = time.monotonic()
+        self.port = self.proc.stdout.readline().strip()
+        if not self.port:
+            raise RuntimeError("bench_pi_emulator.py did not start")
+
+    def finish(self) -> dict:
+        """Stop it; its duty events and CPU % of one core over its life."""
+        out, _ = self.proc.communicate("", timeout=30)
+        got = json.loads(out.strip().splitlines()[-1])
+        return {**got, "cpu_pct": 100 * got["cpu_s"] / (time.monotonic() - self.started)}
+
+
 async def parent(args: argparse.Namespace) -> None:
+    modes = ("thread", "process") if args.emulator == "both" else (args.emulator,)
+    for mode in modes:
+        await run_once(args, mode)
+
+
+async def run_once(args: argparse.Namespace, mode: str) -> None:
+    from bench_pi_gaps import ThreadSampler
     from bench_pi_peers import Peers   # the peers' libraries stay out of the child
     from bench_pi_relay import Relays
 
     speed = [reference_work_ms()]
     peers = Peers()
     await peers.start()
+    emulator = None
     try:
         with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as f:
             out = f.name
-        child, how, group = spawn_child(args, peers.ports(), out)
+        ports = peers.ports()
+        if mode == "process":
+            emulator = EmulatorProcess(ports)
+            ports = {**ports, "motor": emulator.port}
+        child, how, group = spawn_child(args, ports, out)
+        sampler = ThreadSampler(child.pid)
         try:
-            sends = await peers.drive(args.trials, args.seconds, Relays())
+            sends = await peers.drive(args.trials, args.seconds, Relays(), tuple(args.protocols.split(",")))
             relays = {p: [x for x in times if x is not None] for p, times in peers.relay_times.items()}
             loads = peers.loads
         finally:
             code = await asyncio.to_thread(child.wait)
+            sampler.stop()
             if group is not None:
                 group.rmdir()
         result = json.loads(Path(out).read_text())
         os.unlink(out)
     finally:
         await peers.stop()
+        if emulator is not None:
+            emulated = await asyncio.to_thread(emulator.finish)
+    if emulator is not None:
+        result["duty_events"] = emulated["duty_events"]
+        result["emulator_process_cpu_pct"] = emulated["cpu_pct"]
     speed.append(reference_work_ms())
+    print(f"=== the motor emulator {'in a process of its own' if mode == 'process' else 'a thread of the agent'}")
+    result["gaps"] = [f"{line}; threads then: {sampler.during(a, b, result['tids'])}"
+                      for line, (a, b) in zip(result["gaps"], result["gap_spans"], strict=True)]
     report(args, how, code, relays, sends, result, speed, loads)
 
 
 def report(args, how: str, code: int, relays: dict, sends: dict, result: dict, speed: list[float],
            loads: list[float]) -> None:
-    from bench_pi_peers import latencies, pct, split
+    from bench_pi_peers import MOTION_S, latencies, pct, split
+    from bench_pi_stages import print_stages, stage_rows
 
     wire = result["duty_wire_s"]
     print(f"bench_pi: agent under CPU quota {args.quota * 100:g} % of one core ({how}); child exit {code}; "
@@ -158,8 +215,13 @@ def report(args, how: str, code: int, relays: dict, sends: dict, result: dict, s
     print(f"  window {result['window_s']:.0f} s: ticks on schedule {result['on_schedule_hz']:.1f} /s "
           f"(of {result['rate_hz']:.0f}), ticks run {result['ticks_hz']:.1f} /s, worst gap {result['worst_gap_ms']:.1f} ms, "
           f"gaps > 30 ms: {result['gaps_over_30']}")
-    print(f"  CPU {result['cpu_pct']:.1f} % of one core (of which the motor emulator's thread "
-          f"{result['emulator_cpu_pct']:.1f} %: simulation, not agent; it runs {result['emulator_quota']})   RSS peak {result['rss_peak_mib']:.1f} MiB "
+    for line in result["gaps"]:
+        print(f"    {line}")
+    emulator = (f"the motor emulator's process beside it {result['emulator_process_cpu_pct']:.1f} %"
+                if "emulator_process_cpu_pct" in result else f"of which the motor emulator's thread "
+                f"{result['emulator_cpu_pct']:.1f} %: simulation, not agent")
+    print(f"  CPU {result['cpu_pct']:.1f} % of one core ({emulator}; it runs {result['emulator_quota']})   "
+          f"RSS peak {result['rss_peak_mib']:.1f} MiB "
           f"(now {result['rss_mib']:.1f} MiB)   switch interval {result['switch_interval_ms']:.2f} ms")
     quota = result["throttling"]
     if quota.get("periods"):
@@ -196,6 +258,8 @@ def report(args, how: str, code: int, relays: dict, sends: dict, result: dict, s
         if before:
             print(f"    {proto:<9} to submit p50 {pct(before, 50) * 1e3:6.2f} ms  p99 {pct(before, 99) * 1e3:6.2f} ms   "
                   f"submit to receipt p50 {(pct(after, 50) - wire) * 1e3:6.2f} ms  p99 {(pct(after, 99) - wire) * 1e3:6.2f} ms")
+    print_stages(stage_rows(sends, result["submits"], result["stages"], result["duty_events"], MOTION_S), wire, pct,
+                 ticks=result["ticks"])
 
 
 # ---------------------------------------------------------------------- child (the agent)
@@ -206,6 +270,11 @@ def main() -> None:
     ap.add_argument("--trials", type=int, default=120,
                     help="latency trials per protocol (each followed by a relay trial)")
     ap.add_argument("--quota", type=float, default=0.25, help="share of one core (0: no quota)")
+    ap.add_argument("--emulator", choices=("thread", "process", "both"), default="thread",
+                    help="the RoboClaw emulator as a thread of the agent (the simulated tank's), in a process "
+                         "of its own (as the chip it stands for), or one run of each")
+    ap.add_argument("--protocols", default="artex,sim2bot,robot_msg",
+                    help="the protocols tried, comma-separated (all three adapters run either way)")
     ap.add_argument("--period-ms", type=float, default=10.0, help="quota period, ms")
     ap.add_argument("--switch-interval", type=float, default=None, help="sys.setswitchinterval in the agent, s")
     ap.add_argument("--no-gc-freeze", action="store_true", help="undo the agent's gc.freeze() (A/B)")

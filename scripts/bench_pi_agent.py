@@ -23,6 +23,8 @@ ROOT = Path(__file__).resolve().parent.parent
 from agent.app import Agent  # noqa: E402
 from agent.config import AgentConfig  # noqa: E402
 from bench_pi import CGROUP_V1, CGROUP_V2  # noqa: E402  (where the cgroup trees are mounted)
+from bench_pi_gaps import TickProbe, explain_gaps  # noqa: E402
+from bench_pi_stages import StageProbe  # noqa: E402
 from drivers.serialport import transfer_s  # noqa: E402
 
 WARMUP_S = 3.0
@@ -38,7 +40,8 @@ DUTY_PACKET_BYTES = 8
 def config(ports: dict, video: bool = True) -> AgentConfig:
     """The shipped params.json (its camera, 640x480 at 15 fps, and ARTEX send period) with the three
     protocol adapters on, pointed at the parent's peers (the web console off); ``video`` False: no
-    camera configured (A/B of the video path's share)."""
+    camera configured (A/B of the video path's share); ``ports["motor"]``: the motor port (the pty of
+    an emulator in a process of its own) instead of the simulated tank's."""
     cfg = json.loads((ROOT / "config" / "params.json").read_text())
     cfg.update(server="http://127.0.0.1", port=ports["artex"], telem_can=True, video_can=True,
                logger_level="warning")
@@ -46,6 +49,8 @@ def config(ports: dict, video: bool = True) -> AgentConfig:
         cfg["video_can"] = False
         cfg["drivers"]["cameras"] = []
     cfg["console"] = {**cfg.get("console", {}), "enabled": False}    # its fixed port may be taken here
+    if ports.get("motor"):              # the emulator in a process of its own: its pty (bench_pi_emulator.py)
+        cfg["drivers"]["motor"]["port"] = ports["motor"]
     cfg["sim2bot"] = {**cfg.get("sim2bot", {}), "enabled": True, "url": ports["sim2bot"],
                       "reconnect_delay_s": 0.1, "reconnect_delay_max_s": 0.5}
     tcp = "tcp://127.0.0.1:{}".format
@@ -192,16 +197,18 @@ class GcPauses:
 
     def __init__(self) -> None:
         self.pauses: dict[int, list[tuple[float, float, int]]] = {0: [], 1: [], 2: []}
-        self._start = (0.0, 0.0)
+        self.spans: list[tuple[float, float, float, int]] = []     # (start, wall, CPU, generation), s
+        self._start = (0.0, 0.0, 0.0)
         gc.callbacks.append(self._note)
 
     def _note(self, phase: str, info: dict) -> None:
         if phase == "start":
-            self._start = (time.perf_counter(), time.thread_time())
+            self._start = (time.perf_counter(), time.thread_time(), time.monotonic())
         else:
-            wall, cpu = self._start
-            self.pauses[info["generation"]].append((time.perf_counter() - wall, time.thread_time() - cpu,
-                                                    info["collected"]))
+            wall, cpu, mono = self._start
+            wall, cpu = time.perf_counter() - wall, time.thread_time() - cpu
+            self.pauses[info["generation"]].append((wall, cpu, info["collected"]))
+            self.spans.append((mono, wall, cpu, info["generation"]))
 
     def figures(self) -> dict:
         return {str(g): [len(p), 1e3 * max((w for w, _, _ in p), default=0.0)] for g, p in self.pauses.items()}
@@ -211,13 +218,14 @@ class GcPauses:
         return sorted(((1e3 * w, 1e3 * c, g, k) for g, p in self.pauses.items() for w, c, k in p), reverse=True)[:n]
 
 
-async def loop_lag(lags: list[float], stop: asyncio.Event) -> None:
-    """How late a 50 ms sleep on the event loop wakes, s (the loop busy with adapters, video, telemetry);
-    20 wake-ups a second: a denser probe costs the quota it measures."""
+async def loop_lag(lags: list[tuple[float, float]], stop: asyncio.Event) -> None:
+    """(when, how late) a 50 ms sleep on the event loop wakes, s (the loop busy with adapters, video,
+    telemetry); 20 wake-ups a second: a denser probe costs the quota it measures."""
     while not stop.is_set():
         t = time.monotonic()
         await asyncio.sleep(LAG_PROBE_S)
-        lags.append(time.monotonic() - t - LAG_PROBE_S)
+        now = time.monotonic()
+        lags.append((now, now - t - LAG_PROBE_S))
 
 
 def _pct(values: list[float], q: float) -> float:
@@ -225,10 +233,11 @@ def _pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, round(q / 100 * (len(ordered) - 1)))]
 
 
-async def tick_times(agent: Agent, seconds: float) -> tuple[list[float], list[float]]:
-    """Every tick's time over ``seconds`` from the snapshot ring, and the event loop's lags meanwhile, s."""
+async def tick_times(agent: Agent, seconds: float) -> tuple[list[float], list[tuple[float, float]]]:
+    """Every tick's time over ``seconds`` from the snapshot ring, and the event loop's lags meanwhile
+    (when, lag), s."""
     times: list[float] = []
-    lags: list[float] = []
+    lags: list[tuple[float, float]] = []
     stop = asyncio.Event()
     lag_task = asyncio.create_task(loop_lag(lags, stop))
     seq = agent.control.snapshot().seq
@@ -249,19 +258,27 @@ async def run_agent(ports: dict, seconds: float, out: str, switch_interval: floa
     logging.basicConfig(level=logging.ERROR)
     cfg = config(ports, video)
     submits = Submits()
+    stages = StageProbe()
+    stages.watch_zmq()
     async with Agent(cfg) as agent:
         if switch_interval is not None:
             sys.setswitchinterval(switch_interval)
         duty = DutyEvents(agent.physics)
-        emulator_quota = emulator_out_of_quota() if emulator_outside else "inside the quota"
+        stages.attach(agent)
+        ticks = TickProbe()
+        ticks.attach(agent)
+        emulator_quota = (emulator_out_of_quota() if emulator_outside else "inside the quota") \
+            if not ports.get("motor") else "in a process of its own (bench_pi_emulator.py), outside the quota"
         await asyncio.sleep(WARMUP_S)
         if not gc_freeze:
             gc.unfreeze()       # A/B: the agent's startup objects (frozen 1 s after start) collected again
         pauses = GcPauses()     # the window's collections (not the startup freeze's, 1 s after start)
         cpu0, t0, threads0, quota0 = os.times(), time.monotonic(), thread_cpu_s(), throttling()
         times, lags = await tick_times(agent, seconds)
+        lag = [x for _, x in lags]
         cpu1, window, threads1, quota1 = os.times(), time.monotonic() - t0, thread_cpu_s(), throttling()
         threads = thread_figures(threads0, threads1, window)
+        spans: list[tuple[float, float]] = []
         motor = cfg.drivers.motor
         result = {
             "window_s": window, "rate_hz": cfg.control.rate_hz, **tick_figures(times, cfg.control.rate_hz, window),
@@ -269,8 +286,13 @@ async def run_agent(ports: dict, seconds: float, out: str, switch_interval: floa
             "rss_mib": _rss_mib("VmRSS"), "rss_peak_mib": _rss_mib("VmHWM"),
             "switch_interval_ms": sys.getswitchinterval() * 1e3,
             "baud": motor.baud, "duty_wire_s": transfer_s(DUTY_PACKET_BYTES, motor.baud),
-            "duty_events": duty.events, "submits": submits.events, "gc_pauses": pauses.figures(), "gc_frozen": gc.get_freeze_count(),
-            "loop_lag_ms": [1e3 * _pct(lags, 50), 1e3 * _pct(lags, 99), 1e3 * max(lags, default=0.0)],
+            "duty_events": duty.events, "submits": submits.events, "stages": stages.events, "gc_pauses": pauses.figures(), "gc_frozen": gc.get_freeze_count(),
+            "loop_lag_ms": [1e3 * _pct(lag, 50), 1e3 * _pct(lag, 99), 1e3 * max(lag, default=0.0)],
+            "gaps": explain_gaps([t for t in ticks.ticks if t[0] >= t0], pauses.spans, lags,
+                                 period_s=1.0 / cfg.control.rate_hz, spans=spans),
+            "gap_spans": spans,
+            "tids": {str(t.native_id): t.name for t in threading.enumerate()},
+            "ticks": ticks.ticks,
             "gc_longest": pauses.longest(),
             "throttling": {k: quota1[k] - quota0[k] for k in quota1} if quota0 and quota1 else {},
             "heavy": [m for m in HEAVY if m in sys.modules],
@@ -279,3 +301,4 @@ async def run_agent(ports: dict, seconds: float, out: str, switch_interval: floa
             "threads": threads,
         }
     Path(out).write_text(json.dumps(result))
+

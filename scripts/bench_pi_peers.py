@@ -78,20 +78,22 @@ class Peers:
             await sub.recv()
             self.states += 1
 
-    async def drive(self, trials: int, seconds: float, relays=None) -> dict[str, list[float]]:
+    async def drive(self, trials: int, seconds: float, relays=None,
+                    protocols: tuple[str, ...] = PROTOCOLS) -> dict[str, list[float]]:
         """Round-robin trials per protocol until ``seconds`` after connecting; send times (monotonic).
 
         With ``relays`` (scripts/bench_pi_relay.Relays, started here), each agent trial is followed
         by one trial of the same protocol's bare relay (its receiver in a process of its own): the
         figures in ``self.relay_times`` (s, None lost) and the one-minute load average at each
-        round in ``self.loads`` come from the same minutes as the agent's."""
+        round in ``self.loads`` come from the same minutes as the agent's. ``protocols``: the ones
+        tried (the others' adapters still run and carry their streams)."""
         robot, act = await self._connected()
         if relays is not None:
             await relays.start(self.hub, self.bridge, self.ctx)
         agent_sid = relays.agent_sid if relays is not None else None
-        self.relay_times: dict[str, list[float | None]] = {p: [] for p in PROTOCOLS}
+        self.relay_times: dict[str, list[float | None]] = {p: [] for p in protocols}
         self.loads: list[float] = []
-        sends: dict[str, list[float]] = {p: [] for p in PROTOCOLS}
+        sends: dict[str, list[float]] = {p: [] for p in protocols}
         motion = {"artex": lambda: self.hub.command({"drive": {"vx": 0.3, "omega": 0.0}}, sid=agent_sid),
                   "sim2bot": lambda: asyncio.to_thread(robot.base_velocity, vx=0.3),
                   "robot_msg": lambda: act.send(u_rt(0.3))}
@@ -101,7 +103,7 @@ class Peers:
         end = time.monotonic() + seconds
         for _ in range(trials):
             self.loads.append(os.getloadavg()[0])
-            for proto in PROTOCOLS:
+            for proto in protocols:
                 if time.monotonic() > end - 1.0:
                     break
                 await asyncio.sleep(random.uniform(0.0, 0.02))       # any tick phase

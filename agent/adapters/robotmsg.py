@@ -7,14 +7,14 @@ translation is in robotmsg_inbound.py / robotmsg_state.py, what applies in which
 robotmsg_order.py, the ZeroMQ plumbing in robotmsg_sockets.py, the sockets' peers in
 robotmsg_peers.py; this module runs them on the event loop.
 
-Receiving is latest-wins: each wake-up drains what the socket holds (at most
-``MAX_DRAIN`` messages), rejects what is malformed, keeps the newest message of
-each kind (type and fields present, plus any stop) and applies only those. The
-action socket decodes newest first and at most ``DECODE_BUDGET`` per wake-up,
-so a flood never outruns the reader. Frames larger than
-``DECODE_INLINE_BYTES`` are decoded on a worker thread so a 1 MiB trajectory
-never stalls the loop. A peer disconnecting from a command socket releases
-the ``robot_msg`` source at once.
+Receiving runs on a thread per SUB socket (robotmsg_receive.ChannelReader), which submits to
+the control loop itself: a command never waits for the event loop. It is latest-wins: each
+wake-up drains what the socket holds (at most ``MAX_DRAIN`` messages), rejects what is
+malformed, keeps the newest message of each kind (type and fields present, plus any stop) and
+applies only those. The action socket decodes newest first and at most ``DECODE_BUDGET`` per
+wake-up, so a flood never outruns the reader; a 1 MiB trajectory is decoded on that thread,
+never on the event loop. :meth:`RobotMsgAdapter._apply` runs on the receiving threads under one
+lock. A peer disconnecting from a command socket releases the ``robot_msg`` source at once.
 
 Messages are read part by part (robotmsg_guard.read_message): one with more
 parts than ``[topic, envelope]`` or more bytes than ``max_frame_bytes`` is dropped
@@ -27,8 +27,8 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import concurrent.futures
 import logging
+import threading
 import time
 from pathlib import Path
 from typing import cast
@@ -37,13 +37,12 @@ import robot_msg as rm
 import zmq
 import zmq.asyncio
 
-from agent.adapters.robotmsg_inbound import (
-    Rejected, Translation, action_commands, controller_commands, decode_envelope, expect_type, unpack_frames,
-)
-from agent.adapters.robotmsg_order import LatestWins, StopOrder
-from agent.adapters.robotmsg_guard import MAX_PARTS, DropPolicy, Dropped, read_message, rebind
+from agent.adapters.robotmsg_inbound import Rejected, Translation, action_commands, controller_commands
+from agent.adapters.robotmsg_order import StopOrder
+from agent.adapters.robotmsg_guard import DropPolicy
 from agent.adapters.robotmsg_peers import Channel, PeerEvents
 from agent.adapters.robotmsg_publish import SlotPublisher
+from agent.adapters.robotmsg_receive import ChannelReader
 from agent.adapters.robotmsg_sockets import CurveKeys, load_curve, open_socket, start_authenticator
 from agent.adapters.robotmsg_encode import StateEncoder
 from agent.adapters.robotmsg_state import StateFrames, monotonic_clock_id
@@ -57,17 +56,6 @@ from agent.support.reconnect import Reconnector
 log = logging.getLogger(__name__)
 
 SOURCE = "robot_msg"
-#: Envelopes at least this large are decoded on the worker thread, bytes.
-DECODE_INLINE_BYTES = 64 * 1024
-#: Most messages taken from one socket per wake-up before they are processed.
-MAX_DRAIN = 1024
-#: Action socket: at most this many of a wake-up's messages are decoded, newest first; older
-#: ones are superseded undecoded, so a flood costs one cheap read per message. The command
-#: socket decodes every message: a stop is never dropped.
-DECODE_BUDGET = 16
-#: A wake-up stops draining once the messages it kept hold this many bytes (the rest waits in
-#: libzmq for the next wake-up: nothing is lost, the copies in hand stay bounded).
-DRAIN_MAX_BYTES = 4 << 20
 #: Identical warnings are logged at most once per this many seconds.
 WARN_INTERVAL_S = 5.0
 
@@ -107,9 +95,9 @@ class RobotMsgAdapter:
         self._link = Reconnector("robot_msg: sockets", log, first_s=self._cfg.reconnect_delay_s,
                                  max_s=self._cfg.reconnect_delay_max_s, level=logging.WARNING)
         self._sequence = 0
-        self._received = 0
+        self._apply_lock = threading.RLock()    # _apply, _reject, _release: the receiving threads and the loop
+        self._loop: asyncio.AbstractEventLoop | None = None
         self._applied = 0
-        self._superseded = 0
         self._sent = 0
         self._state_errors = 0
         self._rejected: collections.Counter[str] = collections.Counter()
@@ -117,6 +105,7 @@ class RobotMsgAdapter:
         self._events: collections.Counter[str] = collections.Counter()
         self._peers = PeerEvents(2 * self._cfg.max_frame_bytes, self._release, self._warn)
         self._drops = DropPolicy(self._cfg.max_frame_bytes)
+        self._readers = {ch.name: self._reader(ch) for ch in self._channels.values() if ch.kind == zmq.SUB}
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -140,7 +129,7 @@ class RobotMsgAdapter:
     async def _serve(self) -> None:
         ctx = zmq.asyncio.Context()
         auth = None
-        decoder = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="robotmsg-decode")
+        self._loop = asyncio.get_running_loop()
         tasks: list[asyncio.Task] = []
         try:
             if self._keys is not None:
@@ -161,8 +150,10 @@ class RobotMsgAdapter:
             tasks.append(asyncio.create_task(self._drops.trim_loop(), name="robotmsg-trim"))
             for ch in self._channels.values():
                 tasks.append(asyncio.create_task(self._peers.watch(ch), name=f"robotmsg-monitor-{ch.name}"))
+            await asyncio.sleep(0)      # the monitors are attached before a receiving thread owns its socket
+            for ch in self._channels.values():
                 if ch.kind == zmq.SUB:
-                    tasks.append(asyncio.create_task(self._receive_loop(ch, decoder), name=f"robotmsg-{ch.name}"))
+                    tasks.append(asyncio.create_task(self._readers[ch.name].run(), name=f"robotmsg-{ch.name}"))
             done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
             for task in done:
                 task.result()
@@ -177,7 +168,6 @@ class RobotMsgAdapter:
                 ch.peers.clear()
             if auth is not None:
                 auth.stop()
-            decoder.shutdown(wait=False, cancel_futures=True)
             ctx.destroy(linger=0)
 
     def _open(self, ctx: zmq.asyncio.Context, ch: Channel) -> zmq.asyncio.Socket:
@@ -193,84 +183,30 @@ class RobotMsgAdapter:
         return open_socket(ctx, ch.kind, ch.cfg, self._cfg, self._keys)
 
     def _release(self, reason: str) -> None:
-        if self._driving:
-            self._driving = False
-            log.info("robot_msg: releasing the robot: %s", reason)
-            self._robot.release(SOURCE, reason)
+        with self._apply_lock:
+            if self._driving:
+                self._driving = False
+                log.info("robot_msg: releasing the robot: %s", reason)
+                self._robot.release(SOURCE, reason)
+
+    def _reader(self, ch: Channel) -> ChannelReader:
+        return ChannelReader(ch, max_bytes=self._cfg.max_frame_bytes, modes=self._cfg.ctrl_modes, drops=self._drops,
+                             reject=self._reject, apply=self._apply, evicted=self._evicted)
 
     # ------------------------------------------------------------------ receiving
 
-    async def _receive_loop(self, ch: Channel, decoder: concurrent.futures.Executor) -> None:
-        sock = ch.sock
-        assert sock is not None
-        drain: zmq.Socket[bytes] = zmq.Socket.shadow(sock.underlying)  # synchronous NOBLOCK reads: no future per message
-        budget = None if ch.name == "command" else DECODE_BUDGET
-        while True:
-            first = await sock.recv(copy=False)
-            batch: list[list[bytes]] = []
-            read, held, evict = 0, 0, False
-            while True:
-                message = await read_message(drain, first, MAX_PARTS, self._cfg.max_frame_bytes)
-                read += 1
-                self._received += 1     # counted before its outcome: received never lags rejected
-                if isinstance(message, Dropped):
-                    rejected, now_evict = self._drops.judge(ch.name, message, asyncio.get_running_loop().time())
-                    self._reject(ch, rejected)
-                    evict |= now_evict
-                else:
-                    batch.append(message)
-                    held += sum(len(part) for part in message)
-                if read >= MAX_DRAIN or held >= DRAIN_MAX_BYTES:
-                    break
-                try:
-                    first = drain.recv(zmq.NOBLOCK, copy=False)
-                except zmq.Again:
-                    break
-            if evict:
-                await self._evict(ch)
-            if not batch:
-                continue
-            latest = LatestWins(self._cfg.ctrl_modes)
-            index = len(batch) - 1
-            while index >= 0 and (budget is None or len(batch) - index <= budget):
-                decoded = await self._decode(ch, batch[index], decoder)
-                if decoded is not None:
-                    latest.offer(index, decoded)
-                index -= 1
-            self._superseded += latest.superseded + index + 1  # older frames left undecoded
-            for kept in latest.kept():
-                self._apply(ch, kept)
-
-    async def _evict(self, ch: Channel) -> None:
-        """Drop the peers of ``ch`` after a message over twice ``max_frame_bytes`` (libzmq does the
-        same to a single frame that large). Raises zmq.ZMQError when the address cannot be bound
-        again (the session then reopens every socket)."""
-        assert ch.sock is not None
+    def _evicted(self, ch: Channel) -> None:
+        """Before the peers of ``ch`` are dropped after a message over twice ``max_frame_bytes`` (libzmq
+        does the same to a single frame that large; ch's receiving thread rebinds): warn, release."""
         self._warn.log(logging.WARNING, (ch.name, "evict"),
                        "robot_msg %s: a message over %d bytes or parts' overhead: dropping this socket's peers (they reconnect "
                        "by themselves)", ch.where, 2 * self._cfg.max_frame_bytes)
         if ch.kind == zmq.SUB:
             self._release(f"robot_msg {ch.name}: peers dropped after an oversized message")
-        await rebind(ch.sock, ch.cfg.mode, ch.endpoint if ch.cfg.mode == "bind" else ch.cfg.address)
-        if ch.cfg.mode == "bind":
-            ch.peers.clear()  # libzmq reports no disconnect for the sessions an unbind ends
-
-    async def _decode(self, ch: Channel, frames: list[bytes],
-                      decoder: concurrent.futures.Executor) -> object | None:
-        try:
-            envelope = unpack_frames(frames, ch.topic, self._cfg.max_frame_bytes)
-            if len(envelope) < DECODE_INLINE_BYTES:
-                message = decode_envelope(envelope)
-            else:
-                message = await asyncio.get_running_loop().run_in_executor(decoder, decode_envelope, envelope)
-            expect_type(message, cast(type, ch.accepts))   # every receiving channel accepts one type
-        except Rejected as rejected:
-            self._reject(ch, rejected)
-            return None
-        return message
 
     def _reject(self, ch: Channel, rejected: Rejected, *, logged: bool = False) -> None:
-        self._rejected[rejected.reason] += 1
+        with self._apply_lock:
+            self._rejected[rejected.reason] += 1
         if logged:
             log.debug("robot_msg %s: rejected (%s): %s", ch.where, rejected.reason, safe(rejected.detail, 200))
             return
@@ -284,6 +220,11 @@ class RobotMsgAdapter:
         return controller_commands(cast(rm.ControllerCommand, message), dof, self._cfg.ctrl_modes)
 
     def _apply(self, ch: Channel, message: object) -> None:
+        """Translate ``message`` and submit its commands (on ``ch``'s receiving thread)."""
+        with self._apply_lock:
+            self._apply_locked(ch, message)
+
+    def _apply_locked(self, ch: Channel, message: object) -> None:
         try:
             translation = self._translate(message)
             self._stop_order.check(message, translation, time.monotonic())
@@ -309,8 +250,8 @@ class RobotMsgAdapter:
                 self._events["calibrate_sensor"] += 1
         if translation.publish_state:
             self._events["ctrl_update"] += 1
-            if self._publisher is not None:
-                self._publisher.now()
+            if self._publisher is not None and self._loop is not None:   # on a receiving thread: the loop's
+                self._loop.call_soon_threadsafe(self._publisher.now)
         if translation.commands:
             self._applied += 1
 
@@ -358,7 +299,9 @@ class RobotMsgAdapter:
             each socket is bound or connecting to, "" while closed), ``encoding``, ``curve``.
         """
         rejected = dict(self._rejected)
-        counters = {"received": self._received, "applied": self._applied, "superseded": self._superseded,
+        received = sum(r.received for r in self._readers.values())
+        superseded = sum(r.superseded for r in self._readers.values())
+        counters = {"received": received, "applied": self._applied, "superseded": superseded,
                     "rejected": sum(rejected.values()), "sent": self._sent, "state_errors": self._state_errors,
                     "handshake_failures": self._peers.handshake_failures}
         detail = {

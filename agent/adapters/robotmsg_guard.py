@@ -5,15 +5,16 @@ holds the whole message until then, and no socket option bounds a message's part
 (ZMQ_MAXMSGSIZE bounds each frame). So the agent bounds what it can (docs/robot_msg.md,
 "Receiving: limits, latest-wins, rejections"):
 
-- :func:`read_message` reads a message part by part without copies and keeps it only within
-  :data:`MAX_PARTS` parts and ``max_frame_bytes``; beyond that every part is freed as it is read.
+- :func:`read_message` (on the event loop) and :func:`read_message_now` (on a receiving thread)
+  read a message part by part without copies and keep it only within :data:`MAX_PARTS` parts and
+  ``max_frame_bytes``; beyond that every part is freed as it is read.
 - :class:`DropPolicy` counts each dropped message with its reason (``oversize``, ``framing``),
   decides when a socket's peers are dropped (a message of more than twice ``max_frame_bytes``,
   as libzmq drops the peer of a single frame that large, or of so many parts that their message
   structures, :data:`PART_COST_BYTES` each, take more than that; at most once per
   :data:`EVICT_INTERVAL_S`), and gives the freed heap back to the OS after drops
   (:func:`agent.support.heap.release_memory`).
-- :func:`rebind` drops a socket's peers (unbind and bind again, or disconnect and connect again);
+- :func:`rebind` / :func:`rebind_now` drop a socket's peers (unbind and bind again, or disconnect and connect again);
   ZeroMQ does not say which peer sent a SUB message, so the sender cannot be singled out.
 """
 
@@ -21,7 +22,11 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import threading
+import time
+from collections.abc import Generator
 from dataclasses import dataclass
+from typing import TypeVar
 
 import zmq
 
@@ -64,25 +69,9 @@ class Dropped:
         return self.size + PART_COST_BYTES * self.parts
 
 
-async def read_message(sock: zmq.Socket, first: zmq.Frame, max_parts: int,
-                       max_bytes: int) -> list[bytes] | Dropped:
-    """The message whose first part is ``first``, read part by part, kept only within the limits.
-
-    Parts are received without a copy (``zmq.Frame``); once the message has more than
-    ``max_parts`` parts or more than ``max_bytes`` bytes, the parts kept so far are let go and
-    every later part is received and freed at once, so dropping a message of 150 parts of 1 MiB
-    holds one part at a time, never a copy of the message. Every :data:`YIELD_EVERY_PARTS` parts
-    the event loop runs (a message of millions of tiny parts never stalls it for long).
-
-    Args:
-        sock: the socket, synchronous (the rest of a message is queued once its first part is).
-        first: the message's first part, received with ``copy=False``.
-        max_parts: most parts kept.
-        max_bytes: most bytes of all parts together.
-
-    Returns:
-        The parts as bytes, or :class:`Dropped` (part count and total size).
-    """
+def _read_parts(sock: zmq.Socket, first: zmq.Frame, max_parts: int,
+                max_bytes: int) -> Generator[float, None, list[bytes] | Dropped]:
+    """The reading of :func:`read_message`; yields a pause (0 s) every :data:`YIELD_EVERY_PARTS` parts."""
     kept: list[zmq.Frame] | None = [first] if len(first) <= max_bytes else None
     parts, size, more = 1, len(first), first.more
     while more:
@@ -91,7 +80,7 @@ async def read_message(sock: zmq.Socket, first: zmq.Frame, max_parts: int,
         size += len(frame)
         more = frame.more
         if parts % YIELD_EVERY_PARTS == 0:
-            await asyncio.sleep(0)
+            yield 0.0
         if kept is not None:
             if parts > max_parts or size > max_bytes:
                 kept = None
@@ -103,33 +92,96 @@ async def read_message(sock: zmq.Socket, first: zmq.Frame, max_parts: int,
     return [f.bytes for f in kept]
 
 
-async def rebind(sock: zmq.Socket, mode: str, address: str) -> None:
-    """Drop every peer of ``sock``: a bound socket is unbound from ``address`` (its resolved
-    endpoint) and bound to it again, a connecting one disconnects and connects again. The
-    peers' ZeroMQ reconnects by itself.
-
-    Raises:
-        zmq.ZMQError: the address could not be bound again within :data:`REBIND_TIMEOUT_S`.
-    """
+def _rebinding(sock: zmq.Socket, mode: str, address: str) -> Generator[float, None, None]:
+    """The steps of :func:`rebind`; yields the pause before each retry of the bind, s."""
     if mode != "bind":
         sock.disconnect(address)
         sock.connect(address)
         return
     sock.unbind(address)
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + REBIND_TIMEOUT_S
+    deadline = time.monotonic() + REBIND_TIMEOUT_S
     while True:
         try:
             sock.bind(address)  # each call also lets the socket take in the listener's end
             return
         except zmq.ZMQError as err:
-            if err.errno != zmq.EADDRINUSE or loop.time() >= deadline:
+            if err.errno != zmq.EADDRINUSE or time.monotonic() >= deadline:
                 raise
-        await asyncio.sleep(0.01)
+        yield 0.01
+
+
+T = TypeVar("T")
+
+
+def _now(steps: Generator[float, None, T]) -> T:
+    """Run ``steps`` on this thread, sleeping its pauses."""
+    try:
+        while True:
+            pause = next(steps)
+            if pause > 0:
+                time.sleep(pause)
+    except StopIteration as done:
+        return done.value
+
+
+async def _on_loop(steps: Generator[float, None, T]) -> T:
+    """Run ``steps`` on the event loop, letting it run during each pause."""
+    try:
+        while True:
+            await asyncio.sleep(next(steps))
+    except StopIteration as done:
+        return done.value
+
+
+async def read_message(sock: zmq.Socket, first: zmq.Frame, max_parts: int,
+                       max_bytes: int) -> list[bytes] | Dropped:
+    """The message whose first part is ``first``, read part by part, kept only within the limits.
+
+    Parts are received without a copy (``zmq.Frame``); once the message has more than
+    ``max_parts`` parts or more than ``max_bytes`` bytes, the parts kept so far are let go and
+    every later part is received and freed at once, so dropping a message of 150 parts of 1 MiB
+    holds one part at a time, never a copy of the message. Every :data:`YIELD_EVERY_PARTS` parts
+    the event loop runs (a message of millions of tiny parts never stalls it for long).
+    :func:`read_message_now` is the same read for a thread of its own (the adapter's receiving
+    threads: agent/adapters/robotmsg_receive.py).
+
+    Args:
+        sock: the socket, synchronous (the rest of a message is queued once its first part is).
+        first: the message's first part, received with ``copy=False``.
+        max_parts: most parts kept.
+        max_bytes: most bytes of all parts together.
+
+    Returns:
+        The parts as bytes, or :class:`Dropped` (part count and total size).
+    """
+    return await _on_loop(_read_parts(sock, first, max_parts, max_bytes))
+
+
+def read_message_now(sock: zmq.Socket, first: zmq.Frame, max_parts: int, max_bytes: int) -> list[bytes] | Dropped:
+    """:func:`read_message` on the calling thread (it never pauses: the GIL's switch interval lets
+    the other threads run)."""
+    return _now(_read_parts(sock, first, max_parts, max_bytes))
+
+
+async def rebind(sock: zmq.Socket, mode: str, address: str) -> None:
+    """Drop every peer of ``sock``: a bound socket is unbound from ``address`` (its resolved
+    endpoint) and bound to it again, a connecting one disconnects and connects again. The
+    peers' ZeroMQ reconnects by itself. :func:`rebind_now` does the same on the calling thread.
+
+    Raises:
+        zmq.ZMQError: the address could not be bound again within :data:`REBIND_TIMEOUT_S`.
+    """
+    await _on_loop(_rebinding(sock, mode, address))
+
+
+def rebind_now(sock: zmq.Socket, mode: str, address: str) -> None:
+    """:func:`rebind` on the calling thread (the thread that reads ``sock``)."""
+    _now(_rebinding(sock, mode, address))
 
 
 class DropPolicy:
-    """What happens after a message was dropped as it was read (event loop thread only).
+    """What happens after a message was dropped as it was read (thread-safe: the adapter's receiving
+    threads judge, the event loop runs :meth:`trim_loop`).
 
     Args:
         max_bytes: ``robot_msg.max_frame_bytes``.
@@ -144,29 +196,46 @@ class DropPolicy:
         self._evicted_at: dict[str, float] = {}
         self._dropped_cost = 0
         self._trim = asyncio.Event()
+        self._loop: asyncio.AbstractEventLoop | None = None   # trim_loop's
+        self._lock = threading.Lock()
 
     def judge(self, socket_name: str, dropped: Dropped, now: float) -> tuple[Rejected, bool]:
         """The rejection to count for ``dropped`` and whether to drop the socket's peers now
-        (counted in :attr:`evictions` when so); ``now`` is the loop's time, s."""
+        (counted in :attr:`evictions` when so); ``now`` is the monotonic clock, s."""
         if dropped.size > self.max_bytes:
             rejected = Rejected("oversize", f"message of {dropped.parts} part(s), {dropped.size} bytes; the limit "
                                             f"is {self.max_bytes} bytes (dropped as it was read)")
         else:
             rejected = Rejected("framing", f"{dropped.parts} parts; at most {MAX_PARTS} ([topic, envelope]) "
                                            "(dropped as it was read)")
-        self._dropped_cost += dropped.cost
-        if self._dropped_cost >= TRIM_AFTER_BYTES:
-            self._dropped_cost = 0
-            self._trim.set()
-        evict = (max(dropped.size, PART_COST_BYTES * dropped.parts) > 2 * self.max_bytes
-                 and now - self._evicted_at.get(socket_name, float("-inf")) >= EVICT_INTERVAL_S)
-        if evict:
-            self._evicted_at[socket_name] = now
-            self.evictions[socket_name] += 1
+        with self._lock:
+            self._dropped_cost += dropped.cost
+            trim = self._dropped_cost >= TRIM_AFTER_BYTES
+            if trim:
+                self._dropped_cost = 0
+            evict = (max(dropped.size, PART_COST_BYTES * dropped.parts) > 2 * self.max_bytes
+                     and now - self._evicted_at.get(socket_name, float("-inf")) >= EVICT_INTERVAL_S)
+            if evict:
+                self._evicted_at[socket_name] = now
+                self.evictions[socket_name] += 1
+        if trim:
+            self._wake_trim()
         return rejected, evict
+
+    def _wake_trim(self) -> None:
+        loop = self._loop
+        try:
+            here = asyncio.get_running_loop()
+        except RuntimeError:
+            here = None
+        if loop is None or loop is here:
+            self._trim.set()
+        else:                       # from a receiving thread: asyncio.Event is the loop's
+            loop.call_soon_threadsafe(self._trim.set)
 
     async def trim_loop(self) -> None:
         """Run forever: give the heap freed by dropped messages back to the OS once a burst ends."""
+        self._loop = asyncio.get_running_loop()
         while True:
             await self._trim.wait()
             await asyncio.sleep(TRIM_DELAY_S)  # coalesce a burst: drops meanwhile set the event again

@@ -36,6 +36,7 @@ from typing import Generic, NamedTuple, TypeVar
 T = TypeVar("T")
 
 from agent.support.ratelimit import RateLimitedLog
+from agent.support.threadprio import control_thread
 
 log = logging.getLogger(__name__)
 
@@ -129,6 +130,7 @@ class Scheduler(Generic[T]):
 
     # ================================================================== the thread
     def _run(self) -> None:
+        control_thread()        # ahead of the machine's other threads where permitted (agent.support.threadprio)
         period = self._period
         slot = self._clock()
         served = None           # the deadline the last extra tick was run for (never twice)

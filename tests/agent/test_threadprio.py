@@ -70,3 +70,46 @@ def test_the_step_can_be_set_and_a_bad_value_keeps_the_default(monkeypatch, capl
     assert seen == [base]
     monkeypatch.setenv(NICE_STEP_ENV, "25")
     assert nice_step() == BACKGROUND_NICE_STEP and "not an integer 0..19" in caplog.text
+
+
+def may_lower_nice() -> bool:
+    """CAP_SYS_NICE (root here) or an RLIMIT_NICE that allows nice values below the process's."""
+    import resource
+    soft, _ = resource.getrlimit(resource.RLIMIT_NICE)
+    return os.geteuid() == 0 or 20 - soft < os.getpriority(os.PRIO_PROCESS, 0)
+
+
+def test_the_control_thread_goes_ahead_where_permitted_and_only_it():
+    from agent.support.threadprio import CONTROL_NICE_STEP, control_thread
+    base = os.getpriority(os.PRIO_PROCESS, 0)
+    seen: list[tuple[bool, int]] = []
+    worker = threading.Thread(target=lambda: seen.append((control_thread(), nice_of(threading.get_native_id()))))
+    worker.start()
+    worker.join()
+    done, nice = seen[0]
+    assert done == may_lower_nice()
+    assert nice == (max(-20, base - CONTROL_NICE_STEP) if done else base)
+    assert nice_of(threading.get_native_id()) == base          # the caller's own thread is untouched
+
+
+async def test_the_running_control_loop_thread_is_ahead():
+    from agent.support.threadprio import CONTROL_NICE_STEP
+    from agent.testing.running_agent import running_agent, sim_config
+    if not may_lower_nice():
+        pytest.skip("this process may not lower a nice value (no CAP_SYS_NICE, RLIMIT_NICE)")
+    base = os.getpriority(os.PRIO_PROCESS, 0)
+    async with running_agent(sim_config()):
+        (control,) = threads_named("control")
+        assert nice_of(control.native_id) == max(-20, base - CONTROL_NICE_STEP)
+        assert nice_of(threading.get_native_id()) == base
+
+
+def test_the_suites_step_0_keeps_the_control_thread_at_the_process_priority(monkeypatch):
+    from agent.support.threadprio import control_thread
+    monkeypatch.setenv(NICE_STEP_ENV, "0")
+    base = os.getpriority(os.PRIO_PROCESS, 0)
+    seen: list[tuple[bool, int]] = []
+    worker = threading.Thread(target=lambda: seen.append((control_thread(), nice_of(threading.get_native_id()))))
+    worker.start()
+    worker.join()
+    assert seen == [(False, base)]
