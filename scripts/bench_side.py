@@ -18,7 +18,7 @@ same window, so the load of the machine hits both alike (alternating windows wou
 
 Parts of the agent: event loop (``MainThread``: ARTEX, Sim2Bot, robot_msg and their libraries;
 one thread, not split further), asyncio's executor threads, control, device I/O (``motor``,
-``i2c-*``, ``estop-input``), camera (capture and encode threads), ZeroMQ's threads;
+``i2c-*``, ``estop-input``), camera (capture and encode threads), robot_msg receivers (``robotmsg-*``: one thread per SUB socket), ZeroMQ's threads;
 emulators apart: ``RoboclawEmulator-*`` (the emulated motor controller, its own thread), and the
 emulators that run inline on agent threads, measured by their own thread CPU time
 (drivers/emulators/cputime.py): the I2C chips' emulation (FakeSMBus and its chips, on the ``i2c-*``
@@ -74,6 +74,7 @@ PARTS = [(EMU_MOTOR, ("RoboclawEmulator",)),
          (DEVICE_IO, ("motor", "i2c", "estop")),
          (CAMERA, ("camera-", "video-", "[cv2", "[python")),
          ("event loop (adapters)", ("MainThread",)),
+         ("robot_msg receivers", ("robotmsg-",)),
          ("asyncio executor", ("asyncio_",)),
          ("ZeroMQ", ("[ZMQ", "[zmq"))]
 
