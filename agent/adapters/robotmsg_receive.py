@@ -16,7 +16,9 @@ on this thread only, never on the event loop (docs/architecture.md, "Processes, 
 
 The thread's end is awaited by :meth:`ChannelReader.run`: an exception on the thread (a bug in
 the translation, a rebind that failed) ends ``run`` with it, and the adapter's session reopens
-its sockets (agent/adapters/robotmsg.py); cancelling ``run`` stops the thread and waits for it.
+its sockets (agent/adapters/robotmsg.py); cancelling ``run`` stops the thread and waits for it:
+the thread stops between messages, and within a message of many parts or a rebind (a flooding
+peer never holds the agent's shutdown past its bound, agent.app.ADAPTER_STOP_S).
 """
 
 from __future__ import annotations
@@ -32,7 +34,8 @@ from typing import cast
 
 import zmq
 
-from agent.adapters.robotmsg_guard import MAX_PARTS, DropPolicy, Dropped, read_message_now, rebind_now
+from agent.adapters.robotmsg_guard import (MAX_PARTS, DropPolicy, Dropped, Interrupted, read_message_now,
+                                           rebind_now)
 from agent.adapters.robotmsg_inbound import Rejected, decode_envelope, expect_type, unpack_frames
 from agent.adapters.robotmsg_order import LatestWins
 from agent.adapters.robotmsg_peers import Channel
@@ -79,6 +82,7 @@ class ChannelReader:
         self._budget = None if ch.name == "command" else DECODE_BUDGET
         self.received = 0
         self.superseded = 0
+        self._stopping = threading.Event()    # set by run() on its way out: the drain ends between parts
 
     async def run(self) -> None:
         """Read the channel on the thread until cancelled (then the thread is stopped and awaited);
@@ -88,6 +92,7 @@ class ChannelReader:
         loop = asyncio.get_running_loop()
         ended: asyncio.Future[None] = loop.create_future()
         stop_r, stop_w = os.pipe()
+        self._stopping.clear()
 
         def end(err: BaseException | None) -> None:    # on the loop
             if ended.done():
@@ -101,6 +106,8 @@ class ChannelReader:
             err: BaseException | None = None
             try:
                 self._read(sock, stop_r)
+            except Interrupted:
+                pass                # stopped mid-message or mid-rebind: the socket closes next
             except BaseException as exc:  # noqa: BLE001 - handed to run(), which raises it
                 err = exc
             finally:
@@ -114,6 +121,7 @@ class ChannelReader:
             await asyncio.shield(ended)
         finally:
             if not ended.done():
+                self._stopping.set()
                 os.write(stop_w, b"\0")
                 with contextlib.suppress(Exception):
                     await ended                     # the thread has let go of the socket
@@ -135,12 +143,12 @@ class ChannelReader:
         ch = self.ch
         batch: list[list[bytes]] = []
         read, held, evict = 0, 0, False
-        while read < MAX_DRAIN and held < DRAIN_MAX_BYTES:
+        while read < MAX_DRAIN and held < DRAIN_MAX_BYTES and not self._stopping.is_set():
             try:
                 first = sock.recv(zmq.NOBLOCK, copy=False)
             except zmq.Again:
                 break
-            message = read_message_now(sock, first, MAX_PARTS, self._max_bytes)
+            message = read_message_now(sock, first, MAX_PARTS, self._max_bytes, self._stopping)
             read += 1
             self.received += 1     # counted before its outcome: received never lags rejected
             if isinstance(message, Dropped):
@@ -152,7 +160,7 @@ class ChannelReader:
                 held += sum(len(part) for part in message)
         if evict:
             self._evicted(ch)
-            rebind_now(sock, ch.cfg.mode, ch.endpoint if ch.cfg.mode == "bind" else ch.cfg.address)
+            rebind_now(sock, ch.cfg.mode, ch.endpoint if ch.cfg.mode == "bind" else ch.cfg.address, self._stopping)
             if ch.cfg.mode == "bind":
                 ch.peers.clear()  # libzmq reports no disconnect for the sessions an unbind ends
         if not batch:

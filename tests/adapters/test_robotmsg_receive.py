@@ -8,7 +8,7 @@ import threading
 import zmq
 from robot_msg import ControllerCommand
 
-from agent.testing.running_agent import wait_until
+from agent.testing.running_agent import wait_for, wait_until
 from tests.adapters.test_robotmsg import controlled, envelope, moving, rm_config, slow_watchdog, u_rt
 
 READERS = {"robotmsg-command", "robotmsg-action"}
@@ -37,3 +37,46 @@ async def test_each_receiving_socket_has_its_thread_and_it_ends_with_the_adapter
         await peer.send(act, u_rt(0.3))
         assert wait_until(lambda: moving(agent), 5.0)
     assert wait_until(lambda: not readers(), 5.0), readers()
+
+
+def many_part_flood(address: str, parts: int, stop: threading.Event) -> None:
+    """A real peer sending messages of ``parts`` empty parts (each one a framing drop, their overhead
+    over twice max_frame_bytes: an eviction) until ``stop``; ZeroMQ reconnects it after each eviction."""
+    ctx = zmq.Context()
+    pub = ctx.socket(zmq.XPUB)
+    pub.setsockopt(zmq.LINGER, 0)
+    pub.setsockopt(zmq.SNDHWM, 0)
+    pub.connect(address)
+    try:
+        if not pub.poll(5000):
+            return
+        pub.recv()
+        while not stop.is_set():
+            for _ in range(parts - 1):
+                pub.send(b"", zmq.SNDMORE)
+            pub.send(b"")
+    finally:
+        pub.close(linger=0)
+        ctx.term()
+
+
+async def test_the_agent_closes_within_its_bound_while_a_peer_floods_many_part_messages(caplog):
+    """Closing the agent while its action reader is draining messages of 300 000 parts: the reader
+    stops between parts, so the adapter ends within the agent's bound (agent.app.ADAPTER_STOP_S)
+    and no receiving thread outlives the agent."""
+    stop = threading.Event()
+    async with controlled(slow_watchdog()) as (agent, peer):
+        flood = threading.Thread(target=many_part_flood, args=(peer.endpoint("action"), 300_000, stop))
+        flood.start()
+        try:
+            assert await wait_for(lambda: peer.status()["rejected_reasons"].get("framing", 0) >= 2, 30.0)
+            caplog.clear()
+        except BaseException:
+            stop.set()
+            raise
+    try:
+        assert not [r for r in caplog.records if "did not stop" in r.getMessage()], "robot_msg outlived its bound"
+        assert wait_until(lambda: not readers(), 1.0), readers()
+    finally:
+        stop.set()
+        flood.join(10.0)
