@@ -295,8 +295,8 @@ class RobotMsgAdapter:
             ``sent`` (RobotState published), ``state_errors``, ``handshake_failures``. Detail:
             ``rejected_reasons``, ``declined`` (per field), ``events`` (ctrl_update,
             calibrate_sensor, and ``ctrl_update_merged``: ctrl_updates whose state was the next slot's,
-            one at once having gone out in their slot), ``peers``, ``disconnects`` and ``evictions`` (peers dropped after
-            an oversized message) per socket, ``endpoints`` (the address
+            one at once having gone out in their slot), ``peers``, ``disconnects`` and ``evictions``
+            (peers dropped after an oversized message) per socket, ``endpoints`` (the address
             each socket is bound or connecting to, "" while closed), ``encoding``, ``curve``.
         """
         rejected = dict(self._rejected)
