@@ -48,6 +48,10 @@ MAX_DRAIN = 1024
 #: ones are superseded undecoded, so a flood costs one cheap read per message. The command
 #: socket decodes every message: a stop is never dropped.
 DECODE_BUDGET = 16
+#: A wake-up stops draining once it has read this many parts (a flood of many-part messages is
+#: read a few messages per wake-up: a stop read among them is applied at once, not after
+#: MAX_DRAIN of them). Normal traffic, one or two parts a message, never reaches it.
+MAX_DRAIN_PARTS = 4 * MAX_DRAIN
 #: A wake-up stops draining once the messages it kept hold this many bytes (the rest waits in
 #: libzmq for the next wake-up: nothing is lost, the copies in hand stay bounded).
 DRAIN_MAX_BYTES = 4 << 20
@@ -142,8 +146,9 @@ class ChannelReader:
         """Drain what the socket holds (bounded), reject what is malformed, apply the newest of each kind."""
         ch = self.ch
         batch: list[list[bytes]] = []
-        read, held, evict = 0, 0, False
-        while read < MAX_DRAIN and held < DRAIN_MAX_BYTES and not self._stopping.is_set():
+        read, parts, held, evict = 0, 0, 0, False
+        while (read < MAX_DRAIN and parts < MAX_DRAIN_PARTS and held < DRAIN_MAX_BYTES
+               and not self._stopping.is_set()):
             try:
                 first = sock.recv(zmq.NOBLOCK, copy=False)
             except zmq.Again:
@@ -151,6 +156,7 @@ class ChannelReader:
             message = read_message_now(sock, first, MAX_PARTS, self._max_bytes, self._stopping)
             read += 1
             self.received += 1     # counted before its outcome: received never lags rejected
+            parts += message.parts if isinstance(message, Dropped) else len(message)
             if isinstance(message, Dropped):
                 rejected, now_evict = self._drops.judge(ch.name, message, time.monotonic())
                 self._reject(ch, rejected)

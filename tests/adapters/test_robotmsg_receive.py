@@ -80,3 +80,32 @@ async def test_the_agent_closes_within_its_bound_while_a_peer_floods_many_part_m
     finally:
         stop.set()
         flood.join(10.0)
+
+
+async def test_a_stop_is_obeyed_at_once_while_another_peer_floods_many_part_messages():
+    """A flooding peer's messages of 20 000 empty parts (each a framing drop, under the eviction
+    limit) on the command socket: a controller's stop there is applied within a message or two of
+    reading, not after a whole wake-up's drain of up to MAX_DRAIN such messages (tens of seconds)."""
+    stop = threading.Event()
+    async with controlled(slow_watchdog()) as (agent, peer):
+        act = await peer.publisher("action")
+        cmd = await peer.publisher("command")
+        await peer.send(act, u_rt(0.3))
+        assert await wait_for(lambda: moving(agent), 5.0)
+        flood = threading.Thread(target=many_part_flood, args=(peer.endpoint("command"), 20_000, stop))
+        flood.start()
+        try:
+            assert await wait_for(lambda: peer.status()["rejected_reasons"].get("framing", 0) >= 3, 30.0)
+            for _ in range(2):
+                await peer.send(cmd, ControllerCommand(ctrl_mode=0))
+                assert await wait_for(lambda: agent.control.snapshot().stopped and not moving(agent), 3.0), \
+                    f"a stop waited behind a flood: {peer.status()['rejected_reasons']}"
+                for _ in range(50):                 # robot_msg's own next u_rt drives again (one within
+                    await peer.send(act, u_rt(0.3))  # 100 ms of the stop is refused: it may predate it)
+                    if await wait_for(lambda: moving(agent), 0.1):
+                        break
+                assert moving(agent)
+            assert peer.status()["evictions"].get("command", 0) == 0
+        finally:
+            stop.set()
+            flood.join(10.0)
