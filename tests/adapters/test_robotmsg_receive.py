@@ -3,8 +3,11 @@ loop without the event loop, and the threads end with the adapter's sockets."""
 
 from __future__ import annotations
 
+import json
 import threading
+import time
 
+import robot_msg as rm
 import zmq
 from robot_msg import ControllerCommand
 
@@ -106,6 +109,57 @@ async def test_a_stop_is_obeyed_at_once_while_another_peer_floods_many_part_mess
                         break
                 assert moving(agent)
             assert peer.status()["evictions"].get("command", 0) == 0
+        finally:
+            stop.set()
+            flood.join(10.0)
+
+
+def envelope_flood(address: str, data: bytes, stop: threading.Event) -> None:
+    """A real peer sending ``data`` (one frame) as fast as it can until ``stop``."""
+    ctx = zmq.Context()
+    pub = ctx.socket(zmq.XPUB)
+    pub.setsockopt(zmq.LINGER, 0)
+    pub.setsockopt(zmq.SNDHWM, 0)
+    pub.connect(address)
+    try:
+        if not pub.poll(5000):
+            return
+        pub.recv()
+        frame = zmq.Frame(data)
+        while not stop.is_set():
+            pub.send(frame, copy=False)
+    finally:
+        pub.close(linger=0)
+        ctx.term()
+
+
+async def test_a_stop_waits_for_little_decoding_while_another_peer_floods_large_envelopes():
+    """A flooding peer's 100 kB JSON ControllerCommands (valid JSON, rejected by validation after
+    their decode, ~5-10 ms each) on the command socket: a controller's stop there waits for a
+    few of them to be decoded, not for a wake-up's 4 MiB of them (median of 5 stops, load 5 on 2
+    cores: 0.02-0.045 s with COMMAND_DRAIN_MAX_BYTES, 0.18-0.28 s without; the bound is loose)."""
+    pad = json.loads(rm.encode_json(ControllerCommand(ctrl_update=True)))
+    pad["pad"] = [0.5] * 20_000
+    stop = threading.Event()
+    async with controlled(slow_watchdog()) as (agent, peer):
+        act = await peer.publisher("action")
+        cmd = await peer.publisher("command")
+        flood = threading.Thread(target=envelope_flood, args=(peer.endpoint("command"), json.dumps(pad).encode(), stop))
+        flood.start()
+        try:
+            assert await wait_for(lambda: peer.status()["rejected_reasons"].get("validation", 0) >= 5, 30.0)
+            waits = []
+            for _ in range(5):
+                for _ in range(50):                 # drive (a u_rt within 100 ms of a stop is refused)
+                    await peer.send(act, u_rt(0.3))
+                    if await wait_for(lambda: moving(agent) and not agent.control.snapshot().stopped, 0.1):
+                        break
+                assert moving(agent)
+                t0 = time.monotonic()
+                await peer.send(cmd, ControllerCommand(ctrl_mode=0))
+                assert await wait_for(lambda: agent.control.snapshot().stopped, 5.0, 0.002)
+                waits.append(time.monotonic() - t0)
+            assert sorted(waits)[2] < 0.12, f"a stop waited {waits} s behind large envelopes"
         finally:
             stop.set()
             flood.join(10.0)
