@@ -96,7 +96,6 @@ class RobotMsgAdapter:
                                  max_s=self._cfg.reconnect_delay_max_s, level=logging.WARNING)
         self._sequence = 0
         self._apply_lock = threading.RLock()    # _apply, _reject, _release: the receiving threads and the loop
-        self._loop: asyncio.AbstractEventLoop | None = None
         self._applied = 0
         self._sent = 0
         self._state_errors = 0
@@ -129,7 +128,6 @@ class RobotMsgAdapter:
     async def _serve(self) -> None:
         ctx = zmq.asyncio.Context()
         auth = None
-        self._loop = asyncio.get_running_loop()
         tasks: list[asyncio.Task] = []
         try:
             if self._keys is not None:
@@ -250,8 +248,10 @@ class RobotMsgAdapter:
                 self._events["calibrate_sensor"] += 1
         if translation.publish_state:
             self._events["ctrl_update"] += 1
-            if self._publisher is not None and self._loop is not None:   # on a receiving thread: the loop's
-                self._loop.call_soon_threadsafe(self._publisher.now)
+            publisher = self._publisher
+            # at once, but at most one ctrl_update's state per slot: the others ride on the next slot's
+            if publisher is not None and not publisher.now():
+                self._events["ctrl_update_merged"] += 1
         if translation.commands:
             self._applied += 1
 
@@ -294,8 +294,9 @@ class RobotMsgAdapter:
             that reached the robot), ``superseded`` (dropped by latest-wins), ``rejected`` (total),
             ``sent`` (RobotState published), ``state_errors``, ``handshake_failures``. Detail:
             ``rejected_reasons``, ``declined`` (per field), ``events`` (ctrl_update,
-            calibrate_sensor), ``peers``, ``disconnects`` and ``evictions`` (peers dropped after
-            an oversized message) per socket, ``endpoints`` (the address
+            calibrate_sensor, and ``ctrl_update_merged``: ctrl_updates whose state was the next slot's,
+            one at once having gone out in their slot), ``peers``, ``disconnects`` and ``evictions``
+            (peers dropped after an oversized message) per socket, ``endpoints`` (the address
             each socket is bound or connecting to, "" while closed), ``encoding``, ``curve``.
         """
         rejected = dict(self._rejected)

@@ -113,11 +113,20 @@ def _rebinding(sock: zmq.Socket, mode: str, address: str) -> Generator[float, No
 T = TypeVar("T")
 
 
-def _now(steps: Generator[float, None, T]) -> T:
-    """Run ``steps`` on this thread, sleeping its pauses."""
+class Interrupted(Exception):
+    """:func:`read_message_now` / :func:`rebind_now` ended early: their ``stop`` was set (the socket
+    is about to close; the message's remaining parts or the bind are left undone)."""
+
+
+def _now(steps: Generator[float, None, T], stop: threading.Event | None = None) -> T:
+    """Run ``steps`` on this thread, sleeping its pauses; raises :class:`Interrupted` at a pause once
+    ``stop`` is set."""
     try:
         while True:
             pause = next(steps)
+            if stop is not None and stop.is_set():
+                steps.close()
+                raise Interrupted
             if pause > 0:
                 time.sleep(pause)
     except StopIteration as done:
@@ -157,10 +166,12 @@ async def read_message(sock: zmq.Socket, first: zmq.Frame, max_parts: int,
     return await _on_loop(_read_parts(sock, first, max_parts, max_bytes))
 
 
-def read_message_now(sock: zmq.Socket, first: zmq.Frame, max_parts: int, max_bytes: int) -> list[bytes] | Dropped:
+def read_message_now(sock: zmq.Socket, first: zmq.Frame, max_parts: int, max_bytes: int,
+                     stop: threading.Event | None = None) -> list[bytes] | Dropped:
     """:func:`read_message` on the calling thread (it never pauses: the GIL's switch interval lets
-    the other threads run)."""
-    return _now(_read_parts(sock, first, max_parts, max_bytes))
+    the other threads run). Raises :class:`Interrupted` when ``stop`` is set, checked every
+    :data:`YIELD_EVERY_PARTS` parts (a message of a million parts is left within milliseconds)."""
+    return _now(_read_parts(sock, first, max_parts, max_bytes), stop)
 
 
 async def rebind(sock: zmq.Socket, mode: str, address: str) -> None:
@@ -174,9 +185,10 @@ async def rebind(sock: zmq.Socket, mode: str, address: str) -> None:
     await _on_loop(_rebinding(sock, mode, address))
 
 
-def rebind_now(sock: zmq.Socket, mode: str, address: str) -> None:
-    """:func:`rebind` on the calling thread (the thread that reads ``sock``)."""
-    _now(_rebinding(sock, mode, address))
+def rebind_now(sock: zmq.Socket, mode: str, address: str, stop: threading.Event | None = None) -> None:
+    """:func:`rebind` on the calling thread (the thread that reads ``sock``); raises
+    :class:`Interrupted` before a retry once ``stop`` is set."""
+    _now(_rebinding(sock, mode, address), stop)
 
 
 class DropPolicy:

@@ -3,7 +3,9 @@
 The publisher sends a state on the slots ``k / state_hz`` of the event loop's clock (at 50 Hz the
 boundaries of agent.support.beat's grid, where the other periodic senders wake too), the first at
 once, and one more as soon as a ``ControllerCommand`` asks for it (``ctrl_update``). A late slot is
-skipped, never sent twice.
+skipped, never sent twice. At most one asked-for state goes out per slot: a second ask within the
+slot of the last one is merged into the next slot's state (counted by the caller), so a storm of
+``ctrl_update`` costs at most twice ``state_hz`` states a second and no loop wake-up per ask.
 
 A coroutine waiting on a timer costs the event loop a timer handle, a future and the task's wake-up
 per state; :class:`SlotPublisher` sends from plain callbacks instead (the send is one non-blocking
@@ -18,6 +20,8 @@ as a failing publish loop did.
 from __future__ import annotations
 
 import asyncio
+import math
+import threading
 from collections.abc import Callable
 
 from agent.support.beat import slot_index
@@ -32,7 +36,7 @@ class SlotPublisher:
         period_s: the slot period, s (``1 / state_hz``).
         publish: sends one state (non-blocking; any exception ends :meth:`run`).
 
-    Not thread-safe: the event loop thread only.
+    :meth:`now` may be called from any thread; the rest runs on the event loop thread.
     """
 
     def __init__(self, period_s: float, publish: Callable[[], None]) -> None:
@@ -43,22 +47,51 @@ class SlotPublisher:
         self._timer: asyncio.TimerHandle | None = None
         self._soon: asyncio.Handle | None = None
         self._next_t = 0.0
+        self._lock = threading.Lock()
+        self._asked_slot: int | None = None     # the slot (floor(t / period)) of the last ask served at once
+        self._loop_thread = 0
 
     async def run(self) -> None:
         """Publish until cancelled (the first state at once); raises what a ``publish()`` raised."""
         loop = self._loop = asyncio.get_running_loop()
         self._done = loop.create_future()
         self._next_t = loop.time()
-        self.now()
+        self._loop_thread = threading.get_ident()
+        with self._lock:
+            self._asked_slot = None
+        self._soon = loop.call_soon(self._fire, False)
         try:
             await self._done
         finally:
             self._cancel()
             self._done = self._loop = None
 
-    def now(self) -> None:
-        """Publish a state in the loop's next pass (several calls before it: one state); the slots
-        stay as they are. No-op while :meth:`run` is not running."""
+    def now(self) -> bool:
+        """Ask for a state out of schedule (any thread): it goes out in the loop's next pass unless an
+        ask was already served at once within this slot of ``period_s`` (then this one is merged into
+        the next slot's state, which goes out anyway); the slots stay as they are.
+
+        Returns:
+            True when this ask's state goes out at once, False when it is merged (or no run is running).
+        """
+        loop = self._loop
+        if loop is None:
+            return False
+        with self._lock:
+            slot = math.floor(loop.time() / self._period)
+            if slot == self._asked_slot:
+                return False
+            self._asked_slot = slot
+        if threading.get_ident() == self._loop_thread:
+            self._asked()
+        else:
+            try:
+                loop.call_soon_threadsafe(self._asked)
+            except RuntimeError:        # the loop closed meanwhile: no run to publish in
+                return False
+        return True
+
+    def _asked(self) -> None:
         if self._loop is not None and self._soon is None:
             self._soon = self._loop.call_soon(self._fire, False)
 

@@ -16,7 +16,9 @@ on this thread only, never on the event loop (docs/architecture.md, "Processes, 
 
 The thread's end is awaited by :meth:`ChannelReader.run`: an exception on the thread (a bug in
 the translation, a rebind that failed) ends ``run`` with it, and the adapter's session reopens
-its sockets (agent/adapters/robotmsg.py); cancelling ``run`` stops the thread and waits for it.
+its sockets (agent/adapters/robotmsg.py); cancelling ``run`` stops the thread and waits for it:
+the thread stops between messages, and within a message of many parts or a rebind (a flooding
+peer never holds the agent's shutdown past its bound, agent.app.ADAPTER_STOP_S).
 """
 
 from __future__ import annotations
@@ -32,7 +34,8 @@ from typing import cast
 
 import zmq
 
-from agent.adapters.robotmsg_guard import MAX_PARTS, DropPolicy, Dropped, read_message_now, rebind_now
+from agent.adapters.robotmsg_guard import (MAX_PARTS, DropPolicy, Dropped, Interrupted, read_message_now,
+                                           rebind_now)
 from agent.adapters.robotmsg_inbound import Rejected, decode_envelope, expect_type, unpack_frames
 from agent.adapters.robotmsg_order import LatestWins
 from agent.adapters.robotmsg_peers import Channel
@@ -45,9 +48,17 @@ MAX_DRAIN = 1024
 #: ones are superseded undecoded, so a flood costs one cheap read per message. The command
 #: socket decodes every message: a stop is never dropped.
 DECODE_BUDGET = 16
+#: A wake-up stops draining once it has read this many parts (a flood of many-part messages is
+#: read a few messages per wake-up: a stop read among them is applied at once, not after
+#: MAX_DRAIN of them). Normal traffic, one or two parts a message, never reaches it.
+MAX_DRAIN_PARTS = 4 * MAX_DRAIN
 #: A wake-up stops draining once the messages it kept hold this many bytes (the rest waits in
 #: libzmq for the next wake-up: nothing is lost, the copies in hand stay bounded).
 DRAIN_MAX_BYTES = 4 << 20
+#: The command socket's wake-up stops sooner: it decodes every message it kept before applying
+#: any, so a stop read among large envelopes waits for at most about this many bytes of decoding
+#: (a 1 MiB JSON envelope takes ~0.1 s to decode on the test machine).
+COMMAND_DRAIN_MAX_BYTES = 256 << 10
 
 
 class ChannelReader:
@@ -77,8 +88,10 @@ class ChannelReader:
         self._apply = apply
         self._evicted = evicted
         self._budget = None if ch.name == "command" else DECODE_BUDGET
+        self._max_held = COMMAND_DRAIN_MAX_BYTES if ch.name == "command" else DRAIN_MAX_BYTES
         self.received = 0
         self.superseded = 0
+        self._stopping = threading.Event()    # set by run() on its way out: the drain ends between parts
 
     async def run(self) -> None:
         """Read the channel on the thread until cancelled (then the thread is stopped and awaited);
@@ -88,6 +101,7 @@ class ChannelReader:
         loop = asyncio.get_running_loop()
         ended: asyncio.Future[None] = loop.create_future()
         stop_r, stop_w = os.pipe()
+        self._stopping.clear()
 
         def end(err: BaseException | None) -> None:    # on the loop
             if ended.done():
@@ -101,6 +115,8 @@ class ChannelReader:
             err: BaseException | None = None
             try:
                 self._read(sock, stop_r)
+            except Interrupted:
+                pass                # stopped mid-message or mid-rebind: the socket closes next
             except BaseException as exc:  # noqa: BLE001 - handed to run(), which raises it
                 err = exc
             finally:
@@ -114,6 +130,7 @@ class ChannelReader:
             await asyncio.shield(ended)
         finally:
             if not ended.done():
+                self._stopping.set()
                 os.write(stop_w, b"\0")
                 with contextlib.suppress(Exception):
                     await ended                     # the thread has let go of the socket
@@ -134,15 +151,17 @@ class ChannelReader:
         """Drain what the socket holds (bounded), reject what is malformed, apply the newest of each kind."""
         ch = self.ch
         batch: list[list[bytes]] = []
-        read, held, evict = 0, 0, False
-        while read < MAX_DRAIN and held < DRAIN_MAX_BYTES:
+        read, parts, held, evict = 0, 0, 0, False
+        while (read < MAX_DRAIN and parts < MAX_DRAIN_PARTS and held < self._max_held
+               and not self._stopping.is_set()):
             try:
                 first = sock.recv(zmq.NOBLOCK, copy=False)
             except zmq.Again:
                 break
-            message = read_message_now(sock, first, MAX_PARTS, self._max_bytes)
+            message = read_message_now(sock, first, MAX_PARTS, self._max_bytes, self._stopping)
             read += 1
             self.received += 1     # counted before its outcome: received never lags rejected
+            parts += message.parts if isinstance(message, Dropped) else len(message)
             if isinstance(message, Dropped):
                 rejected, now_evict = self._drops.judge(ch.name, message, time.monotonic())
                 self._reject(ch, rejected)
@@ -152,7 +171,7 @@ class ChannelReader:
                 held += sum(len(part) for part in message)
         if evict:
             self._evicted(ch)
-            rebind_now(sock, ch.cfg.mode, ch.endpoint if ch.cfg.mode == "bind" else ch.cfg.address)
+            rebind_now(sock, ch.cfg.mode, ch.endpoint if ch.cfg.mode == "bind" else ch.cfg.address, self._stopping)
             if ch.cfg.mode == "bind":
                 ch.peers.clear()  # libzmq reports no disconnect for the sessions an unbind ends
         if not batch:

@@ -83,6 +83,18 @@ def test_a_ctrl_update_adds_one_state_at_once_and_the_slots_stay():
     assert len(sent) == len(plain) + 1
 
 
+def test_a_ctrl_update_storm_sends_at_most_one_asked_state_per_slot():
+    asks = tuple(0.1 + i * 0.001 for i in range(800))           # 1 kHz for 0.8 s
+    _, plain, _ = publish_run(1.0)
+    _, sent, err = publish_run(1.0, kicks=asks)
+    assert err is None
+    assert len(sent) <= len(plain) + 0.8 * 50 + 1               # at most 2x state_hz while it lasts
+    slots = [math.floor(t / 0.02 + 1e-9) for t in sent if START + asks[0] <= t <= START + asks[-1]]
+    assert max(slots.count(k) for k in set(slots)) <= 2         # the slot's own and one asked state
+    _, quiet, _ = publish_run(1.0, kicks=(0.5 + 0.007,))
+    assert quiet.count(START + 0.5 + 0.007) == 1                # one after quiet slots: at once
+
+
 def test_a_slower_rate_keeps_its_own_slots():
     _, sent, _ = publish_run(1.0, hz=10.0)
     assert len(sent[1:]) == pytest.approx(10, abs=1)

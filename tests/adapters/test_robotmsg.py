@@ -184,18 +184,53 @@ async def test_state_stream_decodes_with_increasing_sequence_and_documented_aux(
         assert peer.status()["sent"] >= 15 and peer.status()["peers"]["state"] == 1
 
 
+async def slot_state(sub, period: float) -> rm.RobotState:
+    """The next state received just past a slot boundary (a slot's state: the loop's clock is time.monotonic)."""
+    while True:
+        state = rm.decode(await asyncio.wait_for(sub.recv(), 2 * period + 3))
+        if time.monotonic() % period < 0.4 * period:
+            return state
+
+
 async def test_ctrl_update_publishes_a_state_at_once():
-    async with controlled(rm_config({"state_hz": 0.2})) as (agent, peer):
+    """A ctrl_update in a slot without one gets its state at once; a second in that slot is merged into
+    the next slot's state (counted in events/ctrl_update_merged), never sent apart (slots of 2 s)."""
+    period = 2.0
+    async with controlled(rm_config({"state_hz": 1 / period})) as (agent, peer):
         sub = await peer.subscriber()
         cmd = await peer.publisher("command")
-        await peer.send(cmd, ControllerCommand(ctrl_update=False))
-        first = rm.decode(await asyncio.wait_for(sub.recv(), 5))
+        first = await slot_state(sub, period)
         t0 = time.monotonic()
         await peer.send(cmd, ControllerCommand(ctrl_update=True))
         second = rm.decode(await asyncio.wait_for(sub.recv(), 4))
-        assert time.monotonic() - t0 < 2.5  # the next scheduled state is 5 s away
+        assert time.monotonic() - t0 < 1.0  # the next scheduled state is over 1.5 s away
         assert second.sequence > first.sequence
-        assert peer.status()["events"]["ctrl_update"] == 2
+        assert peer.status()["events"]["ctrl_update"] == 1
+        slot = math.floor(t0 / period)
+        await peer.send(cmd, ControllerCommand(ctrl_update=False))      # the same slot: merged
+        assert await wait_for(lambda: peer.status()["events"]["ctrl_update"] == 2, 1.0)
+        assert math.floor(time.monotonic() / period) == slot, "the machine is too slow for this test"
+        assert peer.status()["events"]["ctrl_update_merged"] == 1
+        third = rm.decode(await asyncio.wait_for(sub.recv(), period + 3))
+        assert math.floor(time.monotonic() / period) > slot      # the next slot's state, none before it
+        assert third.sequence == second.sequence + 1
+
+
+async def test_a_ctrl_update_storm_costs_at_most_twice_state_hz():
+    """ControllerCommands asking for a state at ~1 kHz: at most one ctrl_update state per slot goes out
+    besides the slot's own, the rest are counted as merged."""
+    hz = 20
+    async with controlled(rm_config({"state_hz": hz})) as (agent, peer):
+        cmd = await peer.publisher("command")
+        updates = lambda: peer.status()["events"].get("ctrl_update", 0)    # noqa: E731
+        before, sent0, t0 = updates(), peer.status()["sent"], time.monotonic()
+        while updates() - before < 300:
+            assert time.monotonic() - t0 < 20.0, f"only {updates() - before} ctrl_updates taken in 20 s"
+            await peer.send(cmd, ControllerCommand(ctrl_update=True))
+            await asyncio.sleep(0.001)                       # pacing the storm at ~1 kHz
+        elapsed, sent = time.monotonic() - t0, peer.status()["sent"] - sent0
+        assert sent <= 2 * hz * elapsed + 4, f"{sent} states in {elapsed:.2f} s for {updates() - before} ctrl_updates"
+        assert peer.status()["events"]["ctrl_update_merged"] >= updates() - before - (hz * elapsed + 2)
 
 
 # --------------------------------------------------------------------------- RobotAction
@@ -670,8 +705,9 @@ async def test_a_non_finite_aux_value_drops_only_that_value(monkeypatch, caplog)
 
 async def test_after_the_sockets_reopen_each_ctrl_update_publishes_a_state_at_once():
     """The session's sockets fail and reopen (an adapter bug, as above): the new session's publisher
-    serves every ctrl_update at once (slots 10 s apart: only a ctrl_update can explain each state)."""
-    async with controlled(rm_config({"state_hz": 0.1})) as (agent, peer):
+    serves a ctrl_update at once (in a slot of its own: one ctrl_update state per slot)."""
+    period = 1.0
+    async with controlled(rm_config({"state_hz": 1 / period})) as (agent, peer):
         adapter = peer.adapter
         sub = await peer.subscriber()
         cmd = await peer.publisher("command")
@@ -686,24 +722,16 @@ async def test_after_the_sockets_reopen_each_ctrl_update_publishes_a_state_at_on
         assert await wait_for(lambda: adapter._translate is translate, 5.0)
         assert await wait_for(lambda: peer.status()["connected"], 5.0)
 
-        async def ctrl_update_state(timeout_s: float) -> rm.RobotState | None:
-            """Send ctrl_updates (the command publisher reconnects by itself) until the agent takes one;
-            the state it published, or None when none came within ``timeout_s``."""
-            before = peer.status()["events"].get("ctrl_update", 0)
-            while peer.status()["events"].get("ctrl_update", 0) == before:
-                await peer.send(cmd, ControllerCommand(ctrl_update=True))
-                await wait_for(lambda: peer.status()["events"].get("ctrl_update", 0) > before, 0.2)
-            try:
-                return rm.decode(await asyncio.wait_for(sub.recv(), timeout_s))
-            except TimeoutError:
-                return None
-
-        t0 = time.monotonic()
-        while await ctrl_update_state(0.3) is None:    # until the subscriber is back (ZeroMQ's slow joiner)
-            assert time.monotonic() - t0 < 5.0, "no state for a ctrl_update after the sockets reopened"
         seqs = []
-        for _ in range(3):
-            state = await ctrl_update_state(2.0)
-            assert state is not None, "a ctrl_update after the sockets reopened published nothing"
+        for _ in range(3):     # each in a slot of its own, just past the slot's state (which proves the
+            last = await slot_state(sub, period)    # subscriber joined the reopened socket): only the
+            t0 = time.monotonic()                   # ctrl_update explains a state within 0.5 s
+            before = peer.status()["events"].get("ctrl_update", 0)
+            while peer.status()["events"].get("ctrl_update", 0) == before:   # the command publisher
+                await peer.send(cmd, ControllerCommand(ctrl_update=True))   # reconnects by itself
+                await wait_for(lambda: peer.status()["events"].get("ctrl_update", 0) > before, 0.1)
+            state = rm.decode(await asyncio.wait_for(sub.recv(), 2.0))
+            assert time.monotonic() - t0 < 0.5, "a ctrl_update after the sockets reopened published nothing at once"
+            assert state.sequence == last.sequence + 1
             seqs.append(state.sequence)
         assert seqs == sorted(set(seqs))
