@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+from collections.abc import Callable
 
 import robot_msg as rm
 import zmq
@@ -42,9 +43,9 @@ async def test_each_receiving_socket_has_its_thread_and_it_ends_with_the_adapter
     assert wait_until(lambda: not readers(), 5.0), readers()
 
 
-def many_part_flood(address: str, parts: int, stop: threading.Event) -> None:
-    """A real peer sending messages of ``parts`` empty parts (each one a framing drop, their overhead
-    over twice max_frame_bytes: an eviction) until ``stop``; ZeroMQ reconnects it after each eviction."""
+def flood_peer(address: str, stop: threading.Event, send: Callable[[zmq.Socket], None]) -> None:
+    """A real peer (an XPUB connected to ``address``, no high-water mark) calling ``send(pub)`` as fast
+    as it can from the agent's subscription on until ``stop``."""
     ctx = zmq.Context()
     pub = ctx.socket(zmq.XPUB)
     pub.setsockopt(zmq.LINGER, 0)
@@ -55,12 +56,21 @@ def many_part_flood(address: str, parts: int, stop: threading.Event) -> None:
             return
         pub.recv()
         while not stop.is_set():
-            for _ in range(parts - 1):
-                pub.send(b"", zmq.SNDMORE)
-            pub.send(b"")
+            send(pub)
     finally:
         pub.close(linger=0)
         ctx.term()
+
+
+def many_part_flood(address: str, parts: int, stop: threading.Event) -> None:
+    """A real peer sending messages of ``parts`` empty parts (each one a framing drop, their overhead
+    over twice max_frame_bytes: an eviction) until ``stop``; ZeroMQ reconnects it after each eviction."""
+    def send(pub: zmq.Socket) -> None:
+        for _ in range(parts - 1):
+            pub.send(b"", zmq.SNDMORE)
+        pub.send(b"")
+
+    flood_peer(address, stop, send)
 
 
 async def test_the_agent_closes_within_its_bound_while_a_peer_floods_many_part_messages(caplog):
@@ -116,21 +126,8 @@ async def test_a_stop_is_obeyed_at_once_while_another_peer_floods_many_part_mess
 
 def envelope_flood(address: str, data: bytes, stop: threading.Event) -> None:
     """A real peer sending ``data`` (one frame) as fast as it can until ``stop``."""
-    ctx = zmq.Context()
-    pub = ctx.socket(zmq.XPUB)
-    pub.setsockopt(zmq.LINGER, 0)
-    pub.setsockopt(zmq.SNDHWM, 0)
-    pub.connect(address)
-    try:
-        if not pub.poll(5000):
-            return
-        pub.recv()
-        frame = zmq.Frame(data)
-        while not stop.is_set():
-            pub.send(frame, copy=False)
-    finally:
-        pub.close(linger=0)
-        ctx.term()
+    frame = zmq.Frame(data)
+    flood_peer(address, stop, lambda pub: pub.send(frame, copy=False))
 
 
 async def test_a_stop_waits_for_little_decoding_while_another_peer_floods_large_envelopes():
