@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import asyncio
 import selectors
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
+from typing import Any
 
 __all__ = ["VirtualClock", "VirtualTimeLoop"]
 
@@ -91,3 +92,15 @@ class VirtualTimeLoop(asyncio.SelectorEventLoop):
     def time(self) -> float:
         """The virtual time, s."""
         return self.now
+
+    def run_for(self, seconds: float, *coros: Coroutine[Any, Any, Any]) -> None:
+        """Run ``coros`` as tasks for ``seconds`` of the loop's time, then cancel them and wait for
+        their ends (their errors, cancellation included, are swallowed). The loop stays open."""
+        async def main() -> None:
+            tasks = [asyncio.ensure_future(c) for c in coros]
+            await asyncio.sleep(seconds)
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+        self.run_until_complete(main())

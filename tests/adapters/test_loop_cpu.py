@@ -118,14 +118,8 @@ def test_a_slots_state_goes_out_after_the_work_its_other_timers_woke():
             await beat.sleep(0.04)
             order.append(("poll", loop.time()))
 
-    async def main() -> None:
-        tasks = [asyncio.ensure_future(c) for c in (poll(), publisher.run())]
-        await asyncio.sleep(1.0)
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
     try:
-        loop.run_until_complete(main())
+        loop.run_for(1.0, poll(), publisher.run())
     finally:
         loop.close()
     polls = [t for kind, t in order if kind == "poll"]
@@ -141,14 +135,9 @@ def run_with(seconds: float, at: float, callback) -> list[float]:
     sent: list[float] = []
     publisher = SlotPublisher(0.02, lambda: sent.append(loop.time()))
 
-    async def main() -> None:
-        task = asyncio.ensure_future(publisher.run())
-        loop.call_at(START + at, callback, loop, publisher)
-        await asyncio.sleep(seconds)
-        task.cancel()
-        await asyncio.gather(task, return_exceptions=True)
+    loop.call_at(START + at, callback, loop, publisher)
     try:
-        loop.run_until_complete(main())
+        loop.run_for(seconds, publisher.run())
     finally:
         loop.close()
     return sent

@@ -58,19 +58,13 @@ def run(max_send_freq: float, telemetry_hz: float) -> tuple[VirtualTimeLoop, Pol
         sent.append(data)
         return True
 
-    async def main() -> None:
-        cfg = AgentConfig.model_validate(sim_config(max_send_freq=max_send_freq, telem_can=True, video_can=False))
-        streams = ArtexStreams(cfg, artex_robot, None, emit, lambda: None, Counter(), clock=loop.time)
-        s2b_cfg = AgentConfig.model_validate(sim_config(sim2bot={"enabled": True, "telemetry_hz": telemetry_hz,
-                                                                 "telemetry_keepalive_s": 0.0}))
-        room = Sim2botAdapter(s2b_cfg, s2b_robot, None, clock=loop.time).rooms[0]
-        tasks = [asyncio.ensure_future(c) for c in (streams._telem_loop(), room._telemetry(ws), publisher(loop, slots))]
-        await asyncio.sleep(SECONDS)
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+    cfg = AgentConfig.model_validate(sim_config(max_send_freq=max_send_freq, telem_can=True, video_can=False))
+    streams = ArtexStreams(cfg, artex_robot, None, emit, lambda: None, Counter(), clock=loop.time)
+    s2b_cfg = AgentConfig.model_validate(sim_config(sim2bot={"enabled": True, "telemetry_hz": telemetry_hz,
+                                                             "telemetry_keepalive_s": 0.0}))
     try:
-        loop.run_until_complete(main())
+        room = Sim2botAdapter(s2b_cfg, s2b_robot, None, clock=loop.time).rooms[0]
+        loop.run_for(SECONDS, streams._telem_loop(), room._telemetry(ws), publisher(loop, slots))
     finally:
         loop.close()
     return loop, artex_robot, s2b_robot, ws, slots
