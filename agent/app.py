@@ -222,6 +222,7 @@ class Agent:
         self._started = True
         modules = [m for m in adapter_modules(self.cfg) if m != "agent.adapters.artex"]
         modules += ["agent.video.hub"] if self.cfg.drivers.cameras and self.video is None else []
+        modules += ["agent.recorder.writer"] if self.recorder.directory is not None else []   # MCAP: off the loop
         if modules:     # CPU the connect would wait behind (the GIL)
             await self._first_connect(FIRST_CONNECT_S)
             await asyncio.to_thread(_import_all, modules)

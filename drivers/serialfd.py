@@ -46,7 +46,7 @@ def port_fd(ser: Any) -> int | None:
     cls = type(ser)
     if any(getattr(cls, name) is not getattr(_PosixSerial, name) for name in _FAST_METHODS):
         return None
-    if not ser.timeout or not ser.write_timeout or getattr(ser, "_inter_byte_timeout", None):
+    if not ser.timeout or not ser.write_timeout or ser.inter_byte_timeout:
         return None
     return ser.fd
 

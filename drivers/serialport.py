@@ -157,8 +157,10 @@ class SerialLink:
             finally:
                 self.before_write = hook
         fd = self._fd
-        n = self._call("write", self.ser.write, data) if fd is None else \
-            self._call("write", write_fd, fd, data, self._write_s)
+        if fd is None:
+            n = self._call("write", self.ser.write, data)
+        else:
+            n = self._call("write", write_fd, fd, data, self._write_s)
         if n is not None and n != len(data):
             raise DeviceTimeout(f"{self.device}: serial write sent {n} of {len(data)} bytes", device=self.device)
 
@@ -181,7 +183,9 @@ class SerialLink:
     def flush_input(self) -> None:
         """Discard unread input (stale replies). Raises DriverError."""
         fd = self._fd
-        self._call("flush", self.ser.reset_input_buffer) if fd is None else \
+        if fd is None:
+            self._call("flush", self.ser.reset_input_buffer)
+        else:
             self._call("flush", termios.tcflush, fd, termios.TCIFLUSH)
 
     def close(self) -> None:

@@ -172,7 +172,7 @@ class RobotMsgAdapter:
         """Open ``ch``'s socket. A bind to a wildcard port (``tcp://127.0.0.1:*``) reopened after a
         failure takes the port it had, so the peers that found it reconnect by themselves; another
         one only when that port is taken. Raises zmq.ZMQError."""
-        if ch.bound and ch.cfg.mode == "bind" and ch.cfg.address.endswith(":*"):
+        if ch.bound and ch.cfg.address.endswith(":*"):   # bound: set in bind mode only
             try:
                 return open_socket(ctx, ch.kind, ch.cfg, self._cfg, self._keys, address=ch.bound)
             except zmq.ZMQError as err:

@@ -161,12 +161,13 @@ class ChannelReader:
             message = read_message_now(sock, first, MAX_PARTS, self._max_bytes, self._stopping)
             read += 1
             self.received += 1     # counted before its outcome: received never lags rejected
-            parts += message.parts if isinstance(message, Dropped) else len(message)
             if isinstance(message, Dropped):
+                parts += message.parts
                 rejected, now_evict = self._drops.judge(ch.name, message, time.monotonic())
                 self._reject(ch, rejected)
                 evict |= now_evict
             else:
+                parts += len(message)
                 batch.append(message)
                 held += sum(len(part) for part in message)
         if evict:

@@ -43,17 +43,22 @@ def nice_step() -> int:
     return BACKGROUND_NICE_STEP
 
 
-def background_thread() -> None:
-    """Raise the calling thread's nice value by :func:`nice_step` (at most 19); never raises."""
+def _renice(delta: int) -> bool:
+    """Add ``delta`` to the calling thread's nice value (kept in -20..19); True when done. Never raises."""
     try:
-        step = nice_step()
-        if step == 0:
-            return
         tid = threading.get_native_id()
-        nice = min(19, os.getpriority(os.PRIO_PROCESS, tid) + step)
-        os.setpriority(os.PRIO_PROCESS, tid, nice)
+        os.setpriority(os.PRIO_PROCESS, tid, min(19, max(-20, os.getpriority(os.PRIO_PROCESS, tid) + delta)))
+        return True
     except (AttributeError, OSError) as err:  # not Linux, or refused: the thread keeps its priority
         log.debug("thread %s keeps its priority: %s", threading.current_thread().name, err)
+        return False
+
+
+def background_thread() -> None:
+    """Raise the calling thread's nice value by :func:`nice_step` (at most 19); never raises."""
+    step = nice_step()
+    if step:
+        _renice(step)
 
 
 def control_thread() -> bool:
@@ -61,12 +66,4 @@ def control_thread() -> bool:
     process may (CAP_SYS_NICE or ``RLIMIT_NICE``); True when done. Never raises. Not done when
     ``$ROBOT_AGENT_BACKGROUND_NICE`` is 0 (the test suite's parallel workers: no thread of one worker
     ahead of another's)."""
-    try:
-        if nice_step() == 0:
-            return False
-        tid = threading.get_native_id()
-        os.setpriority(os.PRIO_PROCESS, tid, max(-20, os.getpriority(os.PRIO_PROCESS, tid) - CONTROL_NICE_STEP))
-        return True
-    except (AttributeError, OSError) as err:  # not Linux, or not permitted: the thread keeps its priority
-        log.debug("thread %s keeps its priority: %s", threading.current_thread().name, err)
-        return False
+    return nice_step() != 0 and _renice(-CONTROL_NICE_STEP)

@@ -47,7 +47,7 @@ from agent.devices.supervisor import DriverBug, DriverGuard
 from agent.devices.worker import DeviceWorker, Poll
 from agent.errors import DriverError
 from agent.support.heap import release_memory
-from agent.support.ratelimit import backoff_s
+from agent.support.ratelimit import RateLimitedLog, backoff_s
 from agent.support.threadprio import background_thread
 from agent.video.frames import Frame, FrameFormat, content_digest
 from drivers.camera import Camera
@@ -292,6 +292,7 @@ class Capture:
         self._stop = threading.Event()
         self._supervisor: threading.Thread | None = None
         self.before_publish: Callable[[Feed, Frame], None] | None = None
+        self._bugs = RateLimitedLog(log, 10.0)      # a bug in before_publish: one traceback per 10 s
 
     def start(self) -> None:
         """Start a capture thread per camera and the supervisor. Once."""
@@ -343,7 +344,8 @@ class Capture:
             try:
                 self.before_publish(feed, frame)
             except Exception:  # noqa: BLE001 - a bug there must not cost the frame or the thread
-                log.exception("%s: work before publishing frame %d failed", feed.name, frame.seq)
+                self._bugs.log(logging.ERROR, ("before_publish", feed.name), "%s: work before publishing frame %d failed",
+                               feed.name, frame.seq, exc_info=True)
         with feed.lock:
             feed.latest = frame
             waiters, feed.waiters = feed.waiters, []
