@@ -146,10 +146,9 @@ class RobotMsgAdapter:
             state = self._channels["state"]
             tasks.append(asyncio.create_task(self._publish_loop(state), name="robotmsg-state"))
             tasks.append(asyncio.create_task(self._drops.trim_loop(), name="robotmsg-trim"))
-            for ch in self._channels.values():     # monitors attached here, before a receiving thread owns its socket
-                assert ch.sock is not None
-                tasks.append(asyncio.create_task(self._peers.watch(ch, ch.sock.get_monitor_socket()),
-                                                 name=f"robotmsg-monitor-{ch.name}"))
+            for ch in self._channels.values():
+                tasks.append(asyncio.create_task(self._peers.watch(ch), name=f"robotmsg-monitor-{ch.name}"))
+            await asyncio.sleep(0)      # the monitors are attached before a receiving thread owns its socket
             for ch in self._channels.values():
                 if ch.kind == zmq.SUB:
                     tasks.append(asyncio.create_task(self._readers[ch.name].run(), name=f"robotmsg-{ch.name}"))

@@ -65,8 +65,10 @@ class PeerEvents:
         self.disconnects: collections.Counter[str] = collections.Counter()
         self.handshake_failures = 0
 
-    async def watch(self, ch: Channel, monitor: zmq.asyncio.Socket) -> None:
-        """Read ``monitor``, ``ch``'s monitor socket (``get_monitor_socket()``), until cancelled; closes it."""
+    async def watch(self, ch: Channel) -> None:
+        """Read ``ch``'s monitor socket until cancelled."""
+        assert ch.sock is not None
+        monitor = ch.sock.get_monitor_socket()
         try:
             while True:
                 self.on_event(ch, parse_monitor_message(await monitor.recv_multipart()))
