@@ -28,7 +28,8 @@ Engine.IO message before python-socketio sees it:
 - anything that still raises (decoding, a handler) is caught.
 
 Every such fault is reported as ``on_fault(kind, detail)`` (the adapter logs it
-once per kind and counts it); ``detail`` is already escaped and clipped.
+once per kind and counts it); ``detail`` is already escaped and clipped. A repeated key adds a third
+argument, ``key 'vx'``: the adapter's next line of the kind names those it held back.
 """
 
 from __future__ import annotations
@@ -62,7 +63,7 @@ RESERVED_EVENTS = frozenset({"connect", "connect_error", "disconnect", "__discon
 #: A session the hub ends (server-side disconnect) within this long of connecting counts as a kick, s.
 KICK_WINDOW_S = 30.0
 
-Fault = Callable[[str, str], None]
+Fault = Callable[..., None]
 #: ``is_stop_event(data)``: whether an event (``[name, *args]``) is a stop the robot must obey
 StopCheck = Callable[[list], bool]
 
@@ -254,11 +255,12 @@ class HubClient(HookedAsyncClient):
         """A packet with a key given twice: refused, unless it is a stop event in either reading; a stop
         sent as a binary event (type 5) then waits for its attachments as any binary event does."""
         stop = self._stop_reading(data)
+        what = f"key '{err.key}'"                 # escaped where it is logged (RateLimitedLog)
         if stop is None:
-            self._on_fault("repeated_key", f"{err}: {safe(data, 80)}")
+            self._on_fault("repeated_key", f"{err}: {safe(data, 80)}", what)
             return
         self._warn.log(logging.WARNING, "repeated_key_stop", "ARTEX: %s; the stop in it is obeyed (stop always "
-                       "wins): %s", err, safe(data, 80))
+                       "wins): %s", err, safe(data, 80), detail=what)
         if stop.packet_type == sio_packet.BINARY_EVENT:
             self._await_attachments(stop)
         else:

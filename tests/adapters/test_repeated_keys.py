@@ -168,6 +168,36 @@ async def test_artex_a_binary_event_with_a_repeated_key_that_is_no_stop_is_refus
         assert agent.physics.duty == [0.0, 0.0] and distance(agent) == 0.0 and adapter.status()["connected"]
 
 
+async def test_artex_the_keys_of_repeated_key_packets_held_back_are_named_in_the_next_line(hub, caplog, monkeypatch):
+    """One line per kind per interval (here 0.3 s instead of 10 s): the next line names the keys of those
+    held back, so every key the hub repeated shows in the log."""
+    monkeypatch.setattr("agent.adapters.artex.LOG_REPEAT_S", 0.3)
+    keys = ("vx", "omega", "left\\nERROR forged")       # JSON's \n: a newline in the key
+
+    def packet(key: str) -> str:
+        return '2/robot,["command",{"payload":{"drive":{"%s":0,"%s":1}}}]' % (key, key)
+
+    def lines() -> list[str]:
+        return [r.getMessage() for r in caplog.records if "given twice" in r.getMessage()]
+
+    async with agent_on(hub) as agent:
+        adapter = agent.adapters["artex"]
+        with caplog.at_level(logging.WARNING, logger="agent.adapters"):
+            for key in keys:
+                await hub.send_packet(packet(key))
+            assert await wait_for(lambda: adapter.status().counters.get("fault_repeated_key", 0) == 3, 5)
+            for _ in range(50):                     # the interval ends: the next one is logged with the summary
+                await hub.send_packet(packet("right"))
+                if await wait_for(lambda: any("more like it" in line for line in lines()), 0.2):
+                    break
+        text = " ".join(lines())
+        assert "more like it since the last report: key " in text, lines()
+        for shown in ("'vx'", "'omega'", "'left\\nERROR forged'"):             # escaped, on one line
+            assert f"key {shown}" in text, (shown, lines())
+        assert all("\n" not in line for line in lines())
+        assert adapter.status()["connected"] and distance(agent) == 0.0
+
+
 async def test_artex_a_repeated_key_in_another_event_never_reaches_its_handler(hub, caplog):
     async with agent_on(hub) as agent:
         adapter = agent.adapters["artex"]
