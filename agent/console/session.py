@@ -101,7 +101,7 @@ class Session:
         if getattr(err, "code", None) == WSCloseCode.MESSAGE_TOO_BIG and size:
             why, detail = f"message of {size[1]} bytes, over the {WS_MAX_BYTES}-byte limit (1009)", f"{size[1]} bytes"
         else:
-            why, detail = safe(str(err), 200), safe(str(err), 40)
+            why, detail = safe(str(err), 200), str(err)   # (a detail is escaped where logged)
         console.warn.log(logging.WARNING, ("closed", self.peer, type(err).__name__),
                          "console: rejected message from %s: %s; the tab's connection is closed",
                          self.peer, why, detail=detail)

@@ -43,7 +43,7 @@ class _Held:
 
     def hold(self, detail: str) -> None:
         self.n += 1
-        if not detail:
+        if not detail or self.unnamed:     # (full and past it: nothing more to name)
             return
         detail = safe(detail, DETAIL_CHARS)
         if detail in self.details:
