@@ -52,7 +52,7 @@ class _LazyModule(types.ModuleType):
     second thread reading meanwhile waits for that run to end. Python 3.11's
     ``importlib.util._LazyModule`` lets the second thread see the module half-run (or fail with
     AttributeError) and may run its code twice; this is its 3.12.3 form, where CPython fixed that
-    (gh-114763), for every Python the agent runs on."""
+    (gh-114763, https://github.com/python/cpython/issues/114763), for every Python the agent runs on."""
 
     def __getattribute__(self, attr: str) -> Any:
         spec = object.__getattribute__(self, "__spec__")
