@@ -157,8 +157,17 @@ def cmd_selftest(args: argparse.Namespace) -> int:
     if cfg is None:
         return EXIT_CONFIG
     from agent.devices.selftest import run
-    ask = input if sys.stdin is not None and sys.stdin.isatty() else None
+    ask = _ask if sys.stdin is not None and sys.stdin.isatty() else None
     return run(cfg, yes=args.yes, ask=ask, write=print, duty=args.duty, pulse_s=args.pulse_s)
+
+
+def _ask(prompt: str) -> str:
+    """``input(prompt)``; end of input (Ctrl-D) is the answer "" (no), not an EOFError traceback."""
+    try:
+        return input(prompt)
+    except EOFError:
+        print()
+        return ""
 
 
 def cmd_probe(args: argparse.Namespace) -> int:
@@ -282,6 +291,9 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:  # `robot-agent status | head -1`: the reader left; no traceback
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 141  # 128 + SIGPIPE, as a shell reports a writer whose reader left
+    except KeyboardInterrupt:  # Ctrl-C at a prompt, or before `run` handles SIGINT (its imports): nothing
+        print("\ninterrupted", file=sys.stderr)   # was driven then (`run` zeroes the motors on a SIGINT it saw)
+        return 130  # 128 + SIGINT, as a shell reports it
 
 
 if __name__ == "__main__":
