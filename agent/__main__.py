@@ -269,7 +269,8 @@ def build_parser() -> argparse.ArgumentParser:
     inc.add_argument("--last", type=int, default=50, help="how many (default 50)")
     inc.set_defaults(func=cmd_incidents)
     ex = sub.add_parser("export", help="write one incident's window (recorder.incident_before_s / _after_s) "
-                                       "as an MCAP file for Foxglove; exit 1 no such incident")
+                                       "as an MCAP file for Foxglove; exit 1 no such incident, 3 the "
+                                       "output cannot be written")
     ex.add_argument("incident", help="incident id (or a unique prefix), from `robot-agent incidents`")
     ex.add_argument("-o", "--output", default=None, help="output file (default incident-<id>.mcap)")
     ex.add_argument("--dir", default=None, help=rec_help)
