@@ -67,7 +67,13 @@ def cmd_run(args: argparse.Namespace) -> int:
             return EXIT_CONFIG
         from agent.ops.service import run
         from agent.ops.status import status_path
-        return asyncio.run(run(cfg, config_path=args.config, logs=tail, status_file=status_path(args.status_file)))
+        status_file = status_path(args.status_file)
+        if args.status_file:    # `--status-file logs/status.json` in a fresh clone: no logs/ yet
+            try:
+                status_file.parent.mkdir(parents=True, exist_ok=True)
+            except OSError as err:   # said by the status file's and control socket's own errors too
+                log.warning("cannot make the directory of --status-file %s: %s", status_file, err)
+        return asyncio.run(run(cfg, config_path=args.config, logs=tail, status_file=status_file))
     finally:
         gc.enable()
 
