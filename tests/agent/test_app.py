@@ -61,7 +61,7 @@ async def test_close_does_not_wait_forever_for_a_stuck_adapter(caplog, monkeypat
 
     async def stuck() -> None:
         try:
-            await asyncio.sleep(60)
+            await asyncio.sleep(60)  # no wall time: cancelled by close()
         except asyncio.CancelledError:
             await let_go.wait()  # ignores the cancellation until the test lets it go, after close()
             released.set()
@@ -127,7 +127,7 @@ async def test_close_stops_tracks_and_a_running_trajectory_before_any_adapter_cl
 
         async def closing_adapter() -> None:
             try:
-                await asyncio.sleep(60)
+                await asyncio.sleep(60)  # no wall time: cancelled by close()
             except asyncio.CancelledError:                         # what the motors do when links close
                 seen["duty"], seen["pulse"] = list(agent.physics.duty), pulses[0]
                 await asyncio.sleep(0.3)  # real time held on purpose: a running 20 s trajectory moves its pulse ~5 us
