@@ -245,7 +245,8 @@ async def test_telem_rate_limit_and_only_on_change(hub):
         # still robot: once the tracks have settled the dict stops changing; only the keepalive goes out
         assert await wait_for(lambda: agent.control.snapshot().watchdog == "expired", 3)
         # tracks coast to rest (~1.2 s) and the settled values go out: then no telem for 0.5 s (5 polls)
-        assert await wait_for(lambda: time.monotonic() - hub.telem[-1][0] > 0.5, 5)
+        assert await wait_for(lambda: abs(agent.physics.vx_mps) < 0.005
+                              and time.monotonic() - hub.telem[-1][0] > 0.5, 5)
         n = len(hub.telem)
         await asyncio.sleep(3.0)  # real time held on purpose: the keepalive's rate (1 s) is the claim
         assert 2 <= len(hub.telem) - n <= 5, [p for _, p in list(hub.telem)[n:]]  # ~3 at 1 s keepalive

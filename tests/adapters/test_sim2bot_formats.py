@@ -83,7 +83,8 @@ async def test_in_one_room_two_formats_each_flow_and_one_unsubscribe_does_not_st
             await asyncio.to_thread(stream_b.close)          # B unsubscribes model:0
             # until A's stream is past B's grace by 2 s: a stream ended with B's would pause >= 2 s here;
             # a loaded machine pauses one < 1.5 s
-            await wait_for(lambda: reader_a.of(0, 160)[-1] > closed + UNSUBSCRIBE_GRACE_S + 2.0, UNSUBSCRIBE_GRACE_S + 8)
+            await wait_for(lambda: reader_a.of(0, 160)[-1] > closed + UNSUBSCRIBE_GRACE_S + 2.0,
+                           UNSUBSCRIBE_GRACE_S + 8)
             gap = max_gap(reader_a.of(0, 160), closed, closed + UNSUBSCRIBE_GRACE_S + 2.0)
             assert gap < 1.5, f"A's stream paused {gap:.2f} s after B's unsubscribe"
             late_raw = [t for t in reader_a.of(2, 64) if t > closed + UNSUBSCRIBE_GRACE_S + 0.5]
@@ -158,7 +159,8 @@ async def test_one_room_per_controller_each_gets_only_its_own_format(bridge):
             await asyncio.to_thread(stream_b.close)          # B unsubscribes: only room ctl-b's stream ends
             # until A's stream is past B's grace by 2 s: a stream ended with B's would pause >= 2.5 s here;
             # a loaded machine pauses one < 1.5 s
-            await wait_for(lambda: reader_a.of(0, 160)[-1] > closed + UNSUBSCRIBE_GRACE_S + 2.0, UNSUBSCRIBE_GRACE_S + 8)
+            await wait_for(lambda: reader_a.of(0, 160)[-1] > closed + UNSUBSCRIBE_GRACE_S + 2.0,
+                           UNSUBSCRIBE_GRACE_S + 8)
             gap = max_gap(reader_a.of(0, 160), closed, time.monotonic())
             assert gap < 1.5, f"A's stream paused {gap:.2f} s after B's unsubscribe"
             assert tap_b.since(closed + UNSUBSCRIBE_GRACE_S + 0.5) == set(), "B's stream outlived its unsubscribe"
