@@ -341,7 +341,8 @@ class HubClient(HookedAsyncClient):
             await self._drop_transport()
             return
         try:
-            await asyncio.wait_for(self.disconnect(), timeout_s)
+            async with asyncio.timeout(timeout_s):
+                await self.disconnect()
         except (TimeoutError, OSError, socketio.exceptions.SocketIOError) as err:
             log.debug("ARTEX: polite disconnect failed (%s); dropping the transport", type(err).__name__)
         except asyncio.CancelledError:
