@@ -342,7 +342,9 @@ def test_a_trip_seen_in_the_status_is_counted_and_logged_once(rig, physics, capl
 def test_a_p_after_more_than_the_interval_counts_the_trip_it_must_have_caused(rig, physics, caplog):
     emu, drv = rig({"firmware_timeout_s": 0.2})
     drv.set_duty(0.2, 0.2)
-    assert emu.wait_for(lambda: emu.stats["timeouts"] == 1, 10.0)   # no ? read: only the gap tells
+    acked = time.monotonic()                                        # after the OK: the host's gap starts no later
+    # the next P goes out more than the interval after it (no ? read: only the gap tells)
+    assert emu.wait_for(lambda: emu.stats["timeouts"] == 1 and time.monotonic() - acked > 0.2, 10.0)
     with caplog.at_level("WARNING", logger="drivers.linemotor"):
         drv.set_duty(0.2, 0.2)
     assert drv.watchdog_trips == 1
