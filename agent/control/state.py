@@ -93,8 +93,8 @@ class ControlState:
             names those off for want of a device). failsafe_cap: the last speed cap they set.
         motor_ok: the last duty write was confirmed.
         outage_streams: while ``motor_ok`` is False, source -> the time of its last non-zero base
-            velocity command (a zero removes it): those streaming when the controller answers again
-            are latched out then (:meth:`motor_back`).
+            velocity command (its zero, stop or reset removes it): those streaming when the controller
+            answers again are latched out then (:meth:`motor_back`).
         max_speed_mps, max_accel_mps2: runtime base limits (:meth:`set_limits`).
         full_duty_mps: track speed at duty 1.0, m/s (``base.max_speed_mps``).
         period_s: control period, s; the ``dt`` of the first tick.
@@ -202,7 +202,7 @@ class ControlState:
     def motor_back(self, now: float) -> list[str]:
         """The motor controller answers again at ``now`` after a failure: every source that streamed
         non-zero base velocity commands during the outage and still did (its last one less than its
-        timeout before ``now``, and no zero after it) is latched out as by the failure, so it
+        timeout before ``now``, and no zero, stop or reset of its own after it) is latched out as by the failure, so it
         re-engages after the outage before it drives (docs/safety.md): a zero sent during the outage
         and a key pressed again before it ended do not drive off when the controller answers.
         Caller holds the lock. Returns those sources, sorted."""
@@ -239,6 +239,7 @@ class ControlState:
             else:
                 arbiter.drop([source], (BASE,))
                 arbiter.re_engage(source)  # a reset re-engages a source latched out by a stop
+                self.outage_streams.pop(source, None)
                 joints.go_home(source)
             self.stopped = False
 
@@ -253,6 +254,7 @@ class ControlState:
         with self.lock:
             now = self._clock()
             dropped = self.arbiter.stop(source, now)
+            self.outage_streams.pop(source, None)     # its own stop: not streaming when the motor is back
             moving = self.cmd != (0.0, 0.0) or self.joints.moving
             self.joints.hold()
             self.watchdog.reset()

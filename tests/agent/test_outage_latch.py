@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from agent.commands import BaseVelocity
+from agent.commands import BaseVelocity, Reset, Stop
 from agent.errors import CommandDeclined
 from tests.agent.test_control import DT, Rig, make_rig  # noqa: F401 - make_rig is a fixture
 
@@ -82,6 +82,32 @@ def test_a_source_that_let_go_during_the_outage_drives_with_its_next_command(mak
     n = len(refused)
     _replug_streaming(rig, BaseVelocity(0.0, 0.0), refused)
     assert len(refused) == n
+    rig.loop.submit("artex", BaseVelocity(0.5, 0.0))
+    _tick(rig, 2)
+    assert rig.duty[0] > 0.0
+
+
+@pytest.mark.parametrize("let_go", [Stop(), Reset()], ids=["stop", "reset"])
+def test_a_source_streaming_in_the_outage_then_stopping_or_resetting_drives_with_its_next_command(make_rig, let_go):
+    """Its own stop or reset after streaming in the outage re-engages it, as a zero does."""
+    rig = make_rig()
+    refused: list[str] = []
+    _outage(rig, refused)
+    rig.loop.submit("artex", BaseVelocity(0.0, 0.0))
+    rig.loop.submit("artex", BaseVelocity(0.5, 0.0))      # streams in the outage...
+    rig.loop.submit("artex", let_go)                      # ...then stops (or resets) before it ends
+    sent = rig.clock.t
+    n = len(refused)
+    rig.sim.motor_emulator.replug()
+    deadline = time.monotonic() + 15.0
+    while rig.hw.motor.state != "ok" and time.monotonic() < deadline:
+        rig.clock.t += 0.0005                             # the loop ticks on; little virtual time passes
+        rig.loop.tick(rig.clock.t)
+        time.sleep(0.01)
+    _tick(rig, 3)
+    assert rig.clock.t - sent < 0.5                       # the 0.5 it streamed is still fresh at the end
+    _stream(rig, BaseVelocity(0.5, 0.0), refused)
+    assert len(refused) == n, refused[n:]
     rig.loop.submit("artex", BaseVelocity(0.5, 0.0))
     _tick(rig, 2)
     assert rig.duty[0] > 0.0
