@@ -29,11 +29,12 @@ due within ``1 / feedback_hz`` of it.
 
 With ``zero_at_open`` (the motor's ``on_open`` writes a zero duty, as agent/devices/hardware.py's
 does), a controller reopened since a failed write counts as answering (:meth:`MotorIO.post`: it
-acknowledged that zero; the control loop sees it answer at the first tick that finds it open), and before the first duty is posted (the
-control loop's first tick) the worker keeps the zero written every ``refresh_s`` on its own: a controller with its own watchdog (the line firmware's
-``T``, the RoboClaw's serial timeout) is fed from its open on, while the other devices open and the
-control loop starts (docs/line-protocol.md, "Host behaviour"), so its watchdog does not trip at
-every start. A zero is all it writes; the first post ends it for good.
+acknowledged that zero; the control loop sees it answer at the first tick that finds it open), and
+before the first duty is posted (the control loop's first tick) the worker keeps the zero written
+every ``refresh_s`` on its own: a controller with its own watchdog (the line firmware's ``T``, the
+RoboClaw's serial timeout) is fed from its open on, while the other devices open and the control
+loop starts (docs/line-protocol.md, "Host behaviour"), so its watchdog does not trip at every
+start. A zero is all it writes; the first post ends it for good.
 
 Bounds (docs/architecture.md, "Hardware"): a posted duty waits at most for the
 one transaction in progress. The worker takes a pending duty before every
