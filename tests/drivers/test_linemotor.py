@@ -323,7 +323,7 @@ def test_non_finite_duty_is_rejected_and_nothing_is_sent(rig, physics):
     assert len(emu.received()) == sent
 
 
-# ---------------------------------------------------------------------- firmware watchdog trips, as the driver sees them
+# ------------------------------------------------------------------ firmware watchdog trips, as the driver counts them
 
 def test_a_trip_seen_in_the_status_is_counted_and_logged_once(rig, physics, caplog):
     emu, drv = rig({"firmware_timeout_s": 0.2})
