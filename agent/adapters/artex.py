@@ -260,13 +260,14 @@ class ArtexAdapter:
         level = logging.INFO if isinstance(problem, CommandDeclined) else logging.WARNING
         self._throttle.log(level, (SOURCE, what, reason), "ARTEX: rejected %s: %s", what, problem)
 
-    def _on_fault(self, kind: str, detail: str) -> None:
-        """A hub message the client discarded (artex_client.HubClient): counted, logged once per kind."""
+    def _on_fault(self, kind: str, detail: str, what: str = "") -> None:
+        """A hub message the client discarded (artex_client.HubClient): counted, logged once per kind
+        (``what`` of those held back named in the next line: ``key 'vx'``)."""
         self.counters["received"] += 1
         self.counters["rejected"] += 1
         self.counters[f"fault_{kind}"] += 1
         self._throttle.log(logging.WARNING, (SOURCE, "fault", kind), "ARTEX: discarded a message from the hub "
-                           "(%s): %s", kind, detail)
+                           "(%s): %s", kind, detail, detail=what)
 
     # ------------------------------------------------------------------ handlers
     async def _on_connect(self) -> None:
