@@ -84,6 +84,22 @@ def _import_all(names: list[str]) -> None:
         importlib.import_module(name)
 
 
+async def _cancel_bounded(tasks: list[asyncio.Task]) -> None:
+    """Cancel ``tasks`` and wait for them at most :data:`ADAPTER_STOP_S`; one that does not end is
+    logged and left behind (the shutdown goes on without it)."""
+    for task in tasks:
+        task.cancel()
+    if not tasks:
+        return
+    done, pending = await asyncio.wait(tasks, timeout=ADAPTER_STOP_S)
+    for task in pending:
+        log.error("task %s did not stop within %.0f s of cancellation; shutting down without it",
+                  task.get_name(), ADAPTER_STOP_S)
+    for task in done:
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            task.result()
+
+
 def _freeze_startup_objects() -> None:
     """What startup built lives as long as the agent: keep it out of every later collection, so a
     full one scans only newer objects (scripts/bench_pi.py: gc pauses). Then the collector runs
@@ -274,21 +290,9 @@ class Agent:
             self._gc_freeze.cancel()
         if self._started:
             await asyncio.to_thread(self.control.close, ZERO_CONFIRM_S)
-        for task in self._recorder_tasks:   # before the links close: a shutdown is no lost link
-            task.cancel()
-        await asyncio.gather(*self._recorder_tasks, return_exceptions=True)
+        await _cancel_bounded(self._recorder_tasks)   # before the links close: a shutdown is no lost link
         self._recorder_tasks = []
-        for task in self._tasks:
-            task.cancel()
-        if self._tasks:
-            # bounded: an adapter stuck in its peer library must not keep the motors from stopping
-            done, pending = await asyncio.wait(self._tasks, timeout=ADAPTER_STOP_S)
-            for task in pending:
-                log.error("adapter task %s did not stop within %.0f s of cancellation; shutting down without it",
-                          task.get_name(), ADAPTER_STOP_S)
-            for task in done:
-                with contextlib.suppress(asyncio.CancelledError, Exception):
-                    task.result()
+        await _cancel_bounded(self._tasks)   # an adapter stuck in its peer library must not hold the exit
         self._tasks.clear()
         await asyncio.to_thread(self.recorder.close)
         if self.video is not None:

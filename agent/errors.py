@@ -42,14 +42,18 @@ class CommandError(RobotError, ValueError):
     Attributes:
         source: the command source name (``artex``, ``sim2bot``, ``robot_msg``...).
         reason: short counter key (``invalid``, ``non_finite``, ``declined``...).
+        detail: what tells this error from others of its reason in a rate-limited log's summary
+            (``key 'vx'``, ``70000 bytes``: agent.support.ratelimit.RateLimitedLog), or ""; may hold a
+            peer's text: escape it where it is shown (RateLimitedLog does).
     """
 
     default_reason = "invalid"
 
-    def __init__(self, message: str, source: str = "", reason: str = "") -> None:
+    def __init__(self, message: str, source: str = "", reason: str = "", *, detail: str = "") -> None:
         super().__init__(message)
         self.source = source
         self.reason = reason or self.default_reason
+        self.detail = detail
 
 
 class CommandRejected(CommandError):

@@ -9,10 +9,13 @@
    3 s + 0.5 s close (bound 5.5 s).
 2. stop latency: the hub emits ``{"com": "stop"}`` while ARTEX drives; ms until the motor emulator
    has zero duty, over a plain loopback link, after a broken binary packet (``51-/robot,[...]``),
-   and over a 1 Mbit/s link (``rate_bps=125_000``) with video streaming.
+   and over a 1 Mbit/s link (``rate_bps=125_000``) with video streaming; and the stop sent as raw
+   packets with a key given twice (``{"com":"stop","com":"forward"}``), as a text event and as a
+   binary event with one attachment (docs/artex.md, ``repeated_key``).
 3. SIGTERM to exit of ``python -m agent run`` with ARTEX connected and with a hung Sim2Bot bridge.
 
-Usage: ``.venv/bin/python scripts/bench_links.py [--rounds N]``. The machine is shared: figures move
+Usage: ``.venv/bin/python scripts/bench_links.py [--rounds N] [--stops-only]`` (``--stops-only``: the
+plain and repeated-key stops, ~5 s a round each). The machine is shared: figures move
 with the load of other processes.
 """
 
@@ -84,7 +87,14 @@ async def sim2bot_blackhole() -> tuple[float, float, float]:
                 return await outage(proxy, agent, up, up)
 
 
-async def stop_latency(rounds: int, rate_bps: float | None, junk: str | None) -> list[float]:
+#: a stop with a key given twice, as raw packets: a text event, and a binary event then its attachment
+TEXT_STOP = ('2/robot,["command",{"author":"x","payload":{"com":"stop","com":"forward"}}]',)
+BINARY_STOP = ('51-/robot,["command",{"author":"x","payload":{"com":"stop","com":"forward"},'
+               '"blob":{"_placeholder":true,"num":0}}]', b"\x00\x01")
+
+
+async def stop_latency(rounds: int, rate_bps: float | None, junk: str | None,
+                       raw_stop: tuple[str | bytes, ...] = ()) -> list[float]:
     async with ArtexHub(ready_delay_s=0.05) as hub, TcpProxy("127.0.0.1", hub.port, rate_bps=rate_bps) as proxy:
         params = artex_params(hub, max_send_freq=0.05, **LONG)
         params["port"] = proxy.port
@@ -98,7 +108,10 @@ async def stop_latency(rounds: int, rate_bps: float | None, junk: str | None) ->
                 if junk is not None:
                     await hub.send_packet(junk)
                 t0 = time.perf_counter()
-                await hub.command({"com": "stop"})
+                for packet in raw_stop:
+                    await hub.send_packet(packet)
+                if not raw_stop:
+                    await hub.command({"com": "stop"})
                 await wait_for(lambda: agent.physics.duty == [0.0, 0.0], 5, 0.001)
                 took.append(time.perf_counter() - t0)
                 await asyncio.sleep(agent.cfg.source_timeout_s("artex") + 0.1)  # every round from rest
@@ -129,6 +142,12 @@ async def shutdowns() -> tuple[float, float]:
     return artex, hung
 
 
+async def stops(rounds: int) -> None:
+    print(f"ARTEX stop, plain loopback: {ms(await stop_latency(rounds, None, None))}")
+    print(f"ARTEX stop with a key given twice, text event: {ms(await stop_latency(rounds, None, None, TEXT_STOP))}")
+    print(f"ARTEX stop with a key given twice, binary event: {ms(await stop_latency(rounds, None, None, BINARY_STOP))}")
+
+
 async def main(rounds: int) -> None:
     dead, stopped, back = await artex_blackhole()
     print(f"ARTEX black-hole (ping_interval_s 4, bound 6 s): declared dead {dead:.2f} s, tank stopped "
@@ -147,4 +166,6 @@ async def main(rounds: int) -> None:
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=10)
-    asyncio.run(main(parser.parse_args().rounds))
+    parser.add_argument("--stops-only", action="store_true", help="only the stop latencies (plain, repeated keys)")
+    args = parser.parse_args()
+    asyncio.run(stops(args.rounds) if args.stops_only else main(args.rounds))

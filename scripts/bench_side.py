@@ -37,6 +37,10 @@ on the capture thread): a change that cuts CPU or wake-ups must deliver the same
 ``--before TREE``: another checkout (``git worktree add /tmp/before <commit>``, this script
 copied into its ``scripts/``) runs in turn with this one in every run: before/after.
 
+``BENCH_SIDE_PROFILE=PATH`` in the environment: the agent's event loop thread runs under cProfile
+(on its thread CPU time) through the window and its stats go to ``PATH.all`` / ``PATH.idle``
+(``python -m pstats``); the profiler's own cost inflates that run's figures.
+
 Usage: ``scripts/bench_side.py [--window 20] [--runs 3] [--before TREE]`` (~30 s per agent run at
 the default window, plus one idle run per tree: ~2 min for 3 runs, ~4 min with ``--before``;
 the one-minute load average is printed beside every row).
@@ -126,7 +130,15 @@ async def child(ports: dict, window_s: float, video: bool, out: str) -> None:
         emu0 = emulators()
         _, _, t0 = task_figures("self")
         start = time.monotonic()
+        profile = os.environ.get("BENCH_SIDE_PROFILE")    # the event loop thread's CPU by function
+        if profile:
+            import cProfile
+            prof = cProfile.Profile(time.thread_time)
+            prof.enable()
         await asyncio.sleep(window_s)
+        if profile:
+            prof.disable()
+            prof.dump_stats(f"{profile}.{'all' if video else 'idle'}")
         rss, _, t1 = task_figures("self")
         window = time.monotonic() - start
         emu1 = emulators()

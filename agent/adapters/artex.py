@@ -168,8 +168,8 @@ class ArtexAdapter:
         self._end_reason = ""
         timeout = self._cfg.artex.connect_timeout_s
         try:  # the outer bound also covers a hub that never answers the TCP handshake
-            await asyncio.wait_for(client.connect(self.url, auth=self.passport(), namespaces=[NAMESPACE],
-                                                  wait_timeout=timeout), 2 * timeout)
+            async with asyncio.timeout(2 * timeout):
+                await client.connect(self.url, auth=self.passport(), namespaces=[NAMESPACE], wait_timeout=timeout)
         except Exception as err:  # any failure of the library's connect (a truncated HTTP answer raises
             # aiohttp.ClientPayloadError or RuntimeError) is a failed attempt, retried with backoff
             self.counters["connect_failures"] += 1
@@ -216,7 +216,8 @@ class ArtexAdapter:
         assert self._gone is not None
         while not self._gone.is_set():
             with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(self._gone.wait(), 1.0)
+                async with asyncio.timeout(1.0):
+                    await self._gone.wait()
             if not client.connected and not self._gone.is_set():
                 self._link_lost("transport closed")
 
@@ -259,13 +260,14 @@ class ArtexAdapter:
         level = logging.INFO if isinstance(problem, CommandDeclined) else logging.WARNING
         self._throttle.log(level, (SOURCE, what, reason), "ARTEX: rejected %s: %s", what, problem)
 
-    def _on_fault(self, kind: str, detail: str) -> None:
-        """A hub message the client discarded (artex_client.HubClient): counted, logged once per kind."""
+    def _on_fault(self, kind: str, detail: str, what: str = "") -> None:
+        """A hub message the client discarded (artex_client.HubClient): counted, logged once per kind
+        (``what`` of those held back named in the next line: ``key 'vx'``)."""
         self.counters["received"] += 1
         self.counters["rejected"] += 1
         self.counters[f"fault_{kind}"] += 1
         self._throttle.log(logging.WARNING, (SOURCE, "fault", kind), "ARTEX: discarded a message from the hub "
-                           "(%s): %s", kind, detail)
+                           "(%s): %s", kind, detail, detail=what)
 
     # ------------------------------------------------------------------ handlers
     async def _on_connect(self) -> None:

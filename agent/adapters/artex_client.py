@@ -24,11 +24,12 @@ Engine.IO message before python-socketio sees it:
 - a JSON object that gives a key twice (``{"vx": 0, "vx": 0.9}``) is refused, never read as its
   last value (agent.support.jsonkeys); a ``command`` event that is a stop in either reading (the
   first or the last value of each repeated key) is handed on as that stop (stop always wins), with
-  a WARNING naming the key;
+  a WARNING naming the key; the same for a stop sent as a binary event, once its attachments came;
 - anything that still raises (decoding, a handler) is caught.
 
 Every such fault is reported as ``on_fault(kind, detail)`` (the adapter logs it
-once per kind and counts it); ``detail`` is already escaped and clipped.
+once per kind and counts it); ``detail`` is already escaped and clipped. A repeated key adds a third
+argument, ``key 'vx'``: the adapter's next line of the kind names those it held back.
 """
 
 from __future__ import annotations
@@ -62,7 +63,7 @@ RESERVED_EVENTS = frozenset({"connect", "connect_error", "disconnect", "__discon
 #: A session the hub ends (server-side disconnect) within this long of connecting counts as a kick, s.
 KICK_WINDOW_S = 30.0
 
-Fault = Callable[[str, str], None]
+Fault = Callable[..., None]
 #: ``is_stop_event(data)``: whether an event (``[name, *args]``) is a stop the robot must obey
 StopCheck = Callable[[list], bool]
 
@@ -240,21 +241,30 @@ class HubClient(HookedAsyncClient):
             self._on_fault(problem[0], f"{problem[1]}: {safe(data, 80)}")
             return
         if pkt.packet_type in (sio_packet.BINARY_EVENT, sio_packet.BINARY_ACK):
-            self.pending_binary = pkt
-            self._binary_timer = asyncio.get_running_loop().call_later(
-                self._attachment_wait_s, self._drop_binary, "its attachments did not come in time", pkt)
+            self._await_attachments(pkt)
             return
         await self.library_eio_message(data)
 
+    def _await_attachments(self, pkt: sio_packet.Packet) -> None:
+        """A checked binary packet waits for its attachments (at most ``attachment_wait_s``)."""
+        self.pending_binary = pkt
+        self._binary_timer = asyncio.get_running_loop().call_later(
+            self._attachment_wait_s, self._drop_binary, "its attachments did not come in time", pkt)
+
     async def _repeated_key(self, data: str, err: RepeatedKey) -> None:
-        """A text packet with a key given twice: refused, unless it is a stop in either reading."""
+        """A packet with a key given twice: refused, unless it is a stop event in either reading; a stop
+        sent as a binary event (type 5) then waits for its attachments as any binary event does."""
         stop = self._stop_reading(data)
+        what = f"key '{err.key}'"                 # escaped where it is logged (RateLimitedLog)
         if stop is None:
-            self._on_fault("repeated_key", f"{err}: {safe(data, 80)}")
+            self._on_fault("repeated_key", f"{err}: {safe(data, 80)}", what)
             return
         self._warn.log(logging.WARNING, "repeated_key_stop", "ARTEX: %s; the stop in it is obeyed (stop always "
-                       "wins): %s", err, safe(data, 80))
-        await self.dispatch_event(stop.namespace, stop.id, stop.data)
+                       "wins): %s", err, safe(data, 80), detail=what)
+        if stop.packet_type == sio_packet.BINARY_EVENT:
+            self._await_attachments(stop)
+        else:
+            await self.dispatch_event(stop.namespace, stop.id, stop.data)
 
     def _stop_reading(self, data: str) -> sio_packet.Packet | None:
         """The reading of ``data`` that is a stop event (first or last value of each repeated key), or None."""
@@ -265,7 +275,7 @@ class HubClient(HookedAsyncClient):
                 pkt = reading(encoded_packet=data)
             except (ValueError, RecursionError):
                 return None
-            if (pkt.packet_type == sio_packet.EVENT and self._problem(pkt) is None
+            if (pkt.packet_type in (sio_packet.EVENT, sio_packet.BINARY_EVENT) and self._problem(pkt) is None
                     and self._is_stop_event(pkt.data)):
                 return pkt
         return None
@@ -341,7 +351,8 @@ class HubClient(HookedAsyncClient):
             await self._drop_transport()
             return
         try:
-            await asyncio.wait_for(self.disconnect(), timeout_s)
+            async with asyncio.timeout(timeout_s):
+                await self.disconnect()
         except (TimeoutError, OSError, socketio.exceptions.SocketIOError) as err:
             log.debug("ARTEX: polite disconnect failed (%s); dropping the transport", type(err).__name__)
         except asyncio.CancelledError:

@@ -48,7 +48,7 @@ from pydantic import ValidationError
 
 from agent.adapters.artex_commands import WebSettings, describe
 from agent.support.atomicfile import write_text_atomically
-from agent.config import AgentConfig, problems_of, read_text
+from agent.config import BOM, AgentConfig, problems_of, read_text
 from agent.errors import CommandRejected, ConfigError
 from agent.support.jsonkeys import unique_keys
 
@@ -183,7 +183,8 @@ def _indent_of(text: str) -> str | None:
 
 
 def persist_settings(path: str | os.PathLike[str], changes: Mapping[str, Any]) -> None:
-    """Write whitelisted changes into params.json atomically, keeping every other key and the key order.
+    """Write whitelisted changes into params.json atomically, keeping every other key, the key order,
+    the indentation and a leading UTF-8 byte order mark (:data:`agent.config.BOM`).
 
     Reads the raw JSON (not the model, so defaults are not written out), updates the keys at
     their :data:`WEB_SETTINGS` locations (a missing section is appended), writes a temporary
@@ -203,8 +204,9 @@ def persist_settings(path: str | os.PathLike[str], changes: Mapping[str, Any]) -
     p = Path(path)
     real = Path(os.path.realpath(p))
     try:
-        text = read_text(real)                  # as the agent reads it at start: a FIFO or device refused
-        data = json.loads(text, object_pairs_hook=unique_keys)
+        text = read_text(real, keep_bom=True)   # as the agent reads it at start: a FIFO or device refused
+        bom = BOM if text.startswith(BOM) else ""   # a BOM (Notepad's) stays: the file keeps its form
+        data = json.loads(text[len(bom):], object_pairs_hook=unique_keys)
     except ValueError as err:                   # ConfigError, JSONDecodeError, RepeatedKey
         raise ConfigError(f"{p}: cannot update settings: {err}") from err
     if not isinstance(data, dict):
@@ -217,7 +219,7 @@ def persist_settings(path: str | os.PathLike[str], changes: Mapping[str, Any]) -
             if not isinstance(target, dict):
                 raise ConfigError(f"{p}: section {section[0]!r} must be an object")
         target[field] = value
-    out = json.dumps(data, indent=_indent_of(text), ensure_ascii=False) + "\n"
+    out = bom + json.dumps(data, indent=_indent_of(text), ensure_ascii=False) + "\n"
     _atomic_write(real, out)
 
 

@@ -282,7 +282,8 @@ class VideoDelivery:
     @staticmethod
     async def _acked(acked: asyncio.Future, wait_s: float) -> bool:
         try:
-            await asyncio.wait_for(asyncio.shield(acked), wait_s)
+            async with asyncio.timeout(wait_s):
+                await asyncio.shield(acked)
         except TimeoutError:
             return False
         return True

@@ -256,7 +256,8 @@ class Sim2botAdapter:
             return "camera"
         except CommandError as err:  # bad input, or a subscription the streams refuse
             self._counters["rejected"] += 1
-            self._warn.log(logging.WARNING, self._key(kind, err), "sim2bot: rejected %s: %s", kind, err)
+            self._warn.log(logging.WARNING, self._key(kind, err), "sim2bot: rejected %s: %s", kind, err,
+                           detail=err.detail)
             return "rejected"
 
     def _formats_elsewhere(self, link: RoomLink, camera: str) -> set:

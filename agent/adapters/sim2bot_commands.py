@@ -142,13 +142,14 @@ def decode(raw: object, max_bytes: int) -> dict[str, Any]:
     if not isinstance(raw, str):
         raise CommandRejected(f"message must be text, got {type(raw).__name__}")
     if len(raw) > max_bytes or len(raw.encode("utf-8", "surrogatepass")) > max_bytes:
-        raise CommandRejected(f"message of {len(raw)} characters exceeds max_message_bytes={max_bytes}")
+        size = len(raw.encode("utf-8", "surrogatepass"))       # (refused: encoded once more, in bytes)
+        raise CommandRejected(f"message of {size} bytes exceeds max_message_bytes={max_bytes}", detail=f"{size} bytes")
     try:
         data = json.loads(raw, object_pairs_hook=unique_keys)
     except RecursionError as err:
         raise CommandRejected("message nests too deeply") from err
     except RepeatedKey as err:
-        raise CommandRejected(str(err)) from err
+        raise CommandRejected(str(err), detail=f"key '{err.key}'") from err   # escaped where logged
     except ValueError as err:
         raise CommandRejected(f"message is not valid JSON: {err}") from err
     if not isinstance(data, dict):

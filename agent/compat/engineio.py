@@ -57,8 +57,10 @@ async def drop_transport(eio: Any, close_timeout_s: float = 0.2) -> None:
     ws, http = websocket(eio), eio.http
     with contextlib.suppress(Exception):  # the peer's state is unknown; close what is left, quietly
         if ws is not None and not ws.closed:
-            await asyncio.wait_for(ws.close(), close_timeout_s)
+            async with asyncio.timeout(close_timeout_s):
+                await ws.close()
     with contextlib.suppress(Exception):
         if http is not None and not http.closed:
-            await asyncio.wait_for(http.close(), close_timeout_s)
+            async with asyncio.timeout(close_timeout_s):
+                await http.close()
     eio.http = None

@@ -62,7 +62,7 @@ from agent.config.video import VideoConfig
 from agent.errors import ConfigError
 from agent.support.readfile import read_regular
 
-__all__ = ["AgentConfig", "ConfigError", "foreign_keys", "load", "loads", "log_level", "problems_of", "read_text"]
+__all__ = ["BOM", "AgentConfig", "ConfigError", "foreign_keys", "load", "loads", "log_level", "problems_of", "read_text"]
 
 #: The SDK's ``logger_level`` values that are not logging level names, mapped onto levels.
 SDK_LEVELS = {"all": logging.INFO, "skip_todo": logging.INFO}
@@ -373,19 +373,24 @@ def load(path: str | os.PathLike[str]) -> AgentConfig:
     return loads(read_text(path), str(path))
 
 
-def read_text(path: str | os.PathLike[str]) -> str:
+#: the UTF-8 byte order mark Windows editors (Notepad) write at the start of a file, as text
+BOM = "\ufeff"
+
+
+def read_text(path: str | os.PathLike[str], *, keep_bom: bool = False) -> str:
     """The text of a params.json file: a regular file (agent.support.readfile) of at most
-    :data:`MAX_CONFIG_BYTES`, UTF-8. Raises ConfigError naming the problem."""
+    :data:`MAX_CONFIG_BYTES`, UTF-8 with or without a leading byte order mark (:data:`BOM`: dropped,
+    unless ``keep_bom``, for a writer that keeps the file's form). Raises ConfigError naming the problem."""
     p = Path(path)
     try:
         raw = read_regular(p, MAX_CONFIG_BYTES + 1)
         if len(raw) > MAX_CONFIG_BYTES:
             raise ConfigError(f"{p}: larger than {MAX_CONFIG_BYTES} bytes; not a params.json",
                               [("$", f"larger than {MAX_CONFIG_BYTES} bytes")])
-        text = raw.decode("utf-8")
+        text = raw.decode("utf-8")             # (not utf-8-sig: an error's byte offset counts the BOM)
     except OSError as err:
         raise ConfigError(f"{p}: cannot read: {err.strerror}", [("$", f"cannot read {p}: {err.strerror}")]) from err
     except UnicodeDecodeError as err:
         where = f"byte {err.start}: {err.reason}"
         raise ConfigError(f"{p}: not UTF-8 text ({where})", [("$", f"not UTF-8 text ({where})")]) from err
-    return text
+    return text if keep_bom or not text.startswith(BOM) else text[1:]

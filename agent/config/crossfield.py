@@ -9,7 +9,9 @@ problem as ``(json_path, message)``:
 - a servo joint's ``min_rad`` below its ``max_rad``, ``home_rad`` within them;
 - a servo channel (joints and gripper) and a joint name used once;
 - a camera id used once; ``console.camera`` names a configured camera;
-- two I2C devices on one bus at different addresses (shown in hex).
+- two I2C devices on one bus at different addresses (shown in hex);
+- ``recorder.dir`` is a directory or can be made one (agent.config.recorder.dir_problem: the one check
+  here that reads the file system).
 
 The models keep their own validators (a model built in code stays consistent);
 :func:`agent.config.loads` drops their one-at-a-time reports in favour of these.
@@ -20,6 +22,7 @@ from __future__ import annotations
 import typing
 from typing import Any
 
+from agent.config.recorder import dir_problem
 from drivers.config import KINDS
 from drivers.transport import bus_key
 
@@ -134,4 +137,7 @@ def problems(data: dict[str, Any]) -> list[tuple[str, str]]:
         out += _joints(servo, "$.drivers.servo")
     out += _i2c(drivers)
     out += _cameras(data, drivers)
+    why = dir_problem(data.get("recorder"))
+    if why:
+        out.append(("$.recorder.dir", why))
     return out

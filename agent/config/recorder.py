@@ -8,7 +8,10 @@ reads back up to its last whole chunk and an export sees data at most ``chunk_ma
 
 from __future__ import annotations
 
+import os
+import stat
 from pathlib import Path
+from typing import Any
 
 from pydantic import Field
 
@@ -53,3 +56,31 @@ class RecorderConfig(Section):
             return Path(self.dir)
         state = state_directory()
         return state / STATE_SUBDIR if state else None
+
+
+def dir_problem(recorder: Any) -> str | None:
+    """Why the raw ``recorder`` section's ``dir`` cannot hold the recordings, or None: the path, or the
+    nearest part of it that exists, is not a directory (a regular file named as ``dir`` passes the
+    field checks and fails only at run time, when the recorder makes the directory). Not checked
+    with ``enabled`` false (the path is not used). Relative paths are taken from the working
+    directory, as ``robot-agent run`` takes them. Reads the file system (``stat``)."""
+    if not isinstance(recorder, dict) or recorder.get("enabled") is False:
+        return None
+    value = recorder.get("dir")
+    if not isinstance(value, str) or not value or "\0" in value:
+        return None                     # the field check reports a wrong type
+    path = Path(value)
+    for part in (path, *path.parents):
+        try:
+            mode = os.stat(part).st_mode
+        except (FileNotFoundError, NotADirectoryError):
+            continue                    # made at start (parents too), or a file on the way: found further up
+        except OSError:
+            return None                 # not for us to judge (permissions: the service's user differs)
+        if stat.S_ISDIR(mode):
+            return None
+        kind = "a regular file" if stat.S_ISREG(mode) else "not a directory"
+        if part == path:
+            return f"{value!r} is {kind}, not a directory: the recordings need a directory of their own"
+        return f"{value!r} cannot be made: {str(part)!r} on its way is {kind}, not a directory"
+    return None

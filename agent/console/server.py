@@ -24,7 +24,7 @@ from aiohttp import web
 from agent.config import AgentConfig
 from agent.console.auth import TokenGate, refusal
 from agent.console.messages import SOURCE, Limits
-from agent.console.session import Session
+from agent.console.session import WS_MAX_BYTES, Session
 from agent.control.safety import describe_halt
 from agent.errors import CommandDeclined
 from agent.ports import LinkStatus
@@ -35,8 +35,10 @@ from agent.video import FrameFormat
 log = logging.getLogger(__name__)
 
 STATIC = Path(__file__).resolve().parent / "static"
-#: Largest WebSocket message aiohttp reads at all; ``console.max_message_bytes`` is checked after.
-WS_MAX_MSG = 64 * 1024
+#: aiohttp's ``max_msg_size`` for the tab's WebSocket: one more than the largest message it reads
+#: (agent.console.session.WS_MAX_BYTES), as aiohttp refuses a message of exactly ``max_msg_size`` bytes
+#: (its check is ``>=``; its close text then read "Message size 65536 exceeds limit 65536")
+WS_MAX_MSG = WS_MAX_BYTES + 1
 #: Ping period of the tab's WebSocket, s: a silent dead peer is closed (and released) after ~2 of these.
 WS_HEARTBEAT_S = 2.0
 #: How long shutdown (and one close handshake) waits for open tabs to close, s.

@@ -27,9 +27,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import re
 from typing import TYPE_CHECKING, Any
 
-from aiohttp import WSMsgType, web
+from aiohttp import WSCloseCode, WSMsgType, web
 
 from agent.console.messages import SOURCE, Drive, EStop, FrameReady, ReleaseEStop, TakeControl, decode, parse
 from agent.console.state import state_message
@@ -43,6 +44,10 @@ if TYPE_CHECKING:
     from agent.console.server import Console
 
 log = logging.getLogger(__name__)
+
+#: Largest WebSocket message of a tab read at all, bytes (``console.max_message_bytes``, at most this,
+#: is checked after); a larger one closes the tab with 1009, as aiohttp cannot skip it
+WS_MAX_BYTES = 64 * 1024
 
 
 class Session:
@@ -86,14 +91,20 @@ class Session:
                     await task
 
     def _closed_on_error(self, err: object) -> None:
-        """aiohttp closed the tab's WebSocket on ``err`` (a message over ``WS_MAX_MSG``: 1009, or a
-        protocol error: 1002): it cannot skip such a frame, so the tab ends; counted and said."""
+        """aiohttp closed the tab's WebSocket on ``err`` (a message over :data:`WS_MAX_BYTES`: 1009, or a
+        protocol error: 1002): it cannot skip such a frame, so the tab ends; counted and said (a message's
+        size in the agent's own words and limit: aiohttp's text gives its ``max_msg_size``, one more)."""
         console = self.console
         console.counters["received"] += 1
         console.counters["rejected"] += 1
+        size = re.match(r"Message size (\d+) exceeds limit", str(err))
+        if getattr(err, "code", None) == WSCloseCode.MESSAGE_TOO_BIG and size:
+            why, detail = f"message of {size[1]} bytes, over the {WS_MAX_BYTES}-byte limit (1009)", f"{size[1]} bytes"
+        else:
+            why, detail = safe(str(err), 200), str(err)   # (a detail is escaped where logged)
         console.warn.log(logging.WARNING, ("closed", self.peer, type(err).__name__),
                          "console: rejected message from %s: %s; the tab's connection is closed",
-                         self.peer, safe(str(err), 200))
+                         self.peer, why, detail=detail)
 
     async def _handle(self, raw: object) -> None:
         console = self.console
@@ -103,7 +114,8 @@ class Session:
         except CommandError as err:
             console.counters["rejected"] += 1
             console.warn.log(logging.WARNING, ("rejected", self.peer, err.reason),  # by reason, not text
-                             "console: rejected message from %s: %s", self.peer, safe(str(err), 200))
+                             "console: rejected message from %s: %s", self.peer, safe(str(err), 200),
+                             detail=err.detail)
             self._spawn(self._send_json({"type": "error", "message": f"rejected: {err}"}))
             return
         if isinstance(parsed, FrameReady):

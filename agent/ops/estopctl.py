@@ -117,7 +117,8 @@ class ControlServer:
         if self._server is not None:
             self._server.close()
             with contextlib.suppress(Exception):
-                await asyncio.wait_for(self._server.wait_closed(), 1.0)
+                async with asyncio.timeout(1.0):
+                    await self._server.wait_closed()
             self._server = None
             with contextlib.suppress(OSError):
                 self.path.unlink(missing_ok=True)
@@ -126,14 +127,16 @@ class ControlServer:
         peer = _peer(writer)
         try:
             try:
-                line = await asyncio.wait_for(reader.readline(), IO_TIMEOUT_S)
+                async with asyncio.timeout(IO_TIMEOUT_S):
+                    line = await reader.readline()
                 reply = self.handle(line, peer)
             except (ValueError, asyncio.LimitOverrunError):
                 reply = _bad(peer, f"request longer than {MAX_LINE} bytes")
             except asyncio.TimeoutError:
                 reply = _bad(peer, f"no request line within {IO_TIMEOUT_S:.0f} s")
             writer.write(json.dumps(reply).encode() + b"\n")
-            await asyncio.wait_for(writer.drain(), IO_TIMEOUT_S)
+            async with asyncio.timeout(IO_TIMEOUT_S):
+                await writer.drain()
         except (OSError, asyncio.TimeoutError) as err:
             log.info("control socket: %s left early (%s)", peer, err)
         finally:

@@ -1,6 +1,7 @@
-"""The recorder's two small tasks on the event loop: link states and camera frames.
+"""What feeds the recorder thread: its bounded queues (:class:`BoundedQueue`), the log tap
+(:class:`LogTap`), and its two small tasks on the event loop: link states and camera frames.
 
-Both only read and await (an adapter's ``status()``, the video hub's ``next_encoded``) and hand what
+The tasks only read and await (an adapter's ``status()``, the video hub's ``next_encoded``) and hand what
 they got to the recorder's bounded queues; the recorder thread does the rest (agent.recorder.recorder).
 Their pauses end on the event loop's shared wake-up grid (agent.support.beat).
 """
@@ -10,11 +11,49 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections import deque
 from typing import Any
 
 from agent.support import beat
 
 log = logging.getLogger(__name__)
+
+
+class BoundedQueue:
+    """A bounded deque whose producers never wait: a full queue drops the new item and counts it."""
+
+    def __init__(self, size: int) -> None:
+        self.items: deque[Any] = deque()
+        self.size = size
+        self.dropped = 0
+
+    def put(self, item: Any) -> None:
+        if len(self.items) >= self.size:
+            self.dropped += 1
+        else:
+            self.items.append(item)
+
+    def take(self) -> list[Any]:
+        out = []
+        pop = self.items.popleft
+        for _ in range(len(self.items)):
+            out.append(pop())
+        return out
+
+
+class LogTap(logging.Handler):
+    """Queues records at WARNING and above for the recorder (never blocks)."""
+
+    def __init__(self, queue: BoundedQueue) -> None:
+        super().__init__(logging.WARNING)
+        self.queue = queue
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            self.queue.put((record, record.getMessage()))
+        except Exception:  # noqa: BLE001 - a bad format string must not reach the caller
+            self.queue.put((record, str(record.msg)))
+
 
 #: link states are read this often, s (each read builds every adapter's status(); a state lasting less may go unseen)
 LINK_POLL_S = 0.25

@@ -6,7 +6,7 @@ Nothing here runs on the control thread or the event loop except appends to boun
   recorder thread reads them after the fact, every :data:`POLL_S`;
 - commands and their verdicts: ``ControlLoop.on_command`` calls :meth:`Recorder.command` on the
   submitter's thread, which appends to a bounded deque (a full queue drops and counts);
-- log records at WARNING and above: :class:`_LogTap`, a logging handler that appends likewise;
+- log records at WARNING and above: :class:`agent.recorder.feeds.LogTap`, a logging handler that appends likewise;
 - link states: :meth:`Recorder.watch_links`, a task on the event loop that reads every adapter's
   ``status()`` every :data:`LINK_POLL_S` and queues the changes;
 - camera frames: :meth:`Recorder.watch_camera`, a task on the event loop that awaits the video hub's
@@ -82,42 +82,6 @@ class Counts:
         self.lateness[-1] += 1
 
 
-class _Queue:
-    """A bounded deque whose producers never wait: a full queue drops the new item and counts it."""
-
-    def __init__(self, size: int) -> None:
-        self.items: deque[Any] = deque()
-        self.size = size
-        self.dropped = 0
-
-    def put(self, item: Any) -> None:
-        if len(self.items) >= self.size:
-            self.dropped += 1
-        else:
-            self.items.append(item)
-
-    def take(self) -> list[Any]:
-        out = []
-        pop = self.items.popleft
-        for _ in range(len(self.items)):
-            out.append(pop())
-        return out
-
-
-class _LogTap(logging.Handler):
-    """Queues records at WARNING and above for the recorder (never blocks)."""
-
-    def __init__(self, queue: _Queue) -> None:
-        super().__init__(logging.WARNING)
-        self.queue = queue
-
-    def emit(self, record: logging.LogRecord) -> None:
-        try:
-            self.queue.put((record, record.getMessage()))
-        except Exception:  # noqa: BLE001 - a bad format string must not reach the caller
-            self.queue.put((record, str(record.msg)))
-
-
 class Recorder:
     """The flight recorder of one agent; see the module docstring.
 
@@ -138,11 +102,11 @@ class Recorder:
         self.directory = directory or (rc.directory() if rc.enabled else None)
         self.counts = Counts()
         self.incidents: deque[Incident] = deque(maxlen=KEEP_INCIDENTS)
-        self._commands = _Queue(rc.queue_size)
-        self._logs = _Queue(rc.queue_size)
-        self._events = _Queue(rc.queue_size)
-        self._frames = _Queue(max(4, int(rc.frame_fps * 4)))
-        self._tap = _LogTap(self._logs)
+        self._commands = feeds.BoundedQueue(rc.queue_size)
+        self._logs = feeds.BoundedQueue(rc.queue_size)
+        self._events = feeds.BoundedQueue(rc.queue_size)
+        self._frames = feeds.BoundedQueue(max(4, int(rc.frame_fps * 4)))
+        self._tap = feeds.LogTap(self._logs)
         self._bugs = RateLimitedLog(log, 10.0)
         self._detector = Detector()
         self._writer: RotatingWriter | None = None
@@ -386,7 +350,11 @@ class Recorder:
             self.counts.estops[incident.source] += 1
         elif incident.kind == "failsafe":
             self.counts.failsafes[incident.reason.split(":", 1)[0]] += 1
-        log.info("recorder: incident %s: %s (%s)", incident.id, incident.reason, incident.source)
+        if self._incident_log is None:      # not recording (recorder off, or no directory): no claim it is
+            log.debug("recorder: incident %s counted, not recorded: %s (%s)", incident.id, incident.reason,
+                      incident.source)
+        else:
+            log.info("recorder: incident %s: %s (%s)", incident.id, incident.reason, incident.source)
         self._write("/incidents", incident.t_unix_s, {"timestamp": channels.stamp(incident.t_unix_s),
                                                       "id": incident.id, "kind": incident.kind,
                                                       "reason": incident.reason, "source": incident.source})

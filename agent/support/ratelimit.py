@@ -23,11 +23,48 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
 
-__all__ = ["RateLimitedLog", "backoff_s", "safe"]
+__all__ = ["MAX_DETAILS", "RateLimitedLog", "backoff_s", "safe"]
+
+#: distinct details of held-back lines a summary names, at most (each clipped to :data:`DETAIL_CHARS`)
+MAX_DETAILS = 8
+DETAIL_CHARS = 60
+
+
+class _Held:
+    """One key's last report time, the lines held back since, and their distinct details (bounded)."""
+
+    __slots__ = ("t", "n", "details", "unnamed")
+
+    def __init__(self, t: float) -> None:
+        self.t = t
+        self.n = 0
+        self.details: list[str] = []
+        self.unnamed = False           # a held line's detail did not fit in MAX_DETAILS
+
+    def hold(self, detail: str) -> None:
+        self.n += 1
+        if not detail or self.unnamed:     # (full and past it: nothing more to name)
+            return
+        detail = safe(detail, DETAIL_CHARS)
+        if detail in self.details:
+            return
+        if len(self.details) < MAX_DETAILS:
+            self.details.append(detail)
+        else:
+            self.unnamed = True
+
+    def summary(self) -> str:
+        """``3 more like it since the last report`` (``: key 'a', key 'b', ...`` with details)."""
+        text = f"{self.n} more like it since the last report"
+        if self.details:
+            text += ": " + ", ".join(self.details) + (", ..." if self.unnamed else "")
+        return text
 
 
 class RateLimitedLog:
-    """Log a message at most once per ``interval_s`` per key; the next one counts what was held back.
+    """Log a message at most once per ``interval_s`` per key; the next one counts what was held back
+    and names their distinct ``detail`` (what varies among the lines of one key: the repeated JSON key,
+    the message size), at most :data:`MAX_DETAILS` of them, escaped with :func:`safe`.
 
     Thread-safe. Bounded: at most ``max_keys`` keys are remembered, the least recently
     logged forgotten first.
@@ -46,12 +83,15 @@ class RateLimitedLog:
         self._max_keys = max_keys
         self._clock = clock
         self._lock = threading.Lock()
-        self._seen: OrderedDict[Hashable, tuple[float, int]] = OrderedDict()
+        self._seen: OrderedDict[Hashable, _Held] = OrderedDict()
 
-    def log(self, level: int, key: Hashable, msg: str, *args: object, exc_info: bool = False) -> bool:
+    def log(self, level: int, key: Hashable, msg: str, *args: object, exc_info: bool = False,
+            detail: str = "") -> bool:
         """Log ``msg % args`` at ``level`` unless ``key`` was logged within ``interval_s``.
 
         ``exc_info=True`` adds the traceback of the exception being handled, as ``logging`` does.
+        ``detail``: a short label of this line among its key's (``key 'vx'``, ``70000 bytes``; untrusted
+        text is escaped here); the next line logged for the key names those of the lines held back.
 
         Returns:
             True when the line was logged, False when it was held back (and counted).
@@ -59,24 +99,24 @@ class RateLimitedLog:
         now = self._clock()
         with self._lock:
             last = self._seen.get(key)
-            if last is not None and now - last[0] < self._interval:
-                self._seen[key] = (last[0], last[1] + 1)
+            if last is not None and now - last.t < self._interval:
+                last.hold(detail)
                 return False
-            held = last[1] if last is not None else 0
-            self._seen[key] = (now, 0)
+            self._seen[key] = _Held(now)
             self._seen.move_to_end(key)
             while len(self._seen) > self._max_keys:
                 self._seen.popitem(last=False)
-        if held:
-            self._log.log(level, msg + " (%d more like it since the last report)", *args, held, exc_info=exc_info)
+        if last is not None and last.n:
+            self._log.log(level, msg + " (%s)", *args, last.summary(), exc_info=exc_info)
         else:
             self._log.log(level, msg, *args, exc_info=exc_info)
         return True
 
     def rejected(self, level: int, err: BaseException, msg: str, *args: object) -> bool:
-        """Log a rejection keyed by ``(err.source, err.reason)`` (a CommandError's; other errors by type)."""
+        """Log a rejection keyed by ``(err.source, err.reason)`` (a CommandError's; other errors by type),
+        its ``detail`` (a CommandError's) named in a later summary."""
         key = (getattr(err, "source", ""), getattr(err, "reason", type(err).__name__))
-        return self.log(level, key, msg, *args)
+        return self.log(level, key, msg, *args, detail=getattr(err, "detail", ""))
 
     def __call__(self, level: int, text: str) -> bool:
         """Log the finished ``text``, keyed by itself (identical texts are rate-limited)."""

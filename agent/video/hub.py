@@ -173,10 +173,13 @@ class VideoHub:
                 waiter = (loop, loop.create_future())
                 feed.waiters.append(waiter)
             remaining = deadline - loop.time()
+            woke = False
             try:
-                woke = remaining > 0 and await asyncio.wait_for(waiter[1], remaining) is not None
+                if remaining > 0:
+                    async with asyncio.timeout(remaining):     # not asyncio.wait_for (tests/test_no_wait_for.py)
+                        woke = await waiter[1] is not None
             except TimeoutError:
-                woke = False
+                pass
             finally:
                 with feed.lock:
                     if waiter in feed.waiters:

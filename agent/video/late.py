@@ -58,7 +58,8 @@ class LateVideo:
             return self.hub, timeout_s
         start = time.monotonic()
         try:
-            await asyncio.wait_for(self._attached.wait(), max(0.0, timeout_s))
+            async with asyncio.timeout(max(0.0, timeout_s)):
+                await self._attached.wait()
         except TimeoutError:
             return None, 0.0
         return self.hub, max(0.0, timeout_s - (time.monotonic() - start))

@@ -125,3 +125,31 @@ async def test_sigkill_during_settings_writes_leaves_no_temp_file_after_the_next
         proc.send_signal(signal.SIGTERM)
         await asyncio.wait_for(proc.wait(), 15)
     print(f"\n{KILL_ROUNDS} SIGKILLs, {caught} mid-write; {len(left)} temp file(s) left before the next start")
+
+
+@pytest.mark.timeout(120)
+async def test_a_params_json_with_a_utf8_bom_checks_runs_and_keeps_its_bom_through_web_settings(hub, tmp_path):
+    """Notepad writes a UTF-8 byte order mark at the start of the file: `check-config` and `run` take
+    it (the real commands), and a web_settings write keeps it, with the file's indentation."""
+    params = artex_params(hub, max_send_freq=0.05)
+    params["drivers"]["cameras"] = []
+    path = tmp_path / "params.json"
+    path.write_bytes(b"\xef\xbb\xbf" + json.dumps(params, indent=4).encode())
+    check = await asyncio.create_subprocess_exec(sys.executable, "-m", "agent", "check-config", str(path), cwd=ROOT,
+                                                 stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    out, err = await check.communicate()
+    assert check.returncode == 0, (out, err)
+    assert b"ok" in out
+    proc = await _start(path, hub)
+    try:
+        await hub.command({"web_settings": {"max_send_freq": 0.2}})
+        assert await wait_for(lambda: b'"max_send_freq": 0.2' in path.read_bytes(), 10), path.read_bytes()[:200]
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        async with asyncio.timeout(15):
+            await proc.wait()
+    assert proc.returncode == 0
+    raw = path.read_bytes()
+    assert raw.startswith(b"\xef\xbb\xbf{\n    \"") and not raw.startswith(b"\xef\xbb\xbf\xef\xbb\xbf"), raw[:20]
+    assert load(path).max_send_freq == 0.2
+    assert json.loads(raw.decode("utf-8-sig"))["drivers"] == params["drivers"]     # the rest as it was

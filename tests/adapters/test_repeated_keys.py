@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import time
 
 import pytest
 from websockets.asyncio.server import serve
@@ -105,6 +106,96 @@ async def test_artex_a_stop_with_a_repeated_key_is_still_a_stop(hub, caplog, pac
         assert any("given twice" in r.getMessage() and "the stop in it is obeyed" in r.getMessage()
                    for r in caplog.records), caplog.text
         assert adapter.status()["connected"]
+
+
+#: stops sent as a binary event (type 5): the header, then its one attachment (a real hub's raw frames)
+BINARY_STOPS = {
+    "binary, stop first, forward last":
+        '51-/robot,["command",{"author":"x","payload":{"com":"stop","com":"forward"},"blob":{"_placeholder":true,"num":0}}]',
+    "binary, forward first, stop last":
+        '51-/robot,["command",{"payload":{"com":"forward"},"payload":{"com":"stop"},"blob":{"_placeholder":true,"num":0}}]',
+    "binary, author twice":
+        '51-/robot,["command",{"author":"a","author":"b","payload":{"com":"stop"},"blob":{"_placeholder":true,"num":0}}]',
+}
+
+
+@pytest.mark.parametrize("packet", list(BINARY_STOPS.values()), ids=list(BINARY_STOPS))
+async def test_artex_a_binary_stop_with_a_repeated_key_is_obeyed_as_the_text_one(hub, caplog, packet):
+    hub.auto_ready = False
+    async with agent_on(hub, ready=False, **OTHER) as agent:       # before Ready: the stop comes first
+        adapter = agent.adapters["artex"]
+        agent.control.submit("robot_msg", BaseVelocity(0.4, 0.0))
+        assert await wait_for(lambda: agent.physics.duty[0] > 0.0, 5)
+        with caplog.at_level(logging.WARNING, logger="agent.adapters"):
+            t0 = time.perf_counter()
+            await hub.send_packet(packet)
+            await hub.send_packet(b"\x00\x01 attachment")
+            assert await wait_for(lambda: agent.physics.duty == [0.0, 0.0], 3, period_s=0.002), "the stop was lost"
+            took = time.perf_counter() - t0
+        print(f"\n{packet[:60]!r}: stop at the motor driver {took * 1000:.1f} ms after the hub sent it")
+        assert await wait_for(lambda: agent.control.snapshot().stopped, 2)
+        assert agent.control.snapshot().active_source != "artex"       # no forward ran
+        counters = adapter.status().counters
+        assert counters.get("accepted", 0) == 1 and not any(k.startswith("fault_") for k in counters), counters
+        assert any("given twice" in r.getMessage() and "the stop in it is obeyed" in r.getMessage()
+                   for r in caplog.records), caplog.text
+        assert adapter.status()["connected"]
+
+
+async def test_artex_a_binary_stop_is_obeyed_only_once_its_attachment_came(hub):
+    """As any binary event: the header alone is no stop; a text message in the attachment's place
+    discards it (counted), and that text is handled as itself."""
+    async with agent_on(hub) as agent:
+        adapter = agent.adapters["artex"]
+        await hub.command({"drive": {"vx": 0.3, "omega": 0.0}})
+        assert await wait_for(lambda: agent.physics.duty[0] > 0.0, 5)
+        await hub.send_packet(BINARY_STOPS["binary, stop first, forward last"])
+        await hub.send_packet('2/robot,["heartbeat",["d_meta"]]')
+        assert await wait_for(lambda: adapter.status().counters.get("fault_incomplete_binary", 0) == 1, 5)
+        assert not agent.control.snapshot().stopped
+
+
+async def test_artex_a_binary_event_with_a_repeated_key_that_is_no_stop_is_refused(hub):
+    async with agent_on(hub) as agent:
+        adapter = agent.adapters["artex"]
+        await hub.send_packet('51-/robot,["command",{"payload":{"drive":{"vx":0,"vx":0.9,"omega":0}},'
+                              '"blob":{"_placeholder":true,"num":0}}]')
+        await hub.send_packet(b"\x00 attachment")         # nobody waits for it: counted apart
+        assert await wait_for(lambda: adapter.status().counters.get("fault_stray_attachment", 0) == 1, 5)
+        assert adapter.status().counters.get("fault_repeated_key", 0) == 1
+        assert adapter.status().counters.get("accepted", 0) == 0
+        assert await _ticks(agent)
+        assert agent.physics.duty == [0.0, 0.0] and distance(agent) == 0.0 and adapter.status()["connected"]
+
+
+async def test_artex_the_keys_of_repeated_key_packets_held_back_are_named_in_the_next_line(hub, caplog, monkeypatch):
+    """One line per kind per interval (here 0.3 s instead of 10 s): the next line names the keys of those
+    held back, so every key the hub repeated shows in the log."""
+    monkeypatch.setattr("agent.adapters.artex.LOG_REPEAT_S", 0.3)
+    keys = ("vx", "omega", "left\\nERROR forged")       # JSON's \n: a newline in the key
+
+    def packet(key: str) -> str:
+        return '2/robot,["command",{"payload":{"drive":{"%s":0,"%s":1}}}]' % (key, key)
+
+    def lines() -> list[str]:
+        return [r.getMessage() for r in caplog.records if "given twice" in r.getMessage()]
+
+    async with agent_on(hub) as agent:
+        adapter = agent.adapters["artex"]
+        with caplog.at_level(logging.WARNING, logger="agent.adapters"):
+            for key in keys:
+                await hub.send_packet(packet(key))
+            assert await wait_for(lambda: adapter.status().counters.get("fault_repeated_key", 0) == 3, 5)
+            for _ in range(50):                     # the interval ends: the next one is logged with the summary
+                await hub.send_packet(packet("right"))
+                if await wait_for(lambda: any("more like it" in line for line in lines()), 0.2):
+                    break
+        text = " ".join(lines())
+        assert "more like it since the last report: key " in text, lines()
+        for shown in ("'vx'", "'omega'", "'left\\nERROR forged'"):             # escaped, on one line
+            assert f"key {shown}" in text, (shown, lines())
+        assert all("\n" not in line for line in lines())
+        assert adapter.status()["connected"] and distance(agent) == 0.0
 
 
 async def test_artex_a_repeated_key_in_another_event_never_reaches_its_handler(hub, caplog):

@@ -175,6 +175,17 @@ def test_decode_rejects_what_is_not_one_bounded_json_object(raw, reason):
         decode(raw, 1024 if "pad" in str(raw)[:30] else 1 << 20)
 
 
+def test_decode_refusals_carry_the_detail_a_rate_limited_summary_names():
+    """What tells one refusal from another of its reason (agent.support.ratelimit: a held-back line's
+    detail is named in the next line): the key given twice, the message's size in bytes (UTF-8)."""
+    with pytest.raises(CommandError) as err:
+        decode('{"type": "base_velocity", "vx": 0, "vx": 0.9}', 1024)
+    assert err.value.detail == "key 'vx'"
+    with pytest.raises(CommandError) as err:
+        decode('{"type": "stop", "pad": "' + "é" * 600 + '"}', 1024)       # 627 characters, 1227 bytes
+    assert err.value.detail == "1227 bytes" and "message of 1227 bytes exceeds max_message_bytes=1024" in str(err.value)
+
+
 def test_decode_accepts_nan_tokens_for_the_parser_to_reject():
     msg = decode('{"type": "joint_position", "q": [NaN]}', 1024)
     assert math.isnan(msg["q"][0])

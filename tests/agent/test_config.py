@@ -325,3 +325,18 @@ def test_a_cross_field_problem_alone_is_refused_and_a_clean_config_loads():
             loads(json.dumps(sim_config(drivers={"motor": {"kind": "roboclaw", "port": "sim://",
                                                            "invert_right": value}})))
         assert err.value.problems[0][0] == "$.drivers.motor.invert_right"
+
+
+def test_a_utf8_bom_is_taken_and_a_bad_byte_after_it_is_named_at_its_offset_in_the_file(tmp_path, capsys):
+    """Windows editors (Notepad) start a UTF-8 file with a byte order mark: check-config and run take
+    it; a byte that is not UTF-8 is still refused, at its offset in the file (the BOM counted)."""
+    path = tmp_path / "params.json"
+    path.write_bytes(b"\xef\xbb\xbf" + PARAMS.read_bytes())
+    assert main(["check-config", str(path)]) == 0
+    assert "ok" in capsys.readouterr().out
+    assert load(path).name == load(PARAMS).name
+    path.write_bytes(b'\xef\xbb\xbf{"name": "\xff"}')
+    assert main(["check-config", str(path)]) == 2
+    assert "not UTF-8 text (byte 13: invalid start byte)" in capsys.readouterr().out
+    assert main(["run", "--config", str(path)]) == 2
+    assert "not UTF-8 text (byte 13" in capsys.readouterr().err

@@ -12,12 +12,15 @@ import json
 import subprocess
 import sys
 import textwrap
+import threading
+import types
 import uuid
 
 import pytest
 
+from agent.support import lazy
 from agent.support.lazy import deferred_imports
-from agent.testing.running_agent import ROOT
+from agent.testing.running_agent import ROOT, wait_until
 
 
 @pytest.fixture
@@ -96,3 +99,50 @@ def test_the_agents_socketio_import_leaves_the_sync_clients_libraries_to_their_f
     got = json.loads(out.stdout.strip().splitlines()[-1])
     assert set(got["before"]) <= {"requests", "websocket"}      # bound, not run: no submodule, no urllib3
     assert got["session"] == "requests.sessions.Session" and got["urllib3_after"]
+
+
+def test_a_second_thread_reading_during_the_first_read_waits_for_the_module_and_it_runs_once(tmp_path, monkeypatch):
+    """Python 3.11's own LazyLoader lets the second thread see the module half-run (AttributeError: CPython
+    gh-114763). The module's code holds in the first reader until the second is seen waiting (or done)."""
+    name, gate_name = f"deferred_gate_{uuid.uuid4().hex}", f"gate_{uuid.uuid4().hex}"
+    gate = types.SimpleNamespace(started=threading.Event(), go=threading.Event(), runs=0)
+    monkeypatch.setitem(sys.modules, gate_name, gate)
+    (tmp_path / f"{name}.py").write_text(textwrap.dedent(f"""
+        import sys
+        gate = sys.modules[{gate_name!r}]
+        gate.runs += 1
+        gate.started.set()
+        gate.go.wait(30)
+        VALUE = 42
+    """))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    try:
+        with deferred_imports([name]):
+            module = __import__(name)
+        got: dict[str, object] = {}
+
+        def read(who: str) -> None:
+            try:
+                got[who] = module.VALUE
+            except Exception as err:        # what 3.11's LazyLoader gives the second reader
+                got[who] = err
+
+        first = threading.Thread(target=read, args=("first",))
+        first.start()
+        assert gate.started.wait(10)
+        second = threading.Thread(target=read, args=("second",))
+        second.start()
+
+        def waiting() -> bool:
+            frame = sys._current_frames().get(second.ident)
+            return frame is not None and frame.f_code.co_name == "__getattribute__" and \
+                frame.f_code.co_filename == lazy.__file__
+        assert wait_until(lambda: waiting() or not second.is_alive(), 10)
+        assert second.is_alive() and "second" not in got       # it waits for the run, sees no half module
+        gate.go.set()
+        first.join(10), second.join(10)
+        assert got == {"first": 42, "second": 42} and gate.runs == 1
+        assert type(module) is types.ModuleType                 # a plain module once loaded
+    finally:
+        gate.go.set()
+        sys.modules.pop(name, None)

@@ -278,7 +278,12 @@ def test_long_reasons_set_the_estop_hostile_requests_are_answered_and_a_nan_kept
             s.sendall(b'{"op":"estop","op":"release"}\n')
             reply = json.loads(s.makefile("rb").readline())
         assert reply["ok"] is False and "'op' given twice" in reply["message"], reply
-        assert agent.health()["safety"]["estop"] is True
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:    # asked now, not the status file's last write
+            s.settimeout(10)
+            s.connect(str(sock))
+            s.sendall(b'{"op":"state"}\n')
+            reply = json.loads(s.makefile("rb").readline())
+        assert reply["ok"] is True and reply["safety"]["estop"] is True, reply
         assert estop_cli(agent.status_file, "--release").returncode == EXIT_DONE
 
         for reason in ("x" * 5000, "é" * 700, "\U0001f6d1" * 700):

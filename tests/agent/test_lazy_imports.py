@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import json
 import secrets
+import signal
 import subprocess
 import sys
 import textwrap
@@ -84,8 +85,10 @@ def test_a_camera_does_load_opencv():
 
 #: ``robot-agent run`` in a child: sys.modules at the ARTEX connect and at "agent ... up", then SIGTERM
 RUN_CHILD = textwrap.dedent('''
-    import json, logging, os, signal, sys
+    import faulthandler, json, logging, os, signal, sys
     import agent.app
+
+    faulthandler.register(signal.SIGUSR1, all_threads=True)   # the test's timeout asks where each thread is
     from agent.__main__ import main
 
     agent.app.FIRST_CONNECT_S = float(sys.argv[3])   # the bound on the wait for ARTEX before optional work
@@ -126,16 +129,24 @@ async def run_moments(cfg: dict, tmp_path, first_connect_s: float = 0.5) -> dict
         proc = await asyncio.create_subprocess_exec(
             sys.executable, "-c", RUN_CHILD, str(path), str(tmp_path / "status.json"), str(first_connect_s),
             cwd=ROOT, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+        out, err = bytearray(), bytearray()
+
+        async def pump(stream, into: bytearray) -> None:
+            while chunk := await stream.read(65536):
+                into += chunk
+        pumps = asyncio.gather(pump(proc.stdout, out), pump(proc.stderr, err))
         try:
-            out, err = await asyncio.wait_for(proc.communicate(), 60)
-        except TimeoutError:      # say where the child was: its log's tail
-            proc.kill()
-            rest = await proc.stderr.read()
-            raise AssertionError(f"robot-agent run did not finish in 60 s; its log ends:\n{rest.decode()[-3000:]}")
+            await asyncio.wait_for(asyncio.shield(pumps), 60)
+            await proc.wait()
+        except TimeoutError:      # say where the child was: its threads' stacks and its log's tail
+            proc.send_signal(signal.SIGUSR1)
+            await asyncio.sleep(1.0)
+            raise AssertionError(f"robot-agent run did not finish in 60 s; its log ends:\n{err.decode()[-12000:]}")
         finally:
             if proc.returncode is None:
                 proc.kill()
                 await proc.wait()
+            await asyncio.wait_for(pumps, 10)
     finally:
         await hub.stop()
     assert proc.returncode == 0, err.decode()[-2000:]

@@ -96,3 +96,32 @@ def test_rejections_are_rate_limited_by_source_and_reason_not_text(caplog):
     assert lines[:3] == ["rejected: 0", "rejected: 0", "declined"]      # invalid, non_finite, sim2bot
     assert lines[3] == "rejected: again (999 more like it since the last report)"
     assert len(lines) == 4
+
+
+def test_the_summary_names_the_distinct_details_it_held_back_bounded_and_escaped(caplog):
+    """A later line of one key that names another JSON key or size is counted, and the next line logged
+    says which (the operator reading the log learns what was held back, not only how many)."""
+    now = [0.0]
+    warn = RateLimitedLog(logging.getLogger(LOGGER), 10.0, clock=lambda: now[0])
+    with caplog.at_level(logging.WARNING, logger=LOGGER):
+        assert warn.log(logging.WARNING, "repeated", "key %r given twice", "vx", detail="key 'vx'")
+        for key in ("omega", "vx", "omega", "x\nERROR forged"):
+            assert not warn.log(logging.WARNING, "repeated", "key %r given twice", key, detail=f"key '{key}'")
+        assert not warn.log(logging.WARNING, "repeated", "no detail")           # counted, not named
+        now[0] = 10.0
+        assert warn.log(logging.WARNING, "repeated", "key %r given twice", "a", detail="key 'a'")
+        for n in range(20):                                                      # bounded: 8 named, then ...
+            warn.log(logging.WARNING, "repeated", "message of %d bytes", 70000 + n, detail=f"{70000 + n} bytes")
+        now[0] = 20.0
+        assert warn.log(logging.WARNING, "repeated", "last")
+    lines = [r.getMessage() for r in caplog.records]
+    assert lines[1] == ("key 'a' given twice (5 more like it since the last report: key 'omega', key 'vx', "
+                        "key 'x\\nERROR forged')")
+    assert lines[2] == ("last (20 more like it since the last report: " +
+                        ", ".join(f"{70000 + n} bytes" for n in range(8)) + ", ...)")
+    assert all("\n" not in line for line in lines)
+    assert warn.rejected(logging.WARNING, CommandRejected("x", "sim2bot", detail="key 'q'"), "r1")
+    assert not warn.rejected(logging.WARNING, CommandRejected("y", "sim2bot", detail="key 'p'"), "r2")
+    now[0] = 40.0
+    assert warn.rejected(logging.WARNING, CommandRejected("z", "sim2bot"), "r3")
+    assert caplog.records[-1].getMessage() == "r3 (1 more like it since the last report: key 'p')"

@@ -130,23 +130,29 @@ async def _sigterm_exit(tmp_path, cfg: dict, ready: "Callable[[], bool]") -> tup
     return took, text
 
 
+#: SIGTERM to exit, s: the unit's TimeoutStopSec (10 s) with room; the shutdown's own bounds (0.5 s for
+#: the zero duty, 1 s for the links) give 0.3-0.75 s on a quiet machine (scripts/bench_links.py prints it);
+#: a fresh clone at load 17 took 2.35 s. A hang (the close waiting on a task that never ends) fails it.
+EXIT_BOUND_S = 5.0
+
+
 @pytest.mark.timeout(90)
-async def test_sigterm_with_artex_connected_exits_within_2_s_zero_duty_first(tmp_path):
+async def test_sigterm_with_artex_connected_exits_well_within_the_units_stop_timeout_zero_duty_first(tmp_path):
     from agent.testing.artex_hub import ArtexHub
 
     async with ArtexHub() as hub:
         cfg = sim_config(server="http://127.0.0.1", port=hub.port)
         took, _ = await _sigterm_exit(tmp_path, cfg, lambda: hub.heartbeats)
     print(f"\nSIGTERM to exit with ARTEX connected: {took:.2f} s")
-    assert took < 2.0
+    assert took < EXIT_BOUND_S
 
 
 @pytest.mark.timeout(90)
-async def test_sigterm_with_a_hung_sim2bot_bridge_exits_within_2_s_zero_duty_first(tmp_path):
+async def test_sigterm_with_a_hung_sim2bot_bridge_exits_well_within_the_units_stop_timeout_zero_duty_first(tmp_path):
     from agent.testing.sim2bot_bridge import HungBridge
 
     async with HungBridge() as bridge:
         cfg = sim_config(sim2bot={"enabled": True, "url": bridge.url})
         took, _ = await _sigterm_exit(tmp_path, cfg, lambda: bridge.connections >= 1)
     print(f"\nSIGTERM to exit with a hung Sim2Bot bridge: {took:.2f} s")
-    assert took < 2.0
+    assert took < EXIT_BOUND_S

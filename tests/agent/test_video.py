@@ -419,3 +419,20 @@ async def test_an_encode_longer_than_its_share_of_the_frame_period_stays_off_the
     got = await take_every_frame(hub, fmt, 12)
     assert hub.stats()["encoded_ahead"] == 0
     assert hub.encode_count == len({e.seq for e in got})    # each on an encoder thread, once
+
+
+async def test_a_wait_cancelled_in_the_pass_its_frame_arrives_ends_cancelled(hubs):
+    """A consumer cancelled in the event-loop pass in which its frame arrives is cancelled, not handed
+    the frame: with Python 3.11's ``asyncio.wait_for`` it got the frame and ran on (a SIGTERM as a
+    frame came in left the recorder's camera watch running and the agent never exited). The hub is
+    not started: the only frame is the one published here, on the loop thread, just before the cancel."""
+    hub = make_hub(Recorder())
+    hubs.append(hub)
+    feed = hub.capture.feeds["front"]
+    waiter = asyncio.create_task(hub.next_frame("front", 0, 30.0))
+    await wait_until(lambda: bool(feed.waiters), what="the consumer waiting")
+    hub.capture.publish(feed, marked_image(), time.monotonic())   # its wake-up is queued for the next pass
+    waiter.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await waiter
+    assert feed.latest is not None and feed.latest.seq == 1

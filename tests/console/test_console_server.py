@@ -166,6 +166,31 @@ async def test_a_message_over_64_kib_closes_the_tab_counted_logged_and_the_tank_
                for r in caplog.records)
 
 
+async def test_a_message_of_exactly_the_64_kib_limit_is_read_and_one_byte_more_closes_saying_so(caplog) -> None:
+    """aiohttp refuses a message of exactly its ``max_msg_size`` ("Message size 65536 exceeds limit
+    65536"): the console gives it one more, so ``console.max_message_bytes`` 65536 means what it says,
+    and its own line names the size and the agent's limit."""
+    port = free_port()
+    caplog.set_level(logging.WARNING, logger="agent.console")
+    async with console_agent(port, max_message_bytes=65536) as agent, aiohttp.ClientSession() as http:
+        async with http.ws_connect(f"http://127.0.0.1:{port}/ws") as ws:
+            await hello(ws)
+            await ws.send_json({"type": "drive", "vx": 0.3, "omega": 0.0, "press": True})
+            assert await wait_for(lambda: agent.sim.motor_emulator.motor_duty[0] > 0.0, 5.0)
+            stop = '{"type": "stop"' + " " * (65536 - 16) + "}"
+            assert len(stop.encode()) == 65536
+            await ws.send_str(stop)                                 # at the limit: read and obeyed
+            assert await wait_for(lambda: agent.sim.motor_emulator.motor_duty == [0.0, 0.0], 5.0)
+            assert agent.adapters["console"].status()["rejected"] == 0 and not ws.closed
+            await ws.send_str(stop + " ")                           # one byte more: 1009
+            while (await ws.receive(timeout=10)).type not in (aiohttp.WSMsgType.CLOSE, aiohttp.WSMsgType.CLOSED):
+                pass
+            assert ws.close_code == 1009
+        assert agent.adapters["console"].status()["rejected"] == 1
+    line = next(r.getMessage() for r in caplog.records if "connection is closed" in r.getMessage())
+    assert "message of 65537 bytes, over the 65536-byte limit (1009)" in line, line
+
+
 async def test_closing_the_driving_tab_releases_the_source(caplog: pytest.LogCaptureFixture) -> None:
     port = free_port()
     caplog.set_level(logging.INFO)

@@ -69,3 +69,24 @@ def test_the_incident_log_keeps_its_newest_lines_within_its_bound(tmp_path, monk
     got = log.read()
     assert log.path.stat().st_size <= 20_000 + 200
     assert got[-1].reason == "stop 399" and [int(g.reason.split()[1]) for g in got] == list(range(400 - len(got), 400))
+
+
+def test_a_recorder_dir_that_is_a_file_is_refused_by_check_config_and_run_naming_the_path(tmp_path, capsys):
+    """It passed the field checks and failed only at run time, when the recorder made the directory."""
+    afile = tmp_path / "recordings"
+    afile.write_text("not a directory")
+    params = tmp_path / "params.json"
+    for where, words in ((afile, f"{str(afile)!r} is a regular file, not a directory"),
+                         (afile / "sub", f"{str(afile / 'sub')!r} cannot be made: {str(afile)!r} on its way is "
+                                         "a regular file")):
+        params.write_text(json.dumps(sim_config(recorder={"enabled": True, "dir": str(where)})))
+        assert main(["check-config", str(params)]) == 2
+        assert f"{params}: $.recorder.dir: {words}" in capsys.readouterr().out
+        assert main(["run", "--config", str(params)]) == 2               # refused before anything starts
+        assert words in capsys.readouterr().err
+    for fine in ({"enabled": False, "dir": str(afile)},                  # off: the path is not used
+                 {"enabled": True, "dir": str(tmp_path / "new" / "rec")}, # made at start
+                 {"enabled": True, "dir": str(tmp_path)}):
+        params.write_text(json.dumps(sim_config(recorder=fine)))
+        assert main(["check-config", str(params)]) == 0, capsys.readouterr().out
+    assert afile.read_text() == "not a directory" and not (tmp_path / "new").exists()

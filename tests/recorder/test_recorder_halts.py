@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import io
 import json
+import logging
 
 import pytest
 
@@ -45,3 +46,24 @@ async def test_an_estop_and_a_tilt_failsafe_are_incidents(tmp_path):
     line = timeline(data, e)
     assert any("emergency stop" in row[3] for row in line["safety"])
     assert [i["kind"] for i in line["incidents"]][:1] == ["estop"]
+
+
+@pytest.mark.parametrize("recording", [True, False], ids=["recording", "recorder off"])
+async def test_an_incident_is_logged_as_recorded_only_when_it_is(tmp_path, caplog, recording):
+    """With ``recorder.enabled`` false an incident is still counted (/metrics) but no INFO line
+    "recorder: incident ..." claims it was recorded (docs/recorder.md)."""
+    cfg = sim_config(recorder={"enabled": recording, "dir": str(tmp_path / "rec")})
+    cfg["drivers"]["cameras"] = []
+    with caplog.at_level(logging.DEBUG, logger="agent.recorder"):
+        async with running_agent(cfg) as agent:
+            agent.control.estop("console", "operator pressed STOP")
+            assert await wait_for(lambda: agent.recorder.counts.incidents["estop"] == 1, 5)
+            assert await asyncio.to_thread(agent.recorder.flush)
+    lines = [r for r in caplog.records if r.getMessage().startswith("recorder: incident ")]
+    assert len(lines) == 1, [r.getMessage() for r in lines]
+    if recording:
+        assert lines[0].levelno == logging.INFO and "operator pressed STOP (console)" in lines[0].getMessage()
+        assert "operator pressed STOP" in (tmp_path / "rec" / "incidents.jsonl").read_text()
+    else:
+        assert lines[0].levelno == logging.DEBUG and "counted, not recorded" in lines[0].getMessage()
+        assert not (tmp_path / "rec").exists()
