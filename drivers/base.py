@@ -15,7 +15,8 @@ never from the asyncio event loop. Every driver:
   driver with ``hasattr`` / ``getattr`` / ``isinstance``): :attr:`Device.poll_period_s`,
   :attr:`Device.rest_poll_period_s`,
   :attr:`MotorController.duty_may_slip`, :meth:`MotorController.own_timeout_s`,
-  :meth:`MotorController.feedback_hz`, :meth:`Imu.gyro_calibration`.
+  :meth:`MotorController.feedback_hz`, :meth:`Imu.gyro_calibration`,
+  :attr:`ServoController.check_period_s` with :meth:`ServoController.check_setup`.
 """
 
 from __future__ import annotations
@@ -162,6 +163,15 @@ class PowerMonitor(Device):
 
 class ServoController(Device):
     """Multi-channel hobby-servo PWM output."""
+
+    #: How often the agent asks the chip whether it kept its setup (:meth:`check_setup`), s; 0: never.
+    check_period_s: float = 0.0
+
+    def check_setup(self) -> None:
+        """Check that the chip still holds the setup ``open()`` wrote; one that lost it (power-cycled
+        with no bus error) is set up again with its last commanded outputs, then
+        :class:`drivers.errors.DeviceReset` is raised. The default checks nothing.
+        Raises DriverError (bus error), DeviceReset."""
 
     @abstractmethod
     def set_pulse_us(self, channel: int, pulse_us: float) -> None:

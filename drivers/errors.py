@@ -44,3 +44,9 @@ class ChecksumError(DriverError):
 
 class DriverConfigError(DriverError, ValueError):
     """A driver or transport was given a value it cannot use (bus form, URL scheme, chemistry, address)."""
+
+
+class DeviceReset(DriverError):
+    """The device had lost the setup its driver wrote at open (a power cycle or brown-out with no bus
+    error: its registers back at their power-on values); the driver has set it up again, its last
+    commanded outputs included. Raised so the caller counts and logs the event."""

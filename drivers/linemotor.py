@@ -24,6 +24,12 @@ retried twice after resynchronising (bare ``\\n``, 12 ms pause, input flushed).
 ``ERR CMD|ARG|LEN`` raises DriverError at once; so does an unexpected
 ``READY`` (the board restarted and lost its watchdog setting: reopen).
 
+A trip of the firmware's watchdog after ``T`` is counted (:attr:`LineMotor.watchdog_trips`)
+and logged at WARNING (at most once a second; the others at DEBUG): seen in a ``?`` reply
+(flag ``TIMEOUT`` once a ``P`` was acknowledged), or known when a ``P`` goes out more than the
+interval after the last acknowledged ``P`` (or ``T``), which on the host's clock is a lower
+bound of the firmware's own gap, so the firmware has tripped. One trip is counted once.
+
 The line codec (:func:`encode_line`, :func:`parse_line`, :func:`checksum`,
 :func:`parse_int`) is shared with the emulator, drivers/emulators/linemotor.py.
 """
@@ -31,6 +37,7 @@ The line codec (:func:`encode_line`, :func:`parse_line`, :func:`checksum`,
 from __future__ import annotations
 
 import logging
+import math
 import re
 import time
 from typing import TYPE_CHECKING
@@ -61,6 +68,8 @@ ERROR_CODES = ("CMD", "ARG", "LEN", "CHK")
 MAX_STALE_LINES = 4
 #: Bytes kept while looking for the READY banner without a line end.
 BANNER_BUFFER_BYTES = 4 * MAX_LINE_BYTES
+#: Shortest time between two WARNING lines about firmware watchdog trips, s (the others: DEBUG).
+TRIP_LOG_PERIOD_S = 1.0
 
 _INT = re.compile(r"-?[0-9]{1,10}")
 _HEX = re.compile(r"[0-9A-Fa-f]{1,8}")
@@ -183,6 +192,7 @@ class LineMotor(SerialMotorController):
 
     Attributes:
         firmware: ``"<fw_name> <version>"`` from the READY banner or the V reply.
+        watchdog_trips: firmware watchdog trips since open (see the module docstring).
     """
 
     @classmethod
@@ -203,6 +213,11 @@ class LineMotor(SerialMotorController):
         self.firmware = ""
         self._seq = 0
         self._last_e: tuple[int, int, int] | None = None
+        self.watchdog_trips = 0
+        self._fed_at: float | None = None     # host time of the last acknowledged P (or T), s
+        self._fed = False                     # a P was acknowledged since open
+        self._tripped = False                 # a trip was counted that no P has cleared yet
+        self._trip_logged = -math.inf
 
     # ------------------------------------------------------------------ protocol
     def _handshake(self, link: SerialLink) -> None:
@@ -214,6 +229,7 @@ class LineMotor(SerialMotorController):
         self.firmware = banner
         watchdog_ms = round(self.cfg.firmware_timeout_s * 1000)
         self._command(link, f"T {watchdog_ms}", "OK")
+        self._fed_at, self._fed, self._tripped = time.monotonic(), False, False
         self._last_e = None
         log.info("%s: line firmware %r, watchdog %d ms", self.name, self.firmware, watchdog_ms)
 
@@ -237,7 +253,25 @@ class LineMotor(SerialMotorController):
 
     def _write_duty(self, link: SerialLink, left: float, right: float) -> None:
         scale = self.cfg.max_pwm
+        if self._fed_at is not None:
+            gap_s = time.monotonic() - self._fed_at
+            if gap_s > self.cfg.firmware_timeout_s:
+                self._trip(f"no P for {gap_s * 1000:.0f} ms")
         self._command(link, f"P {round(left * scale)} {round(right * scale)}", "OK")
+        self._fed_at, self._fed, self._tripped = time.monotonic(), True, False
+
+    def _trip(self, why: str) -> None:
+        """Count a firmware watchdog trip (once until the next acknowledged P) and log it."""
+        if self._tripped:
+            return
+        self._tripped = True
+        self.watchdog_trips += 1
+        now = time.monotonic()
+        level = logging.WARNING if now - self._trip_logged >= TRIP_LOG_PERIOD_S else logging.DEBUG
+        if level == logging.WARNING:
+            self._trip_logged = now
+        log.log(level, "%s: firmware watchdog tripped (%s; watchdog %d ms): the firmware stopped the motors "
+                "(trip %d since open)", self.name, why, round(self.cfg.firmware_timeout_s * 1000), self.watchdog_trips)
 
     def _write_stop(self, link: SerialLink) -> None:
         self._command(link, "S", "OK")
@@ -249,6 +283,8 @@ class LineMotor(SerialMotorController):
         if len(st) != 3 or not _HEX.fullmatch(st[0]):
             raise DriverError(f"{self.name}: malformed status reply ST {' '.join(st)}", device=self.name)
         flags = int(st[0], 16)
+        if flags & FLAG_TIMEOUT and self._fed:
+            self._trip("status TIMEOUT")
         sl, sr = self.side_sign("left"), self.side_sign("right")
         left_cps = right_cps = None
         if self._last_e is not None:

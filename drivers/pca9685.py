@@ -16,6 +16,13 @@ written in one auto-increment block. The internal oscillator is only about
 
 ``close()`` turns every channel fully off (ALL_LED_OFF_H = 0x10): servos go
 limp. ``open()`` leaves running channels as they were.
+
+Power cycle: a brown-out of the chip's supply resets its registers with no I2C error (MODE1 back
+to its power-on 0x11: SLEEP set, oscillator off, AI clear, so a 4-byte channel write lands in one
+register; PRE_SCALE back to 0x1E; every output off; datasheet rev. 4, 7.3.1 MODE1).
+:meth:`Pca9685.check_setup` (the agent calls it every :attr:`Pca9685.check_period_s`) reads MODE1
+(one 1-byte read) and, when SLEEP is set or AI clear, writes the open sequence again and every
+channel's last commanded registers, then raises :class:`drivers.errors.DeviceReset`.
 """
 
 from __future__ import annotations
@@ -25,7 +32,7 @@ import math
 import time
 from typing import Callable, TYPE_CHECKING
 
-from drivers.errors import DriverError
+from drivers.errors import DeviceReset, DriverError
 from drivers.base import ServoController
 from drivers.i2c import I2cDevice, SMBusLike
 
@@ -77,6 +84,9 @@ class Pca9685(ServoController):
         sleep: sleep function, s (oscillator start-up wait).
     """
 
+    #: MODE1 is read back this often to notice a power-cycled chip, s (:meth:`check_setup`).
+    check_period_s = 0.5
+
     def __init__(self, cfg: Pca9685Config, bus: SMBusLike, *, name: str = "servo",
                  sleep: Callable[[float], None] = time.sleep) -> None:
         self.cfg = cfg
@@ -86,6 +96,8 @@ class Pca9685(ServoController):
         self.prescale = prescale_for(cfg.frequency_hz, cfg.oscillator_hz)
         self.frequency_hz = actual_frequency_hz(self.prescale, cfg.oscillator_hz)
         self.period_us = 1e6 / self.frequency_hz
+        self._outputs: dict[int, list[int]] = {}     # channel -> its last commanded ON_L..OFF_H
+        self.resets = 0
 
     def open(self) -> None:
         """Sleep, write PRE_SCALE, set MODE2 totem-pole, wake, wait 500 us, RESTART with AI on.
@@ -96,6 +108,16 @@ class Pca9685(ServoController):
             DriverError: bus error (errno kept), read-back mismatch.
             DeviceClosed: after close().
         """
+        self._set_up()
+        prescale, mode1 = self._dev.read_u8(REG_PRE_SCALE), self._dev.read_u8(REG_MODE1)
+        if prescale != self.prescale or mode1 & (MODE1_SLEEP | MODE1_AI) != MODE1_AI:
+            raise self._dev.error(f"read-back PRE_SCALE {prescale} MODE1 0x{mode1:02x}, "
+                                  f"expected PRE_SCALE {self.prescale} with AI on and SLEEP off")
+        self._dev.ready = True
+        log.info("%r open: prescale %d, %.2f Hz", self._dev, self.prescale, self.frequency_hz)
+
+    def _set_up(self) -> None:
+        """The open sequence: sleep, PRE_SCALE, MODE2 totem-pole, wake, 500 us, RESTART with AI on."""
         mode1 = self._dev.read_u8(REG_MODE1) & ~MODE1_RESTART & 0xFF
         self._dev.write_u8(REG_MODE1, mode1 | MODE1_SLEEP)
         self._dev.write_u8(REG_PRE_SCALE, self.prescale)
@@ -104,12 +126,28 @@ class Pca9685(ServoController):
         self._dev.write_u8(REG_MODE1, awake)
         self._sleep(OSC_STARTUP_S)
         self._dev.write_u8(REG_MODE1, awake | MODE1_RESTART)
-        prescale, mode1 = self._dev.read_u8(REG_PRE_SCALE), self._dev.read_u8(REG_MODE1)
-        if prescale != self.prescale or mode1 & (MODE1_SLEEP | MODE1_AI) != MODE1_AI:
-            raise self._dev.error(f"read-back PRE_SCALE {prescale} MODE1 0x{mode1:02x}, "
-                                  f"expected PRE_SCALE {self.prescale} with AI on and SLEEP off")
-        self._dev.ready = True
-        log.info("%r open: prescale %d, %.2f Hz", self._dev, self.prescale, self.frequency_hz)
+
+    def check_setup(self) -> None:
+        """Read MODE1; when the chip lost its setup (SLEEP set or AI clear: power-cycled), write the
+        open sequence and every channel's last commanded registers again, then raise DeviceReset.
+
+        Raises:
+            DeviceReset: the chip was set up again (:attr:`resets` counts it).
+            DriverError: bus error (errno kept). DeviceClosed: after close().
+        """
+        self._dev.require_ready()
+        mode1 = self._dev.read_u8(REG_MODE1)
+        if mode1 & (MODE1_SLEEP | MODE1_AI) == MODE1_AI:
+            return
+        self._set_up()
+        for channel, regs in sorted(self._outputs.items()):
+            self._dev.write_block(REG_LED0_ON_L + 4 * channel, regs)
+        self.resets += 1
+        raise DeviceReset(
+            f"{self._dev}: lost its setup: MODE1 read 0x{mode1:02x} "
+            f"(SLEEP {'set' if mode1 & MODE1_SLEEP else 'clear'}, AI {'set' if mode1 & MODE1_AI else 'clear'}; "
+            f"0x11 is its power-on value: a power cycle or brown-out); "
+            f"set up again (prescale {self.prescale}), {len(self._outputs)} channels written again", device=self.name)
 
     def close(self) -> None:
         """Turn every channel fully off (servos limp), then mark closed. Idempotent, never raises."""
@@ -147,7 +185,7 @@ class Pca9685(ServoController):
         if counts == 0:
             self.release(channel)
             return
-        self._dev.write_block(REG_LED0_ON_L + 4 * channel, [0, 0, counts & 0xFF, counts >> 8])
+        self._write_channel(channel, [0, 0, counts & 0xFF, counts >> 8])
 
     def release(self, channel: int) -> None:
         """Full OFF on ``channel`` (servo unpowered, limp).
@@ -158,4 +196,9 @@ class Pca9685(ServoController):
         """
         self._dev.require_ready()
         self._check_channel(channel)
-        self._dev.write_block(REG_LED0_ON_L + 4 * channel, [0, 0, 0, LED_FULL])
+        self._write_channel(channel, [0, 0, 0, LED_FULL])
+
+    def _write_channel(self, channel: int, regs: list[int]) -> None:
+        """Write ON_L..OFF_H of ``channel`` in one block; kept as its last command (:meth:`check_setup`)."""
+        self._outputs[channel] = regs
+        self._dev.write_block(REG_LED0_ON_L + 4 * channel, regs)

@@ -278,7 +278,9 @@ async def estop_hold(r: Rig, hold_s: float) -> None:
         await streams.stop("artex")
         r.agent.control.release_estop("console")
         assert await wait_for(lambda: all(r.every_channel(False).values()), 10), r.every_channel(False)
-        await asyncio.sleep(1.0)
+        released = counts(r)                             # each streaming source had 3 commands refused since
+        assert await wait_for(lambda: all(counts(r)[k] >= released[k] + 3 for k in ("sim2bot", "robot_msg", "console")),
+                              10), (released, counts(r))
         assert duty.nonzero == [] and motor.motor_duty == [0.0, 0.0]
         assert r.agent.control.snapshot().active_source == ""
         await streams.stop("console")                   # a new key-down: the console sends a zero, then the drive

@@ -92,6 +92,9 @@ class ControlState:
         failsafes: the configured failsafe detectors (agent.control.failsafes; ``warnings``
             names those off for want of a device). failsafe_cap: the last speed cap they set.
         motor_ok: the last duty write was confirmed.
+        outage_streams: while ``motor_ok`` is False, source -> the time of its last non-zero base
+            velocity command (its zero, stop or reset removes it): those streaming when the controller
+            answers again are latched out then (:meth:`motor_back`).
         max_speed_mps, max_accel_mps2: runtime base limits (:meth:`set_limits`).
         full_duty_mps: track speed at duty 1.0, m/s (``base.max_speed_mps``).
         period_s: control period, s; the ``dt`` of the first tick.
@@ -118,6 +121,7 @@ class ControlState:
         self.cmd: Pair = (0.0, 0.0)
         self.stopped = False
         self.motor_ok = True
+        self.outage_streams: dict[str, float] = {}
         self.base_source = ""
         self.last_t: float | None = None
         self.counts = (0, 0)
@@ -182,6 +186,11 @@ class ControlState:
                                       f"are refused and the tank held still until it re-engages: "
                                       f"{re_engage_hint(source, timeout)}", reason="reengage")
             safety.admitted(source, command)      # ends cleared failsafe latches
+            if not self.motor_ok and channel == BASE:     # dropped at the next tick; noted for motor_back
+                if is_zero(command):
+                    self.outage_streams.pop(source, None)
+                else:
+                    self.outage_streams[source] = now
             # a repeat of the command the source's fresh claim already carries changes nothing; the same
             # value after its claim timed out, was dropped or stopped is a new command
             prev = arbiter.claim(source, channel)
@@ -189,6 +198,19 @@ class ControlState:
             arbiter.offer(source, channel, command, now)
             self.stopped = False
         return Offered(changed, engaged)
+
+    def motor_back(self, now: float) -> list[str]:
+        """The motor controller answers again at ``now`` after a failure: every source that streamed
+        non-zero base velocity commands during the outage and still did (its last one less than its
+        timeout before ``now``, and no zero, stop or reset of its own after it) is latched out as by the failure, so it
+        re-engages after the outage before it drives (docs/safety.md): a zero sent during the outage
+        and a key pressed again before it ended do not drive off when the controller answers.
+        Caller holds the lock. Returns those sources, sorted."""
+        streams, self.outage_streams = self.outage_streams, {}
+        out = sorted(s for s, t in streams.items() if now - t < self.arbiter.timeout_s(s))
+        for source in out:
+            self.arbiter.latch_out(source, BASE, "robot", "a motor controller failure", now)
+        return out
 
     def set_joints(self, source: str, command: JointPosition | JointTrajectory | Gripper | Reset) -> None:
         """A validated latched command from ``source``: claims the joints, sets their target (a
@@ -217,6 +239,7 @@ class ControlState:
             else:
                 arbiter.drop([source], (BASE,))
                 arbiter.re_engage(source)  # a reset re-engages a source latched out by a stop
+                self.outage_streams.pop(source, None)
                 joints.go_home(source)
             self.stopped = False
 
@@ -231,6 +254,7 @@ class ControlState:
         with self.lock:
             now = self._clock()
             dropped = self.arbiter.stop(source, now)
+            self.outage_streams.pop(source, None)     # its own stop: not streaming when the motor is back
             moving = self.cmd != (0.0, 0.0) or self.joints.moving
             self.joints.hold()
             self.watchdog.reset()

@@ -131,7 +131,9 @@ def motor_answered(state: ControlState, ok: bool, now: float) -> None:
         return
     state.motor_ok = ok
     if ok:
-        log.info("motor: duty write confirmed again; tracks at zero until a new command arrives")
+        latched = state.motor_back(now)
+        log.info("motor: duty write confirmed again; tracks at zero until a new command arrives%s",
+                 f"; {', '.join(latched)} streamed during the failure: latched out until re-engaged" if latched else "")
     else:
         latched = state.arbiter.latch_out_streaming("robot", "a motor controller failure", now)
         # handled (tracks held at zero, the controller reopened): WARNING, once per failure spell

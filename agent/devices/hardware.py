@@ -46,10 +46,11 @@ __all__ = ["Hardware"]
 
 def _supervised(kind: str, dcfg: Any, buses: Buses) -> Supervised:
     """One supervised device of ``kind`` from its config section: a GPIO input is lost at its
-    first error (a GPIO read does not fail transiently); a motor controller is commanded to zero
-    at every open."""
+    first error (a GPIO read does not fail transiently); a motor controller is written a zero duty
+    at every open (a duty write, which feeds a controller's own watchdog: the line firmware's stop
+    command ``S`` does not, docs/line-protocol.md)."""
     return Supervised(kind, lambda: build_driver(kind, dcfg, buses), lost_after=1 if dcfg.transport == "gpio" else 3,
-                      on_open=(lambda drv: drv.stop()) if kind == "motor" else None)
+                      on_open=(lambda drv: drv.set_duty(0.0, 0.0)) if kind == "motor" else None)
 
 
 class Hardware:
@@ -74,7 +75,7 @@ class Hardware:
         self._buses = buses
         self.motor_io = None if motor is None else MotorIO(
             motor, feedback_hz=motor_feedback_hz, on_feedback=self._note_status, refresh_s=motor_refresh_s,
-            rest_s=motor_rest_s, on_rest_end=self._rest_ended)
+            rest_s=motor_rest_s, on_rest_end=self._rest_ended, zero_at_open=True)
         self.imu, self.power, self.servo = imu, power, servo
         self.estop = estop
         self.estop_watch = None if estop is None else EstopWatch(
@@ -145,13 +146,16 @@ class Hardware:
 
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> None:
-        """Open every device once (a failure leaves it lost and retried by its thread), then start the threads."""
+        """Open every device once (a failure leaves it lost and retried by its thread), then start the
+        threads; the motor's thread starts right after the motor's open, so the zero written at the open
+        is kept fed (agent/devices/motorio.py) while the other devices open and until the control loop's
+        first tick."""
         for dev in self._devices:
             dev.try_open()
+            if dev is self.motor and self.motor_io is not None:
+                self.motor_io.start()
         for w in self._buses_io:
             w.start()
-        if self.motor_io is not None:
-            self.motor_io.start()
         if self.estop_watch is not None:
             self.estop_watch.start()
 

@@ -12,6 +12,12 @@ lost); :meth:`I2cBusIO.hurry` (called when the rest ends) reads it at once and a
 from then on. A gyro calibration runs here one read per pass (the IMU driver's
 ``gyro_calibration``, each read through ``Supervised.call``), interleaved with the bus's other
 devices, never as one 2 s block.
+
+The servo chip is asked every ``check_period_s`` of its driver whether it kept its setup
+(drivers.base.ServoController.check_setup: the PCA9685's MODE1 read back every 0.5 s, one 1-byte
+read): a chip power-cycled with no bus error (a servo-rail brown-out) is set up again by its
+driver with its last commanded outputs, and the event is counted in its health and logged
+(``servo: ok -> degraded: ... lost its setup ...``, then ``degraded -> ok`` at its next good call).
 """
 
 from __future__ import annotations
@@ -32,6 +38,8 @@ from drivers.base import GyroCalibrationSteps, Imu, PowerMonitor, ServoControlle
 CALIBRATE = "calibrate"
 #: Post key of :meth:`I2cBusIO.hurry`.
 HURRY = "hurry"
+#: Period of the servo chip's setup check while its driver is not open (then its reopen sets it up), s.
+SERVO_CHECK_S = 1.0
 
 
 class I2cBusIO:
@@ -67,8 +75,9 @@ class I2cBusIO:
         self._sensor_polls = polls
         self._slices = Poll(self._calibration_slice, math.inf, pause=True)
         self._slices.due = math.inf
+        checks = [Poll(self._check_servo, SERVO_CHECK_S)] if servo is not None else []
         self.worker = DeviceWorker(f"i2c-{bus_name}", [d for d in (imu, power, servo) if d is not None],
-                                   serve=self._serve, polls=polls + [self._slices],
+                                   serve=self._serve, polls=polls + [self._slices] + checks,
                                    on_reopen=self._reopened, clock=clock)
 
     def start(self) -> None:
@@ -146,6 +155,16 @@ class I2cBusIO:
                     continue                        # kept: written at the next pass
                 self._written[ch] = us
             del self._unwritten[ch]
+
+    def _check_servo(self) -> float:
+        """Whether the servo chip kept its setup (see the module docstring); its next check's period."""
+        servo = self.servo
+        if servo is None:
+            return math.inf
+        servo.call(lambda d: d.check_setup())
+        driver = servo.driver
+        period = SERVO_CHECK_S if driver is None else driver.check_period_s
+        return period if period > 0 else math.inf
 
     def _reopened(self, dev: Supervised) -> None:
         """The servo chip is back (maybe power-cycled, its outputs off): write every channel again."""

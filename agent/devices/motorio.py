@@ -28,6 +28,15 @@ emulator's wake that much less. Any other reading, a non-zero duty, a failed wri
 ends the rest at once: a non-zero duty is written at once as always, and the next feedback set is
 due within ``1 / feedback_hz`` of it.
 
+With ``zero_at_open`` (the motor's ``on_open`` writes a zero duty, as agent/devices/hardware.py's
+does), a controller reopened since a failed write counts as answering (:meth:`MotorIO.post`: it
+acknowledged that zero; the control loop sees it answer at the first tick that finds it open), and
+before the first duty is posted (the control loop's first tick) the worker keeps the zero written
+every ``refresh_s`` on its own: a controller with its own watchdog (the line firmware's ``T``, the
+RoboClaw's serial timeout) is fed from its open on, while the other devices open and the control
+loop starts (docs/line-protocol.md, "Host behaviour"), so its watchdog does not trip at every
+start. A zero is all it writes; the first post ends it for good.
+
 Bounds (docs/architecture.md, "Hardware"): a posted duty waits at most for the
 one transaction in progress. The worker takes a pending duty before every
 transaction it starts: between duties, before a feedback set, and inside a
@@ -42,6 +51,7 @@ With a silent controller the wait is the driver's reply timeout times its retrie
 from __future__ import annotations
 
 import logging
+import math
 import time
 from collections.abc import Callable
 
@@ -125,6 +135,8 @@ class MotorIO:
             docstring; :func:`rest_period_s`); None: no rest, the full rate always.
         on_rest_end: called on the worker thread when a rest ends (the I2C buses read the IMU at once:
             agent/devices/i2cbus.py ``I2cBusIO.hurry``); must not block.
+        zero_at_open: ``motor``'s ``on_open`` writes a zero duty: a reopen acknowledges it, and the
+            zero is written every ``refresh_s`` until the first post (see the module docstring).
         clock: monotonic clock, s (for the refresh and the feedback rate).
 
     Attributes:
@@ -134,7 +146,7 @@ class MotorIO:
     def __init__(self, motor: Supervised[MotorController], *, feedback_hz: float,
                  on_feedback: Callable[[MotorFeedback], None] | None = None,
                  refresh_s: float = DUTY_REFRESH_S, rest_s: float | None = None,
-                 on_rest_end: Callable[[], None] | None = None,
+                 on_rest_end: Callable[[], None] | None = None, zero_at_open: bool = False,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.motor = motor
         self._refresh_s = refresh_s
@@ -151,25 +163,33 @@ class MotorIO:
         self.writes = 0
         self.skipped = 0                      # posted duties not written: unchanged and written lately
         self._poll = Poll(self._read, self._fast_s)
-        self.worker = DeviceWorker("motor", [motor], serve=self._serve, polls=[self._poll], clock=clock)
+        self._zero_at_open = zero_at_open
+        self._failed_driver: object = None    # the driver (None: none open) of the last failed write
+        self._posted = not zero_at_open       # a duty was posted (the control loop ticks): no keepalive
+        polls = [Poll(self._keepalive, refresh_s), self._poll] if zero_at_open else [self._poll]
+        self.worker = DeviceWorker("motor", [motor], serve=self._serve, polls=polls, clock=clock)
 
     def start(self) -> None:
         """Start the thread (once)."""
         self.worker.start()
 
     def post(self, left: float, right: float, *, force: bool = False) -> bool:
-        """Queue (left, right) duty for the worker (latest wins); returns whether the last write was acknowledged.
+        """Queue (left, right) duty for the worker (latest wins); returns whether the last write was
+        acknowledged (or, with ``zero_at_open``, the controller was reopened since it failed).
 
         Never blocks on the controller. False while the controller is lost. A duty equal to the
         last one acknowledged, its refresh not yet due, with nothing else posted or being written,
         is counted as skipped here and does not wake the thread (the control loop posts every tick);
         ``force``: written all the same (the closing zero, whose answer is awaited: agent.control.devices).
         """
+        self._posted = True
         if not force and self.worker.idle() and self._fresh((left, right)):   # idle first: then _last is final
             self.skipped += 1
         else:
             self.worker.post("duty", ((left, right), force))
-        return self.acked and self.motor.state != LOST
+        driver = self.motor.driver
+        reopened = self._zero_at_open and driver is not None and driver is not self._failed_driver
+        return (self.acked or reopened) and self.motor.state != LOST
 
     def settle(self, timeout_s: float) -> bool:
         """Wait until every duty posted so far was written; True when done in time and the last was acknowledged."""
@@ -204,6 +224,8 @@ class MotorIO:
 
     def _written(self, duty: Duty, serial: int, ok: bool, driver: object, count: int = 1) -> None:
         self.acked = ok
+        if not ok:
+            self._failed_driver = driver
         self.writes += count
         self._last = (duty, self._clock(), driver) if ok else None
         if not ok or duty != (0.0, 0.0):
@@ -246,6 +268,17 @@ class MotorIO:
             self._still_since = now
         self.resting = now - self._still_since >= REST_AFTER_S
         return max(self._rest_s, self._fast_s) if self.resting else None
+
+    def _keepalive(self) -> float:
+        """Before the first post: write the zero duty when its refresh is due (see the module docstring).
+        Returns the period until the next (inf once a duty was posted)."""
+        if self._posted:
+            return math.inf
+        driver = self.motor.driver
+        if driver is not None and not self._fresh((0.0, 0.0)):
+            ok = bool(self.motor.call(lambda d: (d.set_duty(0.0, 0.0), True)[1], default=False))
+            self._written((0.0, 0.0), 0, ok, driver)
+        return self._refresh_s
 
     def _serve(self) -> None:
         """A posted duty goes out before anything else."""

@@ -9,7 +9,8 @@ pointers, auto-increment and byte order are the chip's business, as on a real
 bus. SMBus words are low byte first (hardware-reference §7.1).
 
 Faults: an address with no chip, or a chip unplugged with :meth:`remove`,
-raises ``OSError(121)`` (EREMOTEIO, NACK); :meth:`inject` makes the next
+raises ``OSError(121)`` (EREMOTEIO, NACK); :meth:`power_cycle` resets a chip to its power-on
+values with no error at all (a supply brown-out); :meth:`inject` makes the next
 ``count`` transactions to an address raise ``OSError(errno)`` (121 NACK,
 110 timeout, 5 EIO; hardware-reference §7.2). An address above 0x7F raises
 EINVAL (22) as ``i2c-dev`` does; use after :meth:`close` raises EBADF (9).
@@ -226,6 +227,13 @@ class FakeSMBus:
             self._removed.discard(address)
             if power_cycle and address in self._chips:
                 self._chips[address].reset()
+
+    def power_cycle(self, address: int) -> None:
+        """Cut and restore the power of the chip at ``address`` between two transactions with no bus
+        error (a brown-out of its supply): its registers go back to their power-on values (its
+        ``reset()``). KeyError when no chip is attached there."""
+        with self._lock:
+            self._chips[address].reset()
 
     def writes(self, address: int) -> list[bytes]:
         """Write payloads sent to ``address`` still in :attr:`log`, oldest first."""

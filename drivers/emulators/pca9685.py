@@ -11,7 +11,8 @@ Power-on values (§6.7): MODE1 0x11 (SLEEP, ALLCALL), MODE2 0x04, PRE_SCALE
 - Setting SLEEP with a channel running stops the outputs and sets RESTART.
   Writing RESTART = 1 at least 500 us after SLEEP was cleared restarts them
   and clears the bit; writing any LED register also clears it. EXTCLK is sticky.
-- The general call software reset (0x00, 0x06) restores power-on values.
+- The general call software reset (0x00, 0x06) restores power-on values, and so does a power
+  cycle of its supply with no bus error (``FakeSMBus.power_cycle``, a servo-rail brown-out).
 
 After each write transaction the decoded pulse width of every channel whose
 output changed is reported to ``physics.set_servo_pulse`` (0 = off);

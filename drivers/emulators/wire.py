@@ -6,12 +6,11 @@ helpers put the wire back:
 
 - :class:`SerialWire` stamps what the driver wrote with the time its last byte
   would have arrived at ``baud`` (8N1: 10 bits per byte, drivers.serialport.transfer_s)
-  and holds it until then (:meth:`SerialWire.arrived`), or hands it over at once with
-  that stamp (:meth:`SerialWire.requests`: the pty emulators, drivers/emulators/pty.py,
-  to wake once less per transaction), and holds each reply until the device's reply
-  latency plus the reply's own wire time have passed after that stamp; one direction's
-  bytes never overlap (a UART sends one byte at a time), the two directions run at
-  once (full duplex).
+  and hands it over at once with that stamp (:meth:`SerialWire.requests`: the pty emulators,
+  drivers/emulators/pty.py, act on a request when they read it, one wake-up less per
+  transaction), and holds each reply until the device's reply latency plus the reply's own
+  wire time have passed after that stamp; one direction's bytes never overlap (a UART sends
+  one byte at a time), the two directions run at once (full duplex).
 - :func:`i2c_transfer_s` is the time of one SMBus transaction at the bus clock:
   9 clocks per byte (8 data bits + ACK) plus a start, a stop and the address
   byte (and a repeated start and the address again for a read).
@@ -72,15 +71,8 @@ class SerialWire:
         self._rx_free = done
         self._rx.append((done, data))
 
-    def arrived(self, now: float) -> list[tuple[float, bytes]]:
-        """(arrival time, bytes) of everything whose last byte has arrived by ``now``, oldest first."""
-        out = []
-        while self._rx and self._rx[0][0] <= now:
-            out.append(self._rx.popleft())
-        return out
-
     def holding(self) -> bool:
-        """Requests were received and not yet taken by :meth:`arrived` or :meth:`requests`."""
+        """Requests were received and not yet taken by :meth:`requests`."""
         return bool(self._rx)
 
     def requests(self) -> list[tuple[float, bytes]]:
@@ -112,8 +104,8 @@ class SerialWire:
         return rx[0][0] if rx else tx[0][0] if tx else None
 
     def due(self, now: float) -> bool:
-        """True when something has arrived or a reply is due by ``now`` (:meth:`arrived` / :meth:`sent`
-        would return it)."""
+        """True when a request's last byte has arrived or a reply is due (:meth:`sent` would return it)
+        by ``now``."""
         return bool(self._rx and self._rx[0][0] <= now or self._tx and self._tx[0][0] <= now)
 
     def clear(self) -> None:

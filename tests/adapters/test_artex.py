@@ -11,6 +11,7 @@ import asyncio
 import json
 import logging
 import math
+import time
 
 import cv2
 import numpy as np
@@ -159,7 +160,8 @@ async def test_bad_input_is_logged_rejected_and_harmless(hub, caplog):
             assert await wait_for(lambda: adapter.status()["rejected"] >= len(bad) + 5, 5)
         assert caplog.text.count("unknown command type 'fly'") == 1
         assert max(len(r.getMessage()) for r in caplog.records) < 1000  # huge inputs are not echoed
-        await asyncio.sleep(0.3)
+        await hub.heartbeat(["d_meta"])           # answered: every command sent before it was handled
+        await asyncio.sleep(0.1)  # real time held on purpose: ~5 ticks in which an accepted command would drive
         snap = agent.control.snapshot()
         assert snap.odom.distance_m == 0.0 and snap.active_source == "" and snap.tracks.duty_left == 0.0
         assert hub.connected == [sid] and adapter.status()["connected"]
@@ -193,7 +195,7 @@ async def test_hub_restart_reconnects_releases_and_waits_for_ready(hub, caplog, 
         meta = await hub.heartbeat(["d_meta"])
         assert meta == {"d_meta": {"sid": sid, "ready": "init", "telem_run": False, "video_run": False}}
         n_telem, n_video = len(hub.telem), len(hub.video)
-        await asyncio.sleep(0.5)
+        await asyncio.sleep(0.3)  # real time held on purpose: 3 telem periods (max_send_freq 0.1 s) with no stream
         assert (len(hub.telem), len(hub.video)) == (n_telem, n_video)  # streams wait for Ready
         await hub.heartbeat(["Ready"])
         assert await wait_for(lambda: len(hub.telem) > n_telem and len(hub.video) > n_video, 5)
@@ -242,9 +244,11 @@ async def test_telem_rate_limit_and_only_on_change(hub):
         assert len(times) <= 1.2 / 0.1 + 3, np.diff(times)
         # still robot: once the tracks have settled the dict stops changing; only the keepalive goes out
         assert await wait_for(lambda: agent.control.snapshot().watchdog == "expired", 3)
-        await asyncio.sleep(2.5)  # tracks coast to rest (~1.2 s) and the settled values go out (10 polls)
+        # tracks coast to rest (~1.2 s) and the settled values go out: then no telem for 0.5 s (5 polls)
+        assert await wait_for(lambda: abs(agent.physics.vx_mps) < 0.005
+                              and time.monotonic() - hub.telem[-1][0] > 0.5, 5)
         n = len(hub.telem)
-        await asyncio.sleep(3.0)
+        await asyncio.sleep(3.0)  # real time held on purpose: the keepalive's rate (1 s) is the claim
         assert 2 <= len(hub.telem) - n <= 5, [p for _, p in list(hub.telem)[n:]]  # ~3 at 1 s keepalive
         ax = []
         for _ in range(5):
@@ -277,7 +281,7 @@ async def test_telem_can_and_video_can_false(hub):
         assert hub.heartbeats[-1][2]["d_meta"]["telem_run"] is False
         async with driving(hub, {"com": "forward"}):
             assert await wait_for(lambda: distance(agent) > 0.05, 5)
-            await asyncio.sleep(0.5)
+            await asyncio.sleep(0.2)  # real time held on purpose: 2 more telem periods of a changing state
         assert not hub.telem and not hub.video
 
 
@@ -310,10 +314,9 @@ async def test_file_log_error_and_clear(hub, tail):
         assert err["type"] == "error" and "boom-4711" in err["content"] and "ARTEX: connected" not in err["content"]
         assert full["type"] == "log" and "ARTEX: connected" in full["content"] and "boom-4711" in full["content"]
         await hub.command({"file": "clear"})
-        await asyncio.sleep(0.3)
-        assert len(hub.files) == 2  # clear answers nothing
         await hub.command({"file": "error"})
         assert await wait_for(lambda: len(hub.files) >= 3, 5)
+        assert len(hub.files) == 3 and hub.files[2][1]["type"] == "error"  # clear answered nothing (in order)
         assert "boom-4711" not in hub.files[-1][1]["content"]
 
 
@@ -429,7 +432,10 @@ async def test_hub_script_repeats_motion_until_stop():
             assert await wait_for(lambda: any("failed: cannot send that payload" in x for x in lines), 10)
             proc.stdin.write(b"forward\n")                # the hub's console still reads commands
             await proc.stdin.drain()
-            await asyncio.sleep(1.5)  # three watchdog timeouts: only the repeat keeps it going
+            # three watchdog timeouts (0.5 s): only the repeat (every 150 ms) keeps it going
+            artex = agent.adapters["artex"]
+            accepted = artex.status().get("accepted", 0)
+            assert await wait_for(lambda: artex.status().get("accepted", 0) >= accepted + 10, 10)
             # (a loaded machine may delay one repeat past the watchdog: the next one drives again)
             await wait_for(lambda: agent.control.snapshot().watchdog == "ok" and distance(agent) > 0.2, 5)
             assert agent.control.snapshot().watchdog == "ok" and distance(agent) > 0.2, \
@@ -437,7 +443,7 @@ async def test_hub_script_repeats_motion_until_stop():
             proc.stdin.write(b"stop\n")
             await proc.stdin.drain()
             assert await wait_for(lambda: agent.control.snapshot().stopped, 5)
-            await asyncio.sleep(0.5)
+            await asyncio.sleep(0.3)  # real time held on purpose: 2 repeat periods (150 ms) with no repeat
             assert agent.control.snapshot().stopped  # no more repeats after stop
         text = "".join(lines)
         assert "passport" in text and '"name":"tank-01"' in text

@@ -55,7 +55,8 @@ async def test_a_broken_binary_packet_never_swallows_the_next_stop(hub, caplog, 
         assert agent.control.snapshot().active_source != "artex"   # the forward never ran
         assert await wait_for(lambda: abs(agent.physics.vx_mps) < 0.005, 3)   # coasted to rest
         d0 = distance(agent)
-        await asyncio.sleep(0.6)
+        await hub.heartbeat(["d_meta"])           # answered: every packet the hub sent before it was handled
+        await asyncio.sleep(0.2)  # real time held on purpose: ~10 ticks in which a held forward would drive
         assert agent.physics.duty == [0.0, 0.0] and distance(agent) - d0 < 0.01
         assert "Traceback" not in caplog.text and "never retrieved" not in caplog.text
         faults = {k: v for k, v in adapter.status().counters.items() if k.startswith("fault_")}
@@ -111,7 +112,7 @@ async def test_reserved_names_and_garbage_are_counted_never_reach_handlers_no_tr
             await hub.send_packet(b"\x00\x01 stray binary")
             assert await wait_for(lambda: adapter.status().get("rejected", 0) >= len(GARBAGE) + 1, 5), \
                 adapter.status().counters
-            await asyncio.sleep(0.3)
+            await hub.heartbeat(["d_meta"])       # answered: every packet sent before it was handled and logged
         counters = adapter.status().counters
         for kind in ("reserved_event", "unexpected_connect", "bad_event", "bad_ack", "unknown_type",
                      "undecodable", "stray_attachment"):

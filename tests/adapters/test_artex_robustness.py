@@ -26,9 +26,8 @@ async def test_a_near_zero_max_send_freq_does_not_spin_the_agent(hub):
         adapter = agent.adapters["artex"]
         await hub.command({"web_settings": {"max_send_freq": 1e-9}})
         assert await wait_for(lambda: adapter.cfg.max_send_freq == 1e-9, 5)
-        await asyncio.sleep(0.3)
         wall0, cpu0 = time.monotonic(), time.process_time()
-        await asyncio.sleep(1.5)
+        await asyncio.sleep(1.0)  # real time held on purpose: a CPU share is measured over it (spinning: ~1 core)
         cores = (time.process_time() - cpu0) / (time.monotonic() - wall0)
         assert cores < 0.8, f"agent + hub used {cores:.2f} cores at rest"  # ~0.25 normally, ~1.0 spinning
         sent = await drive(hub, {"com": "forward"}, 0.6)

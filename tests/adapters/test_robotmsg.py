@@ -351,7 +351,7 @@ async def test_stop_mode_stops_the_tracks_and_holds_the_joints():
         assert snap.stopped
         held = snap.joints.q
         assert 0.0 < held[0] < 1.1  # stopped part way along the 4 s trajectory
-        await asyncio.sleep(0.3)
+        await asyncio.sleep(0.1)  # real time held on purpose: ~5 ticks, in which the trajectory would move ~0.03 rad
         assert agent.control.snapshot().joints.q == held and not moving(agent)
 
 
@@ -576,7 +576,7 @@ async def test_a_busy_port_is_retried_until_it_frees(caplog):
     blocker.listen()
     cfg = rm_config({"action": {"address": f"tcp://127.0.0.1:{blocker.getsockname()[1]}"}})
     async with controlled(cfg, wait_connected=False) as (agent, peer):
-        await asyncio.sleep(0.5)
+        assert await wait_for(lambda: any("sockets failed" in r.getMessage() for r in caplog.records), 5.0)
         assert not peer.status()["connected"]
         blocker.close()
         assert await wait_for(lambda: peer.status()["connected"], 5.0)

@@ -120,7 +120,7 @@ async def test_a_non_loopback_bridge_needs_the_token(caplog):
             async with running_agent(agent_params(own, refused_delay_s=30.0)) as agent:
                 adapter = agent.adapters["sim2bot"]
                 assert await wait_for(lambda: "403" in adapter.status()["last_error"], 5)
-                await asyncio.sleep(1.0)                   # a refusal waits refused_delay_s, not the 0.5 s backoff
+                await asyncio.sleep(0.7)  # real time held on purpose: the 0.5 s backoff would have retried by now
                 assert not adapter.status()["connected"] and adapter.rooms[0].link.total_failures == 1
         refusals = [r.getMessage() for r in caplog.records if "refused the robot" in r.getMessage()]
         assert len(refusals) == 1 and "not a network fault" in refusals[0]
@@ -216,9 +216,12 @@ async def test_joint_commands_move_the_servos_through_the_pca9685(bridge):
             await asyncio.sleep(0.1)
         q_moving = robot.state().q[0]
         assert q_moving < 0.35
-        await asyncio.sleep(1.0)                      # not re-sent: the joints hold
+        # not re-sent: the joints hold once the watchdog ran out, and the controller sees where
+        assert await wait_for(lambda: agent.control.snapshot().joints.qd[0] == 0.0, 3)
+        assert await wait_for(lambda: robot.state().q[0] == pytest.approx(agent.control.snapshot().joints.q[0],
+                                                                          abs=1e-6), 2)
         held = robot.state().q[0]
-        await asyncio.sleep(0.3)
+        await asyncio.sleep(0.3)  # real time held on purpose: a joint still moving would move ~0.15 rad
         assert robot.state().q[0] == pytest.approx(held, abs=1e-6)
 
         robot.move_trajectory([(0.0, [held, 0.2]), (0.5, [-0.3, 0.1])])
@@ -247,7 +250,7 @@ async def test_stop_freezes_everything_and_reset_returns_home(bridge):
         held = agent.control.snapshot().joints.q[0]
         assert await wait_for(lambda: abs(pulses[0] - pulse_us(held)) < 5, 2), (pulses[0], pulse_us(held))
         frozen = pulses[0]
-        await asyncio.sleep(0.5)
+        await asyncio.sleep(0.3)  # real time held on purpose: a slewing servo (3 rad/s) would move ~0.9 rad
         assert pulses[0] == frozen and frozen < pulse_us(1.4)   # stopped short of the target
         robot.reset()
         assert await wait_for(lambda: abs(pulses[0] - pulse_us(0.0)) < 6, 3)

@@ -81,8 +81,10 @@ async def test_in_one_room_two_formats_each_flow_and_one_unsubscribe_does_not_st
             assert {(c, w, h) for _, c, w, h in reader_a.frames} <= {(0, 160, 120), (2, 64, 48)}
             closed = time.monotonic()
             await asyncio.to_thread(stream_b.close)          # B unsubscribes model:0
-            await asyncio.sleep(UNSUBSCRIBE_GRACE_S + 2.5)
-            # a stream ended with B's would pause >= 2 s here; a loaded machine pauses one < 1.5 s
+            # until A's stream is past B's grace by 2 s: a stream ended with B's would pause >= 2 s here;
+            # a loaded machine pauses one < 1.5 s
+            await wait_for(lambda: reader_a.of(0, 160)[-1] > closed + UNSUBSCRIBE_GRACE_S + 2.0,
+                           UNSUBSCRIBE_GRACE_S + 8)
             gap = max_gap(reader_a.of(0, 160), closed, closed + UNSUBSCRIBE_GRACE_S + 2.0)
             assert gap < 1.5, f"A's stream paused {gap:.2f} s after B's unsubscribe"
             late_raw = [t for t in reader_a.of(2, 64) if t > closed + UNSUBSCRIBE_GRACE_S + 0.5]
@@ -155,8 +157,10 @@ async def test_one_room_per_controller_each_gets_only_its_own_format(bridge):
 
             closed = time.monotonic()
             await asyncio.to_thread(stream_b.close)          # B unsubscribes: only room ctl-b's stream ends
-            await asyncio.sleep(UNSUBSCRIBE_GRACE_S + 2.5)
-            # a stream ended with B's would pause >= 2.5 s here; a loaded machine pauses one < 1.5 s
+            # until A's stream is past B's grace by 2 s: a stream ended with B's would pause >= 2.5 s here;
+            # a loaded machine pauses one < 1.5 s
+            await wait_for(lambda: reader_a.of(0, 160)[-1] > closed + UNSUBSCRIBE_GRACE_S + 2.0,
+                           UNSUBSCRIBE_GRACE_S + 8)
             gap = max_gap(reader_a.of(0, 160), closed, time.monotonic())
             assert gap < 1.5, f"A's stream paused {gap:.2f} s after B's unsubscribe"
             assert tap_b.since(closed + UNSUBSCRIBE_GRACE_S + 0.5) == set(), "B's stream outlived its unsubscribe"
@@ -217,7 +221,8 @@ async def test_a_room_releases_the_source_only_when_it_gave_the_last_command(bri
         assert await asyncio.to_thread(emu.wait_for, lambda: emu.motor_duty[0] > 0, 3.0)
         async with controller(bridge, "ctl-b") as b:
             b.gripper(0.5)                                    # ctl-b commands once, ctl-a's stream after it
-            await asyncio.sleep(0.3)
+            assert await wait_for(lambda: abs(agent.physics.servo_pulse_us.get(2, 0) - 1500.0) < 6, 3)
+            await asyncio.sleep(0.2)  # real time held on purpose: ctl-a's next commands (every 0.1 s) come after it
         # ctl-b's last controller left while ctl-a drives: the source is kept, the tank goes on
         assert await wait_for(lambda: "source kept (room ctl-a gave the last command)" in caplog.text, 3)
         assert "sim2bot released" not in caplog.text and emu.motor_duty[0] > 0

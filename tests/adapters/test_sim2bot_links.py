@@ -44,7 +44,8 @@ async def test_a_black_holed_bridge_is_declared_dead_the_source_released_and_the
             assert await wait_for(lambda: not adapter.status()["connected"], BOUND_S + 5)
             dead_s = time.monotonic() - t0
             assert await wait_for(lambda: agent.physics.duty == [0.0, 0.0], 1), "source not released"
-            await asyncio.sleep(0.5)
+            tried = proxy.connections
+            assert await wait_for(lambda: proxy.connections > tried, 5)    # a reconnect into the dead path
             proxy.blackhole = False
             t1 = time.monotonic()
             assert await wait_for(lambda: adapter.status()["connected"], 10)
@@ -52,7 +53,7 @@ async def test_a_black_holed_bridge_is_declared_dead_the_source_released_and_the
             print(f"\nsim2bot black-hole declared dead after {dead_s:.2f} s (bound {BOUND_S:.1f} s); "
                   f"connected {back_s:.2f} s after the path returned")
             assert dead_s < BOUND_S + 3.0 and back_s < 3.0
-            await asyncio.sleep(0.5)
+            await asyncio.sleep(0.2)  # real time held on purpose: ~10 ticks in which a replayed command would drive
             assert agent.physics.duty == [0.0, 0.0]
 
 

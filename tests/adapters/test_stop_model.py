@@ -188,7 +188,7 @@ async def peers(bridge):
 async def test_the_stopper_streams_again_0_2_s_after_its_stop_and_covers_the_distance(peers, source):
     from_rest = await peers.leg(source)                      # a 2 s drive from rest, ended by a stop
     assert from_rest > 0.3, f"a 2 s drive at {VX} m/s covered only {from_rest:.3f} m"
-    await peers.stream(1.0, source)                          # stream, stop, 0.2 s pause, stream 2 s
+    await peers.stream(0.5, source)                          # stream (5 commands), stop, 0.2 s pause, stream 2 s
     await peers.stop(source)
     await asyncio.sleep(0.2)
     again = await peers.leg(source)

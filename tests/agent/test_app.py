@@ -57,13 +57,13 @@ async def test_close_does_not_wait_forever_for_a_stuck_adapter(caplog, monkeypat
     monkeypatch.setattr(agent.app, "ADAPTER_STOP_S", 0.5)
     cfg = sim_config()
     cfg["drivers"]["cameras"] = []
-    released = asyncio.Event()
+    released, let_go = asyncio.Event(), asyncio.Event()
 
     async def stuck() -> None:
         try:
-            await asyncio.sleep(60)
+            await asyncio.sleep(60)  # no wall time: cancelled by close()
         except asyncio.CancelledError:
-            await asyncio.sleep(2.0)  # ignores the cancellation for a while
+            await let_go.wait()  # ignores the cancellation until the test lets it go, after close()
             released.set()
 
     loop = asyncio.get_running_loop()
@@ -78,6 +78,7 @@ async def test_close_does_not_wait_forever_for_a_stuck_adapter(caplog, monkeypat
     assert took < 1.9, f"close() waited {took:.1f} s for the stuck adapter"
     assert agent.physics.duty == [0.0, 0.0]
     assert "adapter-stuck did not stop" in caplog.text
+    let_go.set()
     await asyncio.wait_for(released.wait(), 5)
 
 
@@ -126,10 +127,10 @@ async def test_close_stops_tracks_and_a_running_trajectory_before_any_adapter_cl
 
         async def closing_adapter() -> None:
             try:
-                await asyncio.sleep(60)
+                await asyncio.sleep(60)  # no wall time: cancelled by close()
             except asyncio.CancelledError:                         # what the motors do when links close
                 seen["duty"], seen["pulse"] = list(agent.physics.duty), pulses[0]
-                await asyncio.sleep(0.3)                           # (close waits up to ADAPTER_STOP_S)
+                await asyncio.sleep(0.3)  # real time held on purpose: a running 20 s trajectory moves its pulse ~5 us
                 seen["pulse_later"] = pulses[0]
                 raise
 

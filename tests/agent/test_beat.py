@@ -131,7 +131,8 @@ def test_a_cancelled_pause_leaves_no_timer_behind():
         pause.cancel()
         with pytest.raises(asyncio.CancelledError):
             await pause
-        await asyncio.sleep(2.0)        # one wake-up: the cancelled pause's slot (0.5 s) wakes nobody
+        # no wall time (VirtualTimeLoop): one wake-up; the cancelled pause's slot (0.5 s) wakes nobody
+        await asyncio.sleep(2.0)
     loop = run(main)
     assert loop.wakeups == 1 and loop.now == pytest.approx(1002.003)
 

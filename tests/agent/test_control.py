@@ -926,10 +926,15 @@ def test_a_tick_that_keeps_failing_zeroes_the_motor_logs_once_and_the_thread_sur
         loop.start()
         assert _wait(lambda: loop.tick_stats().ticks > 5)
         caplog.set_level(logging.ERROR, logger="agent.control")
-        hw.latest_imu = lambda: 1 / 0                      # fault injection: every tick now raises
+        calls = [0]
+
+        def failing_imu():                                 # fault injection: every tick now raises
+            calls[0] += 1
+            return 1 / 0
+        hw.latest_imu = failing_imu
         loop.submit("sim2bot", BaseVelocity(0.5, 0.0))
         ticks = loop.tick_stats().ticks
-        time.sleep(0.5)                                    # ~25 failing ticks at 50 Hz
+        assert _wait(lambda: calls[0] >= 25)               # ~25 failing ticks (0.5 s at 50 Hz)
         failed = [r for r in caplog.records if r.getMessage().startswith("control tick failed")]
         assert len(failed) == 1 and failed[0].exc_info is not None   # once per interval, with the traceback
         assert loop.tick_stats().ticks == ticks            # no tick completed

@@ -60,7 +60,10 @@ def test_missing_camera_is_logged_at_warning(caplog):
         deadline = time.monotonic() + 10.0
         while not _warnings(caplog, "agent.video") and time.monotonic() < deadline:
             time.sleep(0.02)
-        time.sleep(0.3)  # a few more reopen attempts: still one line
+        errors = hub.health()[0].errors                 # a few more reopen attempts: still one line
+        while hub.health()[0].errors < errors + 3 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert hub.health()[0].errors >= errors + 3
     finally:
         hub.close()
     lines = _warnings(caplog, "agent.video")

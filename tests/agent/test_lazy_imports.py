@@ -140,7 +140,7 @@ async def run_moments(cfg: dict, tmp_path, first_connect_s: float = 0.5) -> dict
             await proc.wait()
         except TimeoutError:      # say where the child was: its threads' stacks and its log's tail
             proc.send_signal(signal.SIGUSR1)
-            await asyncio.sleep(1.0)
+            await asyncio.sleep(1.0)  # real time held on purpose: the child writes its stacks (failure path only)
             raise AssertionError(f"robot-agent run did not finish in 60 s; its log ends:\n{err.decode()[-12000:]}")
         finally:
             if proc.returncode is None:

@@ -26,6 +26,10 @@ def _health(agent, name: str) -> str:
     return {h.name: h.state for h in agent.hardware.health()}[name]
 
 
+def _errors(agent, name: str) -> int:
+    return {h.name: h.errors for h in agent.hardware.health()}[name]
+
+
 async def test_console_stop_lost_motor_and_restart_log_no_error(caplog, tmp_path):
     caplog.set_level(logging.DEBUG)
     port = free_port()
@@ -51,7 +55,8 @@ async def test_console_stop_lost_motor_and_restart_log_no_error(caplog, tmp_path
                     break
                 await asyncio.sleep(0.05)
             assert _health(agent, "motor") == "lost"
-            await asyncio.sleep(0.3)                                      # writes fail while it is lost
+            errors = _errors(agent, "motor")                              # writes fail while it is lost
+            assert await wait_for(lambda: _errors(agent, "motor") >= errors + 3, 5)
             emu.replug()
             assert await wait_for(lambda: _health(agent, "motor") == "ok", 10)
         # the restart: right after start, devices not opened yet are starting, and status exits 0

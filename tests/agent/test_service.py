@@ -112,6 +112,7 @@ async def _sigterm_exit(tmp_path, cfg: dict, ready: "Callable[[], bool]") -> tup
                                                 cwd=ROOT, env=env, stderr=asyncio.subprocess.PIPE)
     try:
         assert await wait_for(ready, 30), "the link never came up"
+        # real time held on purpose: past the agent's start (a SIGTERM during start: test_lazy_imports.py)
         await asyncio.sleep(0.5)
         t0 = time.monotonic()
         proc.send_signal(signal.SIGTERM)

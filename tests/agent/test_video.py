@@ -218,7 +218,7 @@ async def test_two_formats_encode_once_each(hubs):
 async def test_slow_consumer_skips_to_the_newest_frame(hubs):
     hub = await running(hubs, Recorder())
     first = await hub.next_encoded("front", FrameFormat("jpeg"), 0, 5.0)
-    await asyncio.sleep(0.3)  # ~9 frames at 30 fps go by
+    await wait_until(lambda: hub.latest("front").seq >= first.seq + 3, 5.0, "frames going by")
     newest = hub.latest("front").seq
     second = await hub.next_encoded("front", FrameFormat("jpeg"), first.seq, 5.0)
     assert second.seq >= newest > first.seq + 1

@@ -99,7 +99,7 @@ async def _screenshot(path: str) -> None:
                     for key in keys:
                         ActionChains(driver).key_up(key).perform()
                 ActionChains(driver).key_down(Keys.ARROW_UP).perform()
-                time.sleep(2.0)
+                time.sleep(2.0)  # real time held on purpose: the screenshot script's plots fill (not a test)
                 driver.save_screenshot(path)
                 ActionChains(driver).key_up(Keys.ARROW_UP).perform()
 

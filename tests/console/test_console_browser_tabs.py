@@ -84,7 +84,7 @@ def two_tabs(driver, agent, port: int) -> None:
     press(driver, Keys.ARROW_UP)
     assert wait_until(lambda: text(driver, "error").startswith("this tab watches"), 5.0), text(driver, "error")
     assert in_view(driver, "error")
-    assert still_for(agent, 0.6)
+    assert still_for(agent, 0.3)                     # 3 of the watching tab's repeats (100 ms) move nothing
     let_go(driver, Keys.ARROW_UP)
 
     # A drives
@@ -105,7 +105,8 @@ def two_tabs(driver, agent, port: int) -> None:
                       5.0), text(driver, "control")
     assert "tab 2 (127.0.0.1) took control at" in text(driver, "error")
     press(driver, Keys.ARROW_UP)
-    assert still_for(agent, 0.6)
+    assert wait_until(lambda: text(driver, "error").startswith("this tab watches"), 5.0), text(driver, "error")
+    assert still_for(agent, 0.3)                     # 3 of its repeats (100 ms) move nothing
     let_go(driver, Keys.ARROW_UP)
 
     # B drives; closing the watching tab A meanwhile changes nothing
@@ -117,7 +118,7 @@ def two_tabs(driver, agent, port: int) -> None:
     assert wait_until(lambda: len(driver.window_handles) == 1, 5.0)
     assert wait_until(lambda: agent.adapters["console"].status()["open"] == 1, 5.0)
     start = agent.control.snapshot().odom.distance_m
-    time.sleep(0.8)                                  # longer than the watchdog: B's key still drives
+    time.sleep(0.6)  # real time held on purpose: longer than the 0.5 s watchdog, only B's repeats drive on
     assert moves(agent)
     # and it travels (odometry follows the motor line's feedback, which a loaded machine may delay)
     assert wait_until(lambda: moves(agent) and agent.control.snapshot().odom.distance_m > start + 0.02, 3.0), \
@@ -137,7 +138,7 @@ def two_tabs(driver, agent, port: int) -> None:
     driver.find_element(By.ID, "release-confirm").click()
     assert wait_until(lambda: agent.control.snapshot().safety.estop is None, 5.0)
     assert wait_until(lambda: not visible(driver, "halts"), 5.0)
-    assert still_for(agent, 0.5)                     # release moves nothing
+    assert still_for(agent, 0.3)                     # release moves nothing (~15 ticks)
     press(driver, Keys.ARROW_UP)                     # a fresh press drives
     assert wait_until(lambda: moves(agent), 10.0), (duty(agent), text(driver, "error"))
     let_go(driver, Keys.ARROW_UP)

@@ -70,7 +70,7 @@ async def test_only_the_tab_in_control_drives_and_taking_control_moves_it() -> N
             assert agent.control.snapshot().active_source == "console"
             await one.close()                                   # a watching tab closing: nothing changes
             await two.send_json(DRIVE)
-            await asyncio.sleep(0.3)
+            assert await wait_for(lambda: agent.adapters["console"].status()["open"] == 1, 5.0)
             await two.send_json(DRIVE)
             assert await wait_for(lambda: duty(agent)[0] > 0.0, 2.0)
         assert await wait_for(lambda: duty(agent) == [0.0, 0.0], 2.0)      # the holder closed: released
@@ -96,7 +96,7 @@ async def test_a_stop_from_a_watching_tab_needs_a_new_press_from_the_driver() ->
             refused = await next_json(driver, "error")
             assert f"stop from tab {watcher_tab} (127.0.0.1) at " in refused["message"]
             assert refused["message"].endswith("let go and press again to drive")
-            await asyncio.sleep(0.3)
+            await asyncio.sleep(0.1)  # real time held on purpose: ~5 ticks in which the refused repeat would drive
             assert duty(agent) == [0.0, 0.0]
             await driver.send_json({**DRIVE, "press": True})      # a new key-down
             assert await wait_for(lambda: duty(agent)[0] > 0.0, 5.0)
@@ -104,7 +104,7 @@ async def test_a_stop_from_a_watching_tab_needs_a_new_press_from_the_driver() ->
             assert await wait_for(lambda: duty(agent) == [0.0, 0.0], 2.0)
             await driver.send_json(DRIVE)
             assert "let go and press again" in (await next_json(driver, "error"))["message"]
-            await asyncio.sleep(0.3)                              # past the console's timeout (see above)
+            await asyncio.sleep(0.3)  # real time held on purpose: past the console's 0.2 s timeout (see above)
             await driver.send_json({**DRIVE, "vx": 0.0})          # letting go re-engages too
             await driver.send_json(DRIVE)
             assert await wait_for(lambda: duty(agent)[0] > 0.0, 5.0)
@@ -136,7 +136,7 @@ async def test_estop_from_a_watching_tab_holds_until_released_and_a_press_reenga
             assert await wait_for(lambda: agent.control.snapshot().safety.estop is None, 2.0)
             await driver.send_json(DRIVE)                         # release moves nothing
             assert "let go and press again" in (await next_json(driver, "error"))["message"]
-            await asyncio.sleep(0.3)
+            await asyncio.sleep(0.1)  # real time held on purpose: ~5 ticks in which the refused drive would move
             assert duty(agent) == [0.0, 0.0]
             # the press sends a zero first: the control loop takes it as the console re-engaging
             await driver.send_json({**DRIVE, "press": True})

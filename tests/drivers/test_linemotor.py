@@ -321,3 +321,42 @@ def test_non_finite_duty_is_rejected_and_nothing_is_sent(rig, physics):
     with pytest.raises(DriverError):
         drv.set_duty(0.0, math.nan)
     assert len(emu.received()) == sent
+
+
+# ------------------------------------------------------------------ firmware watchdog trips, as the driver counts them
+
+def test_a_trip_seen_in_the_status_is_counted_and_logged_once(rig, physics, caplog):
+    emu, drv = rig({"firmware_timeout_s": 0.2})
+    drv.set_duty(0.5, 0.5)
+    assert emu.wait_for(lambda: emu.stats["timeouts"] == 1, 10.0)
+    with caplog.at_level("WARNING", logger="drivers.linemotor"):
+        assert drv.read_feedback().status_text == ("TIMEOUT",)
+        assert drv.read_feedback().status_text == ("TIMEOUT",)    # the same trip: counted once
+        drv.set_duty(0.5, 0.5)                                   # and not again by the P that clears it
+    assert drv.watchdog_trips == 1
+    trips = [r.getMessage() for r in caplog.records if "firmware watchdog tripped" in r.getMessage()]
+    assert len(trips) == 1 and "status TIMEOUT" in trips[0] and "watchdog 200 ms" in trips[0], trips
+    assert drv.read_feedback().status == 0 and drv.watchdog_trips == 1
+
+
+def test_a_p_after_more_than_the_interval_counts_the_trip_it_must_have_caused(rig, physics, caplog):
+    emu, drv = rig({"firmware_timeout_s": 0.2})
+    drv.set_duty(0.2, 0.2)
+    acked = time.monotonic()                                        # after the OK: the host's gap starts no later
+    # the next P goes out more than the interval after it (no ? read: only the gap tells)
+    assert emu.wait_for(lambda: emu.stats["timeouts"] == 1 and time.monotonic() - acked > 0.2, 10.0)
+    with caplog.at_level("WARNING", logger="drivers.linemotor"):
+        drv.set_duty(0.2, 0.2)
+    assert drv.watchdog_trips == 1
+    assert any(re.search(r"tripped \(no P for \d+ ms; watchdog 200 ms\)", r.getMessage()) for r in caplog.records)
+
+
+def test_a_fed_firmware_counts_no_trip_and_a_board_unfed_before_the_open_is_not_ours(physics):
+    # a native-USB board running since before the open (no reset): its TIMEOUT is from before T
+    with LineMotorEmulator(physics, boot_delay_s=0.0, reset_on_open=False) as emu:
+        assert emu.wait_for(lambda: emu.flags == lp.FLAG_TIMEOUT, 10.0)
+        with lp.LineMotor(config(emu.port, ready_timeout_s=0.2)) as drv:
+            assert drv.read_feedback().status_text == ("TIMEOUT",)
+            drv.set_duty(0.1, 0.1)
+            assert drv.read_feedback().status == 0
+            assert drv.watchdog_trips == 0

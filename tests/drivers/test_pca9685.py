@@ -8,6 +8,7 @@ import pytest
 
 from agent.config.drivers import Pca9685Config
 from agent.errors import DeviceClosed, DriverError
+from drivers.errors import DeviceReset
 from drivers.emulators.i2c import FakeSMBus, ManualClock, Transaction
 from drivers.emulators.pca9685 import Pca9685Chip
 from drivers.emulators.tank import TankPhysics
@@ -183,3 +184,38 @@ def test_emulator_sleep_stops_outputs_and_restart_resumes_after_500us():
     bus.write_byte_data(ADDR, 0x00, 0xA1)
     assert not chip.regs[0x00] & 0x80
     assert chip.pulse_us(0) == pytest.approx(1498.2, abs=0.1) == physics.servo_pulse_us[0]
+
+
+def test_a_power_cycled_chip_is_found_and_set_up_again_with_its_last_outputs():
+    servo, chip, bus, physics, _ = make()
+    servo.open()
+    servo.set_pulse_us(0, 1500)
+    servo.set_pulse_us(3, 1000)
+    servo.set_pulse_us(5, 2000)
+    servo.release(5)
+    sent = [w for w in bus.writes(ADDR) if len(w) > 1]
+    servo.check_setup()                                  # kept its setup: one MODE1 read, nothing written
+    assert [w for w in bus.writes(ADDR) if len(w) > 1] == sent and bus.log[-1].op == "read"
+    bus.power_cycle(ADDR)                                # a brown-out: no bus error, registers at power-on
+    assert chip.regs[0x00] == 0x11 and chip.prescale == 0x1E and chip.pulse_us(0) == 0.0
+    servo.set_pulse_us(1, 2000)                          # lands with AI off and the oscillator asleep
+    assert chip.pulse_us(1) == 0.0
+    with pytest.raises(DeviceReset, match=r"MODE1 read 0x11 \(SLEEP set, AI clear.*4 channels written again"):
+        servo.check_setup()
+    assert servo.resets == 1
+    assert chip.prescale == 121 and chip.regs[0x00] & 0x20 and not chip.regs[0x00] & 0x90
+    assert chip.pulse_us(0) == pytest.approx(1500, abs=5) and chip.pulse_us(3) == pytest.approx(1000, abs=5)
+    assert chip.pulse_us(1) == pytest.approx(2000, abs=5) and chip.pulse_us(5) == 0.0
+    assert physics.servo_pulse_us[0] == pytest.approx(1500, abs=5)
+    servo.check_setup()                                  # set up: nothing more to do
+    assert servo.resets == 1
+
+
+def test_a_chip_reset_to_power_on_by_a_general_call_is_set_up_again_too():
+    servo, chip, bus, _, _ = make()
+    servo.open()
+    servo.set_pulse_us(2, 1200)
+    bus.write_byte(0x00, 0x06)                           # general-call software reset (datasheet 7.6)
+    with pytest.raises(DeviceReset):
+        servo.check_setup()
+    assert chip.pulse_us(2) == pytest.approx(1200, abs=5)

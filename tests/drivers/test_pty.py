@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import os
 import stat
+import threading
 import time
 from typing import Any
 from collections.abc import Callable, Iterator
@@ -215,7 +216,6 @@ def test_a_paced_request_is_handled_when_read_stamped_with_its_arrival_and_answe
 
 
 def test_the_server_thread_passes_twice_per_transaction_and_sleeps_while_the_line_is_quiet():
-    from agent.devices.worker import DeviceWorker, Poll
     emu = RoboclawEmulator(new_physics())
     emu.pace(115200, 0.001)
     with raw_port(emu, 115200) as port:
@@ -226,11 +226,16 @@ def test_the_server_thread_passes_twice_per_transaction_and_sleeps_while_the_lin
             assert len(port.read(4)) == 4
         assert emu.stats["passes"] - passes <= 2 * 20 + 2      # the request read, the reply written
         passes = emu.stats["passes"]
-        count = [0]                                            # a 10 ms ticker is the clock of the quiet
-        ticker = DeviceWorker("ticker", [], polls=[Poll(lambda: count.__setitem__(0, count[0] + 1), 0.01)])
+        count, stop = [0], threading.Event()                   # a 10 ms ticker is the clock of the quiet
+
+        def tick() -> None:
+            while not stop.wait(0.01):
+                count[0] += 1
+        ticker = threading.Thread(target=tick, name="ticker", daemon=True)
         ticker.start()
         try:
             assert emu.wait_for(lambda: count[0] >= 30, 5)
         finally:
-            ticker.close()
+            stop.set()
+            ticker.join()
         assert emu.stats["passes"] == passes                   # no periodic timeout: it never woke

@@ -30,12 +30,14 @@ def test_serial_wire_holds_requests_and_replies_for_their_wire_time():
     wire = SerialWire(9600, reply_latency_s=0.001)       # 1.0417 ms a byte
     wire.received(b"\x80\x10", now=10.0)
     wire.received(b"\x80\x11", now=10.001)               # queued behind the first: the line is busy
-    assert wire.arrived(10.002) == []
-    first = wire.arrived(10.0021)
-    assert first == [(pytest.approx(10.0 + 2 / 960), b"\x80\x10")]
-    assert wire.arrived(10.0042) == [(pytest.approx(10.0 + 4 / 960), b"\x80\x11")]
-    wire.reply(b"\x00" * 7, request_done=first[0][0])
-    due = first[0][0] + 0.001 + 7 / 960
+    assert not wire.due(10.002) and wire.holding()
+    assert wire.due(10.0021) and wire.next_due() == pytest.approx(10.0 + 2 / 960)
+    first, second = wire.requests()                      # handed over at once, each with its arrival time
+    assert first == (pytest.approx(10.0 + 2 / 960), b"\x80\x10")
+    assert second == (pytest.approx(10.0 + 4 / 960), b"\x80\x11")
+    assert not wire.holding() and wire.next_due() is None
+    wire.reply(b"\x00" * 7, request_done=first[0])
+    due = first[0] + 0.001 + 7 / 960
     assert wire.next_due() == pytest.approx(due)
     assert wire.sent(due - 1e-6) == [] and wire.sent(due) == [b"\x00" * 7]
     assert SerialWire(None).next_due() is None
