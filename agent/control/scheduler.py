@@ -179,8 +179,7 @@ class Scheduler(Generic[T]):
             period = self._slot_s
             late = now - slot > period / 2
             self._safe_tick(now)
-            if self._slot_s != period:      # a rest began or ended at this tick: the next slot at the new period
-                period = self._slot_s
+            period = self._slot_s           # a rest began or ended at this tick: the next slot at the new period
             slot += period
             after = self._clock()
             if after >= slot:  # overran: skip the missed slots rather than burst
