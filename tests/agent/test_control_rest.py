@@ -227,3 +227,20 @@ def test_the_loop_keeps_its_rate_at_rest(sched):
     assert rec.wait_for(n + 12, 10.0)               # over a second of rest ticks
     assert s.keeps_rate() and s.stats().resting
     assert s.stats().achieved_hz < RATE / 2
+
+
+def test_a_track_pushed_at_rest_wakes_the_running_loop_back_to_full_rate(make_rig):
+    """The real control thread on real time: a track that turns while the tank rests ends the motor line's
+    rest, which wakes a tick at once (Hardware.on_rest_end -> Scheduler.rouse), and the full rate is back."""
+    rig = make_rig()
+    loop = rig.loop
+    rig.loop = ControlLoop(rig.cfg, rig.hw)           # the thread's own clock: time.monotonic
+    loop.close(timeout_s=0.1)
+    rig.loop.start()
+    assert wait_until(lambda: rig.loop.tick_stats().resting, SETTLE_S), "the standing tank's loop never rested"
+    assert rig.loop.keeps_rate()                      # a resting loop keeps its rate (the systemd watchdog gate)
+    woken = rig.loop.tick_stats().woken_ticks
+    rig.sim.motor_emulator.set_encoder_counts(m1=400)  # pushed: the counts change between feedback sets
+    assert wait_until(lambda: not rig.loop.tick_stats().resting, SETTLE_S), "a pushed track did not end the rest"
+    assert rig.loop.tick_stats().woken_ticks > woken  # woken by the motor line, not found at a rest slot
+    assert wait_until(lambda: rig.loop.tick_stats().achieved_hz > RATE / 2, SETTLE_S)
