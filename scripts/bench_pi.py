@@ -214,7 +214,7 @@ def report(args, how: str, code: int, relays: dict, sends: dict, result: dict, s
           f"(lower is faster; runs compare only at similar figures)")
     print(f"  window {result['window_s']:.0f} s: ticks on schedule {result['on_schedule_hz']:.1f} /s "
           f"(of {result['rate_hz']:.0f}), ticks run {result['ticks_hz']:.1f} /s, worst gap {result['worst_gap_ms']:.1f} ms, "
-          f"gaps > 30 ms: {result['gaps_over_30']}")
+          f"gaps > 30 ms: {result['gaps_over_30']}, at rest {result.get('rest_s', 0.0):.1f} s (its slots left out)")
     for line in result["gaps"]:
         print(f"    {line}")
     emulator = (f"the motor emulator's process beside it {result['emulator_process_cpu_pct']:.1f} %"

@@ -179,15 +179,20 @@ def emulator_out_of_quota() -> str:
     return f"outside the quota ({len(tids)} thread{'s' * (len(tids) != 1)} moved to the parent's cgroup)"
 
 
-def tick_figures(times: list[float], rate_hz: float, window_s: float) -> dict:
+def tick_figures(times: list[float], rate_hz: float, window_s: float, rest_at: set[float] = frozenset()) -> dict:
     """Ticks on schedule per second (rate_hz less the slots missed: a gap of more than 1.5 periods
-    misses round(gap / period) - 1 slots), ticks per second, worst gap and gaps over 30 ms."""
+    misses round(gap / period) - 1 slots), ticks per second, worst gap and gaps over 30 ms. A gap after a
+    tick that left the loop at rest (its time in ``rest_at``: agent/control/rest.py) is a rest slot: its
+    time is left out of the span and of the gaps, and counted in ``rest_s``."""
     period = 1.0 / rate_hz
-    gaps = [b - a for a, b in zip(times, times[1:])]
+    pairs = list(zip(times, times[1:]))
+    gaps = [b - a for a, b in pairs if a not in rest_at]
+    rest = sum(b - a for a, b in pairs if a in rest_at)
     missed = sum(round(g / period) - 1 for g in gaps if g > 1.5 * period)
-    span = times[-1] - times[0]
+    span = max(times[-1] - times[0] - rest, period)
     return {"on_schedule_hz": rate_hz * (1.0 - missed * period / span), "ticks_hz": len(times) / window_s,
-            "worst_gap_ms": 1e3 * max(gaps), "gaps_over_30": sum(g > 0.030 for g in gaps)}
+            "worst_gap_ms": 1e3 * max(gaps, default=0.0), "gaps_over_30": sum(g > 0.030 for g in gaps),
+            "rest_s": rest}
 
 
 class GcPauses:
@@ -281,7 +286,7 @@ async def run_agent(ports: dict, seconds: float, out: str, switch_interval: floa
         spans: list[tuple[float, float]] = []
         motor = cfg.drivers.motor
         result = {
-            "window_s": window, "rate_hz": cfg.control.rate_hz, **tick_figures(times, cfg.control.rate_hz, window),
+            "window_s": window, "rate_hz": cfg.control.rate_hz, **tick_figures(times, cfg.control.rate_hz, window, ticks.rest_at),
             "cpu_pct": 100 * (cpu1.user + cpu1.system - cpu0.user - cpu0.system) / window,
             "rss_mib": _rss_mib("VmRSS"), "rss_peak_mib": _rss_mib("VmHWM"),
             "switch_interval_ms": sys.getswitchinterval() * 1e3,
@@ -289,7 +294,7 @@ async def run_agent(ports: dict, seconds: float, out: str, switch_interval: floa
             "duty_events": duty.events, "submits": submits.events, "stages": stages.events, "gc_pauses": pauses.figures(), "gc_frozen": gc.get_freeze_count(),
             "loop_lag_ms": [1e3 * _pct(lag, 50), 1e3 * _pct(lag, 99), 1e3 * max(lag, default=0.0)],
             "gaps": explain_gaps([t for t in ticks.ticks if t[0] >= t0], pauses.spans, lags,
-                                 period_s=1.0 / cfg.control.rate_hz, spans=spans),
+                                 period_s=1.0 / cfg.control.rate_hz, spans=spans, rest_starts=ticks.rest_starts),
             "gap_spans": spans,
             "tids": {str(t.native_id): t.name for t in threading.enumerate()},
             "ticks": ticks.ticks,

@@ -41,14 +41,19 @@ def _schedstat() -> tuple[int, int]:
 
 
 class TickProbe:
-    """(start, end, CPU ns at start, run-queue ns at start, run-queue ns at end) of every control tick."""
+    """(start, end, CPU ns at start, run-queue ns at start, run-queue ns at end) of every control tick;
+    ``rest_at``: the tick times (the scheduler's ``now``) after which the loop rested (its next slot a
+    rest period away: agent/control/rest.py; a tree without the rest has none)."""
 
     def __init__(self) -> None:
         self.ticks: list[tuple[float, float, int, int, int]] = []
+        self.rest_at: set[float] = set()
+        self.rest_starts: set[float] = set()     # the same ticks by their monotonic start
 
     def attach(self, agent) -> None:
         sched = agent.control._scheduler
         inner = sched._tick
+        resting = getattr(sched, "resting", lambda: False)
 
         def tick(now):
             t0 = time.monotonic()
@@ -57,13 +62,17 @@ class TickProbe:
                 return inner(now)
             finally:
                 self.ticks.append((t0, time.monotonic(), run0, wait0, _schedstat()[1]))
+                if resting():
+                    self.rest_at.add(now)
+                    self.rest_starts.add(t0)
 
         sched._tick = tick
 
 
 def explain_gaps(ticks: list, gcs: list, lags: list, gap_s: float = GAP_S, period_s: float = 0.02,
-                 spans: list | None = None) -> list[str]:
-    """One line per gap over ``gap_s`` between tick starts: its parts (see the module docstring).
+                 spans: list | None = None, rest_starts: set[float] = frozenset()) -> list[str]:
+    """One line per gap over ``gap_s`` between tick starts: its parts (see the module docstring); a gap after
+    a tick that left the loop at rest (its start in ``rest_starts``) is a rest slot, not a gap.
 
     ``gcs``: (start, wall s, CPU s, generation) of each collection; ``lags``: (time the probe woke,
     lag s) of the event loop's lag probe; ``spans`` (when given) gets (start, end) of each gap, s.
@@ -71,6 +80,8 @@ def explain_gaps(ticks: list, gcs: list, lags: list, gap_s: float = GAP_S, perio
     spans = [] if spans is None else spans
     lines = []
     for (a0, a1, _, _, a_wait1), (b0, _, _, b_wait0, _) in zip(ticks, ticks[1:]):
+        if a0 in rest_starts:
+            continue
         if b0 - a0 > gap_s:
             spans.append((a0, b0))
         gap = b0 - a0

@@ -183,6 +183,9 @@ class StateEncoder:
         self._clock_id = clock_id
         self._frames = frames
         self._plans: dict[tuple, _Plan] = {}
+        # the last fast state: (snapshot, its plan, its numbers but the sequence, where the send time is);
+        # a state between two ticks (state_hz above the tick rate, a resting loop) repeats that snapshot
+        self._last: tuple[Snapshot, _Plan, list, int] | None = None
         self.fast = 0
         self.checked = 0
         self.trusted = True
@@ -193,11 +196,20 @@ class StateEncoder:
         Raises:
             robot_msg.RobotMsgError: the state fails the library's check (as ``robot_msg.encode``).
         """
+        last = self._last
+        if (last is not None and last[0] is snap and self.trusted and 0 <= sequence <= MAX_SEQUENCE
+                and math.isfinite(send_unix_s)):     # the same tick again: only the send time and sequence move
+            numbers = last[2].copy()
+            numbers[last[3]] = send_unix_s
+            numbers.append(sequence)
+            self.fast += 1
+            return self._fill(last[1], numbers)
         shape = _shape(snap)
         plan = self._plans.get(shape) if self.trusted and 0 <= sequence <= MAX_SEQUENCE else None
         if plan is not None:
             numbers = _numbers(snap, send_unix_s)
             if math.isfinite(sum(numbers)):
+                self._last = (snap, plan, numbers.copy(), 1 if snap.t_mono_s > 0 else 0)
                 numbers.append(sequence)
                 self.fast += 1
                 return self._fill(plan, numbers)

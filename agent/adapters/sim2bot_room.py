@@ -272,6 +272,7 @@ class RoomLink:
         period = 1.0 / self._s.telemetry_hz
         keepalive = self._s.telemetry_keepalive_s
         gate = ChangeGate()
+        seen: tuple = (None, None, None, True)   # (snapshot, warning, its key, due): a snapshot looked at again
         limit = self._s.max_samples
         last_seq = robot.snapshot().seq
         last_sent = -float("inf")
@@ -283,8 +284,12 @@ class RoomLink:
                 await self._sleep(delay)
             else:
                 due = clock()  # fell behind: skip, never burst
-            key = change_key(robot.snapshot(), self.warning)
-            if not (self._reannounce or clock() - last_sent >= keepalive - 1e-6 or gate.due(key)):
+            snap, warning = robot.snapshot(), self.warning
+            if snap is not seen[0] or warning != seen[1]:  # a new tick or warning (a resting loop ticks at ~7 Hz)
+                key = change_key(snap, warning)
+                seen = (snap, warning, key, gate.due(key))
+            key, changed = seen[2], seen[3]
+            if not (self._reannounce or clock() - last_sent >= keepalive - 1e-6 or changed):
                 self.telemetry_unchanged += 1
                 continue
             if transport_backlog(ws_compat.transport(ws)) > TELEMETRY_BACKLOG_BYTES:
@@ -301,6 +306,7 @@ class RoomLink:
             packet = _encode(builder.build(newest, batch, self.warning))
             await ws.send(packet)
             gate.mark_sent(key)
+            seen = (None, None, None, True)     # the gate's reference moved: look again
             last_sent = clock()
             self.sent += 1
             rate = self.streams.rate.bps if self.streams is not None else None

@@ -45,6 +45,8 @@ class HardwarePort(Protocol):
     def calibrate_imu(self) -> concurrent.futures.Future: ...
     def health(self) -> tuple[DeviceHealth, ...]: ...
     def faults(self, health: tuple[DeviceHealth, ...] | None = None) -> tuple[str, ...]: ...
+    def motor_resting(self) -> bool: ...
+    def on_rest_end(self, listener: Callable[[], None]) -> None: ...
 
 
 class DeviceIO:
@@ -76,11 +78,13 @@ class DeviceIO:
             self._last_pulses = pulses
 
     def read(self) -> Readings:
-        """Motor feedback (after the duty write, so it never delays the duty), sensors, health, wall time."""
+        """Motor feedback (after the duty write, so it never delays the duty), sensors, health, wall time,
+        the motor line's rest."""
         feedback = self._hw.read_motor()
         devices = self._hw.health()
         return Readings(feedback=feedback, t_unix_s=self._wall(), imu=self._hw.latest_imu(),
-                        power=self._hw.latest_power(), devices=devices, faults=self._hw.faults(devices))
+                        power=self._hw.latest_power(), devices=devices, faults=self._hw.faults(devices),
+                        resting=self._hw.motor_resting())
 
     def zero_after_failure(self) -> None:
         """Command zero after a tick failed; logs (never raises) when that fails too."""

@@ -311,6 +311,15 @@ class Failsafes:
             return Verdict(tuple(trips), tuple(cleared), self.battery.s.low_speed_mps, self.battery.cap_reason())
         return Verdict(tuple(trips), tuple(cleared)) if trips or cleared else _QUIET
 
+    def pending(self) -> bool:
+        """True while a condition is being timed and has not tripped yet (battery low or critical, tilt,
+        stall): the control loop does not rest then (agent.control.rest), so its time is checked every tick."""
+        b, t, s = self.battery, self.tilt, self.stall
+        return ((b is not None and ((b._low_hold.since is not None and not b.low)
+                                    or (b._crit_hold.since is not None and not b.critical)))
+                or (t is not None and t._hold.since is not None and not t.tripped)
+                or (s is not None and not s.tripped and any(h.since is not None for h in (*s._speed, *s._amps))))
+
 
 #: The verdict of an update that found nothing (no trip, nothing cleared, no cap): one object.
 _QUIET = Verdict()

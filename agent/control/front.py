@@ -74,14 +74,18 @@ class Front:
         hardware: used for ``calibrate_imu`` only.
         wall: Unix clock, s (the e-stop's time).
         wake: asks the scheduler for a tick now (a new velocity value, a stop, a release of a driving source).
+        rouse: asks for a tick now only while the loop rests (agent.control.rest): a joint, gripper or reset
+            command, which the next slot serves at the full rate.
     """
 
     def __init__(self, state: ControlState, hardware: HardwarePort, *,
-                 wall: Callable[[], float], wake: Callable[[], None]) -> None:
+                 wall: Callable[[], float], wake: Callable[[], None],
+                 rouse: Callable[[], None] = lambda: None) -> None:
         self._state = state
         self._hw = hardware
         self._wall = wall
         self._wake = wake
+        self._rouse = rouse
         self._closed = False
         self._calibration: concurrent.futures.Future | None = None
         self._calibration_lock = threading.Lock()
@@ -147,9 +151,11 @@ class Front:
                 self._wake()
         elif isinstance(command, JointTrajectoryStop):
             state.hold_joints()
+            self._rouse()
             log.info("joint trajectory stop from %s: joints hold", source)
         elif isinstance(command, (JointPosition, JointTrajectory, Gripper, Reset)):
             state.set_joints(source, command)
+            self._rouse()       # at rest the next slot is a rest period away: tick now
             if isinstance(command, Reset):
                 log.info("reset from %s: its base command dropped, joints going home", source)
         else:

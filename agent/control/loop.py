@@ -13,7 +13,9 @@ port") and puts together the five parts of agent.control:
 - agent.control.devices: the tick's device I/O (duty first, then pulses, then
   feedback and sensors) and the zero writes;
 - agent.control.scheduler: the control thread (fixed-rate slots, wake at a
-  command deadline and on stop or release, late ticks skipped, tick figures).
+  command deadline and on stop or release, late ticks skipped, tick figures);
+- agent.control.rest: when a standing tank's loop ticks at the motor line's rest period
+  instead of ``rate_hz`` (docs/safety.md, "The control loop at rest").
 
 The safety path (docs/safety.md): a velocity command older than its source's timeout
 stops the tracks at its deadline, never later than one tick after it; ``Stop`` from any
@@ -23,7 +25,9 @@ arrives after the motor answers again; :meth:`ControlLoop.close` writes zero and
 confirms it; while the emergency stop (:meth:`ControlLoop.estop`) or a failsafe latch holds,
 every motion command is refused and the tracks are held at zero (agent.control.safety). The
 robot's own failsafes (battery, tilt, stall: agent.control.failsafes) are checked on every
-tick's readings; a trip wakes a tick at once, so its zero goes out within milliseconds.
+tick's readings; a trip wakes a tick at once, so its zero goes out within milliseconds. A standing
+tank's loop rests (agent.control.rest): it ticks at the motor line's rest period until anything
+that matters wakes it, and a velocity command is applied at once as at the full rate.
 """
 
 from __future__ import annotations
@@ -37,9 +41,11 @@ from collections.abc import Callable
 from agent.config import AgentConfig
 from agent.control.devices import DeviceIO, HardwarePort
 from agent.control.front import Front, describe
+from agent.control.rest import Rest, quiet
 from agent.control.scheduler import Scheduler, TickStats
 from agent.control.state import ControlState
 from agent.control.tick import check_failsafes, command, motor_answered, observe
+from agent.devices.motorio import rest_period_s
 from agent.model import Snapshot
 
 log = logging.getLogger(__name__)
@@ -61,6 +67,8 @@ class ControlLoop:
     Attributes:
         description: the robot (joints, limits, home, gripper, geometry, cameras).
         period_s: control period, s (1 / rate_hz).
+        rest_period_s: the period at rest, s (agent.control.rest; the motor line's rest period), or None:
+            the loop never rests (no motor controller, or its rest period not longer than ``period_s``).
         submit, release, snapshot, samples_since, set_limits, limits: the robot port
             (agent.ports.RobotPort): the methods of the loop's :class:`~agent.control.front.Front`.
         estop, release_estop, release_own_estop, restore_estop, on_estop_change, on_command: the
@@ -80,9 +88,13 @@ class ControlLoop:
         for warning in state.failsafes.warnings:
             log.warning("%s", warning)
         self._io = DeviceIO(hardware, wall)
-        self._scheduler = Scheduler(self._step, self._recover, self._deadline,
-                                    rate_hz=cfg.control.rate_hz, clock=clock)
-        self._front = front = Front(state, hardware, wall=wall, wake=self._scheduler.wake)
+        self._scheduler = sched = Scheduler(self._step, self._recover, self._deadline,
+                                            rate_hz=cfg.control.rate_hz, clock=clock)
+        motor = cfg.drivers.motor
+        self._rest = Rest(rest_period_s(motor) if motor is not None else None, self.period_s)
+        self.rest_period_s = self._rest.period_s
+        hardware.on_rest_end(sched.rouse)       # a track pushed, a current, a status bit: tick at once
+        self._front = front = Front(state, hardware, wall=wall, wake=sched.wake, rouse=sched.rouse)
         # the robot port (agent.ports.RobotPort), the e-stop and the command tap: the front's own methods
         self.submit, self.release, self.snapshot = front.submit, front.release, front.snapshot
         self.samples_since, self.set_limits, self.limits = front.samples_since, front.set_limits, front.limits
@@ -116,6 +128,8 @@ class ControlLoop:
         with self._lock:    # the lock twice per tick: the write's answer and the failsafes together
             motor_answered(self._state, ok, now)
             plan, tripped = check_failsafes(self._state, plan, readings)
+            still = quiet(self._state, plan, readings)
+        self._scheduler.rest(self._rest.update(now, still))
         if tripped:         # the zero duty goes out now, not at the next slot
             self._scheduler.wake()
         snap = observe(self._state, plan, readings)

@@ -18,6 +18,11 @@ bursting to catch up. Besides the slots it wakes
   ``rate_hz`` ticks at the stream's rate (at most ``1 / MIN_WAKE_SPACING_S``),
   never at stream rate plus slot rate.
 
+At rest (agent/control/rest.py) the slots come every :meth:`Scheduler.rest` period instead of
+``1 / rate_hz``; :meth:`Scheduler.rouse` wakes a tick at once only then (what need not run
+a tick at the full rate: a joint command, the end of the motor line's rest). The tick that ends
+the rest sets the full period again before the next slot is placed.
+
 A tick that raises is logged (rate-limited) and followed by the ``recover``
 call (zero the tracks); the thread carries on. The same timing path serves
 :meth:`Scheduler.tick` for tests that drive time themselves.
@@ -51,13 +56,15 @@ MIN_WAKE_SPACING_S = 0.005
 
 class TickStats(NamedTuple):
     """Loop timing: ticks run; late ticks (started over half a period after their slot, or overran
-    into the next slot); longest tick, s; rate over the last ~1 s, Hz; ticks run by wake()."""
+    into the next slot); longest tick, s; rate over the last ~1 s, Hz; ticks run by wake(); the
+    loop is at rest (slots every rest period: agent/control/rest.py)."""
 
     ticks: int
     late_ticks: int
     max_tick_s: float
     achieved_hz: float
     woken_ticks: int = 0
+    resting: bool = False
 
 
 class Scheduler(Generic[T]):
@@ -79,6 +86,7 @@ class Scheduler(Generic[T]):
         self._deadline = deadline
         self._rate_hz = rate_hz
         self._period = 1.0 / rate_hz
+        self._slot_s = self._period      # the slots' period now: 1 / rate_hz, or the rest period
         self._clock = clock
         self._halt = threading.Event()
         self._wake = threading.Event()    # set by wake() and stop(): tick now
@@ -87,7 +95,7 @@ class Scheduler(Generic[T]):
         self._ticks = 0
         self._late = 0
         self._max_tick_s = 0.0
-        self._tick_times: deque[float] = deque(maxlen=int(rate_hz * RATE_WINDOW_S * 2) + 8)
+        self._tick_times: deque[tuple[float, float]] = deque(maxlen=int(rate_hz * RATE_WINDOW_S * 2) + 8)
         self._first_tick: float | None = None
         self._last_woken = -math.inf     # clock time the last woken tick started, s
         self.woken = 0                   # ticks run because of wake()
@@ -108,6 +116,20 @@ class Scheduler(Generic[T]):
     def wake(self) -> None:
         """Run a tick now instead of at the next slot (thread-safe)."""
         self._wake.set()
+
+    def rest(self, period_s: float | None) -> None:
+        """Place the slots every ``period_s``, s, from the next one on (None: every ``1 / rate_hz``).
+        Called by the tick, on the control thread (or the caller of :meth:`tick`)."""
+        self._slot_s = self._period if period_s is None else period_s
+
+    def resting(self) -> bool:
+        """True while the slots come slower than ``rate_hz`` (the loop rests)."""
+        return self._slot_s != self._period
+
+    def rouse(self) -> None:
+        """Run a tick now if the loop rests; at the full rate the next slot serves (thread-safe)."""
+        if self._slot_s != self._period:
+            self._wake.set()
 
     def tick(self, now: float) -> T:
         """Run exactly one timed iteration at ``now`` on the caller's thread; returns the tick's result.
@@ -131,7 +153,6 @@ class Scheduler(Generic[T]):
     # ================================================================== the thread
     def _run(self) -> None:
         control_thread()        # ahead of the machine's other threads where permitted (agent.support.threadprio)
-        period = self._period
         slot = self._clock()
         served = None           # the deadline the last extra tick was run for (never twice)
         while not self._halt.is_set():
@@ -146,7 +167,7 @@ class Scheduler(Generic[T]):
                     now = self._woken_tick()
                     if now is None:
                         break
-                    slot = now + period
+                    slot = now + self._slot_s     # the tick set the period: a command ends a rest
                     continue
                 now = self._clock()
                 if now < wake:
@@ -155,8 +176,10 @@ class Scheduler(Generic[T]):
                 served = expiry
                 self._safe_tick(now)
                 continue
+            period = self._slot_s
             late = now - slot > period / 2
             self._safe_tick(now)
+            period = self._slot_s           # a rest began or ended at this tick: the next slot at the new period
             slot += period
             after = self._clock()
             if after >= slot:  # overran: skip the missed slots rather than burst
@@ -190,7 +213,7 @@ class Scheduler(Generic[T]):
         started = time.monotonic()
         result = self._tick(now)
         self._ticks += 1
-        self._tick_times.append(now)
+        self._tick_times.append((now, self._slot_s))
         if self._first_tick is None:
             self._first_tick = now
         self._max_tick_s = max(self._max_tick_s, time.monotonic() - started)
@@ -199,7 +222,7 @@ class Scheduler(Generic[T]):
     # ================================================================== timing
     def stats(self) -> TickStats:
         """(ticks, late_ticks, max_tick_s, achieved_hz); achieved over the last ~1 s."""
-        return TickStats(self._ticks, self._late, self._max_tick_s, self._achieved_hz(), self.woken)
+        return TickStats(self._ticks, self._late, self._max_tick_s, self._achieved_hz(), self.woken, self.resting())
 
     def _achieved_hz(self) -> float:
         if self._first_tick is None:
@@ -209,8 +232,20 @@ class Scheduler(Generic[T]):
         if window <= 0:
             return 0.0
         times = list(self._tick_times)
-        return sum(1 for t in times if t > now - window) / window
+        return sum(1 for t, _ in times if t > now - window) / window
+
+    def _covered(self) -> float:
+        """Share of the last ~1 s that ticks served: each tick covers the slot period in force when it ran
+        (a rest tick its rest period), so 1.0 at either rate."""
+        if self._first_tick is None:
+            return 0.0
+        now = self._clock()
+        window = min(RATE_WINDOW_S, now - self._first_tick + self._period)
+        if window <= 0:
+            return 0.0
+        return sum(p for t, p in list(self._tick_times) if t > now - window) / window
 
     def keeps_rate(self) -> bool:
-        """True while the thread runs and the last ~1 s achieved >= 80 % of ``rate_hz``."""
-        return self.running() and self._achieved_hz() >= RATE_SHARE * self._rate_hz
+        """True while the thread runs and the last ~1 s achieved >= 80 % of its slots (``rate_hz``, or the
+        rest period's rate while the loop rests)."""
+        return self.running() and self._covered() >= RATE_SHARE

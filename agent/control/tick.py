@@ -81,6 +81,7 @@ class Readings(NamedTuple):
         imu, power: latest sensor samples, or None.
         devices: health of every device. faults: active faults as short strings.
         t_unix_s: Unix time of the tick, s.
+        resting: the motor line is at rest (agent/devices/motorio.py: zero acknowledged, tracks still).
     """
 
     feedback: MotorFeedback | None = None
@@ -89,6 +90,7 @@ class Readings(NamedTuple):
     devices: tuple[DeviceHealth, ...] = ()
     faults: tuple[str, ...] = ()
     t_unix_s: float = 0.0
+    resting: bool = False
 
 
 def command(state: ControlState, now: float) -> Plan:

@@ -82,6 +82,7 @@ class Hardware:
             estop, debounce_s=estop_debounce_s, poll_hz=estop_poll_hz)
         self._devices = [d for d in (motor, imu, power, servo, estop) if d is not None]
         self._health_sources: list[Callable[[], tuple[DeviceHealth, ...]]] = []
+        self._rest_listeners: list[Callable[[], None]] = []
         self._last_status: tuple[str, ...] = ()
         self._faults: tuple[object, tuple[str, ...]] = (None, ())     # (health and status, faults) last made
         groups = i2c_groups or [("i2c", [n for n, d in (("imu", imu), ("power", power), ("servo", servo)) if d])]
@@ -103,9 +104,22 @@ class Hardware:
         return self.motor_io is not None and self.motor_io.resting
 
     def _rest_ended(self) -> None:
-        """On the motor's thread: the rest ended; each bus reads its IMU at once."""
+        """On the motor's thread: the rest ended; each bus reads its IMU at once, and the listeners hear it
+        (the control loop ticks at once: agent/control/rest.py)."""
         for bus in self._buses_io:
             bus.hurry()
+        for listener in self._rest_listeners:
+            listener()
+
+    def on_rest_end(self, listener: Callable[[], None]) -> None:
+        """Call ``listener()`` on the motor's thread whenever the motor line's rest ends (a non-zero duty,
+        a track that turns, a current, a status bit, a failed write or read); it must not block."""
+        self._rest_listeners.append(listener)
+
+    def motor_resting(self) -> bool:
+        """The motor line is at rest (agent/devices/motorio.py: zero acknowledged, tracks still and healthy
+        for 1 s); False without a motor controller."""
+        return self._resting()
 
     # ------------------------------------------------------------------ building
     @classmethod

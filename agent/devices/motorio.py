@@ -21,7 +21,8 @@ acknowledged and the feedback has shown the tracks still (encoder counts unchang
 currents under :data:`REST_CURRENT_A`, status word clear) for :data:`REST_AFTER_S`, feedback
 sets and the unchanged zero's rewrite both come every ``rest_s`` (:func:`rest_period_s`: 0.15 s
 for a controller with the default 0.5 s stop timeout, at most 0.25 s) instead of ``1 / feedback_hz``
-and ``refresh_s``: a standing tank's line carries ~27 transactions a second instead of ~70 (~16 at
+and ``refresh_s`` (the rewrite at the control loop's rest ticks, which come every ``rest_s`` too:
+agent/control/rest.py; every half ``rest_s`` in the second before the loop rests): a standing tank's line carries ~27 transactions a second instead of ~70 (~16 at
 0.25 s), and its thread and the
 emulator's wake that much less. Any other reading, a non-zero duty, a failed write or a new driver
 ends the rest at once: a non-zero duty is written at once as always, and the next feedback set is
@@ -76,12 +77,18 @@ REST_AFTER_S = 1.0
 #: A motor current at or over this, A, is no rest (a RoboClaw reports 10 mA steps; a driven or
 #: blocked motor draws amps).
 REST_CURRENT_A = 0.5
-#: The control loop posts the zero at each tick: a rewrite at rest comes up to one control period
-#: (at most 1 / 20 Hz, control.rate_hz's floor) after its refresh is due, s.
+#: The control loop posts the zero at each tick, every ``rest_s`` at its own rest: a rewrite at rest
+#: comes up to this long after ``rest_s`` since the last (one tick at control.rate_hz's 20 Hz floor
+#: before the loop rests; a rest tick's lateness and the transaction in progress after), s.
 TICK_ALLOWANCE_S = 0.05
 #: A tick may come this much early against the last write, s: a refresh equal to the tick period
 #: (0.02 s at the line firmware's 0.1 s minimum timeout) still writes at every tick, not every other.
 TICK_JITTER_S = 0.005
+#: At rest an unchanged zero is rewritten when its last write is this share of ``rest_s`` old: the
+#: control loop's rest ticks come every ``rest_s`` (agent/control/rest.py), so each one rewrites it even
+#: when the last write went out late behind a transaction; ticks at the full rate rewrite it every
+#: half ``rest_s`` or so (the control loop rests 1 s after the motor line does).
+REST_TICK_SHARE = 0.5
 #: Valid packets per period of the controller's own stop timeout at rest (docs/line-protocol.md:
 #: the line firmware's P command at least 3 times per watchdog interval).
 REST_WRITES_PER_TIMEOUT = 3
@@ -209,9 +216,11 @@ class MotorIO:
     def _fresh(self, duty: Duty) -> bool:
         """``duty`` is the last one the current driver acknowledged, less than ``refresh_s`` ago."""
         last = self._last
-        refresh = self._rest_s if self.resting and self._rest_s is not None else self._refresh_s
-        return (last is not None and last[0] == duty and last[2] is self.motor.driver
-                and self._clock() - last[1] < refresh - TICK_JITTER_S)
+        if last is None or last[0] != duty or last[2] is not self.motor.driver:
+            return False
+        if self.resting and self._rest_s is not None:   # the control loop's rest ticks come every rest_s:
+            return self._clock() - last[1] < self._rest_s * REST_TICK_SHARE    # each one rewrites the zero
+        return self._clock() - last[1] < self._refresh_s - TICK_JITTER_S
 
     def _written(self, duty: Duty, serial: int, ok: bool, driver: object, count: int = 1) -> None:
         self.acked = ok

@@ -115,7 +115,8 @@ def gather(agent: Any, now: float | None = None) -> dict[str, Any]:
         "recorder": _recorder(agent),
         "loop": {"keeps_rate": keeps, "rate_hz": agent.cfg.control.rate_hz,
                  "achieved_hz": round(stats.achieved_hz, 1), "ticks": stats.ticks,
-                 "late_ticks": stats.late_ticks, "max_tick_ms": round(stats.max_tick_s * 1e3, 2)},
+                 "late_ticks": stats.late_ticks, "max_tick_ms": round(stats.max_tick_s * 1e3, 2),
+                 "resting": stats.resting},
     }
     # the first second (the loop's rate window) and devices not opened yet are starting, not faults
     # (a loop that never ticks stays "starting" here; systemd's WatchdogSec restarts it within 2 s)
@@ -286,7 +287,8 @@ def format_table(health: dict[str, Any]) -> str:
         rows += [(f"link {name}", "WARNING", w) for w in link.get("warnings", [])]
     loop = health.get("loop", {})
     rows.append(("control loop", "ok" if loop.get("keeps_rate") else "starting" if loop.get("starting") else "slow",
-                 f"{loop.get('achieved_hz')} / {loop.get('rate_hz')} Hz, {loop.get('late_ticks')} late ticks"))
+                 f"{loop.get('achieved_hz')} / {loop.get('rate_hz')} Hz{' (at rest)' if loop.get('resting') else ''}, "
+                 f"{loop.get('late_ticks')} late ticks"))
     rows.append(("active source", health.get("active_source") or "-", ""))
     t = health.get("tracks")
     if t is not None:

@@ -76,6 +76,16 @@ def moving(s: Snapshot) -> bool:
     return max(abs(t.cmd_left_mps), abs(t.cmd_right_mps), abs(t.left_mps), abs(t.right_mps)) > MOVING_MPS
 
 
+def tick_lateness(prev: Snapshot, s: Snapshot, period_s: float, rest_s: float | None) -> float:
+    """How much later than its period tick ``s`` followed tick ``prev``, s: the control period, or the rest
+    period (``ControlLoop.rest_period_s``; None: the loop never rests) when the tank stood still at both
+    ticks and the gap is longer than a period and a half (the loop may rest then: agent/control/rest.py)."""
+    gap = s.t_mono_s - prev.t_mono_s
+    if rest_s is not None and gap > 1.5 * period_s and not moving(prev) and not moving(s):
+        return max(0.0, gap - rest_s)
+    return max(0.0, gap - period_s)
+
+
 class Detector:
     """Finds incidents in consecutive snapshots and in link, device and command events."""
 

@@ -34,7 +34,7 @@ from agent.commands import BaseVelocity, JointVelocity, Stop, TrackDuty
 from agent.model import Snapshot
 from agent.support.ratelimit import RateLimitedLog
 from agent.recorder import channels, feeds
-from agent.recorder.incidents import Detector, Incident, IncidentLog, moving
+from agent.recorder.incidents import Detector, Incident, IncidentLog, moving, tick_lateness
 
 if TYPE_CHECKING:
     from agent.recorder.writer import RotatingWriter
@@ -112,7 +112,7 @@ class Recorder:
         self._writer: RotatingWriter | None = None
         self._incident_log = IncidentLog(self.directory) if self.directory is not None else None
         self._seq = control.snapshot().seq
-        self._period = 1.0 / cfg.control.rate_hz
+        self._period, self._rest_s = 1.0 / cfg.control.rate_hz, getattr(control, "rest_period_s", None)
         self._last: Snapshot | None = None
         self._imu_t: float | None = None
         self._power_t: float | None = None
@@ -281,7 +281,7 @@ class Recorder:
     def _snapshot(self, s: Snapshot) -> None:
         t = s.t_unix_s
         if self._last is not None and s.seq == self._last.seq + 1:
-            self.counts.late(max(0.0, s.t_mono_s - self._last.t_mono_s - self._period))
+            self.counts.late(tick_lateness(self._last, s, self._period, self._rest_s))
         if self._writer is not None:     # not recording: incidents and counts only
             self._write("/drive", t, channels.drive(s))
             self._write("/odometry", t, channels.odometry(s))

@@ -166,3 +166,19 @@ async def test_states_stay_the_librarys_bytes_with_their_values_in_place_as_devi
         assert len(layouts) >= 4 and lost_imu, layouts
         assert encoder.trusted and encoder.checked >= len(layouts) and encoder.fast > 0
         assert peer.status()["state_errors"] == 0
+
+
+@pytest.mark.parametrize("name", list(LAYOUTS))
+def test_a_repeated_tick_changes_only_the_send_time_and_sequence(name):
+    """A state between two ticks (state_hz above the tick rate, a resting control loop) repeats the last
+    tick's snapshot: its bytes are the library's with the new send time and sequence."""
+    enc = StateEncoder(DESC, CLOCK, FRAMES)
+    snap = LAYOUTS[name]
+    enc.encode(snap, sequence=0, send_unix_s=1.7e9)
+    for seq in (1, 2, 3):
+        send = 1.7e9 + 0.02 * seq
+        assert enc.encode(snap, sequence=seq, send_unix_s=send) == library(snap, seq, send)
+    other = dataclasses.replace(snap, seq=snap.seq + 1, odom=dataclasses.replace(snap.odom, x_m=snap.odom.x_m + 1.0))
+    assert enc.encode(other, sequence=4, send_unix_s=1.7e9 + 0.1) == library(other, 4, 1.7e9 + 0.1)
+    assert enc.encode(snap, sequence=5, send_unix_s=1.7e9 + 0.12) == library(snap, 5, 1.7e9 + 0.12)
+    assert enc.fast == 5
