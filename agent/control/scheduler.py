@@ -224,26 +224,26 @@ class Scheduler(Generic[T]):
         """(ticks, late_ticks, max_tick_s, achieved_hz); achieved over the last ~1 s."""
         return TickStats(self._ticks, self._late, self._max_tick_s, self._achieved_hz(), self.woken, self.resting())
 
-    def _achieved_hz(self) -> float:
+    def _recent(self) -> tuple[float, list[tuple[float, float]]]:
+        """(the window over the last ~1 s, s; the (tick time, slot period) of the ticks in it); (0.0, [])
+        before the first tick."""
         if self._first_tick is None:
-            return 0.0
+            return 0.0, []
         now = self._clock()
         window = min(RATE_WINDOW_S, now - self._first_tick + self._period)
         if window <= 0:
-            return 0.0
-        times = list(self._tick_times)
-        return sum(1 for t, _ in times if t > now - window) / window
+            return 0.0, []
+        return window, [(t, p) for t, p in list(self._tick_times) if t > now - window]
+
+    def _achieved_hz(self) -> float:
+        window, ticks = self._recent()
+        return len(ticks) / window if window > 0 else 0.0
 
     def _covered(self) -> float:
         """Share of the last ~1 s that ticks served: each tick covers the slot period in force when it ran
         (a rest tick its rest period), so 1.0 at either rate."""
-        if self._first_tick is None:
-            return 0.0
-        now = self._clock()
-        window = min(RATE_WINDOW_S, now - self._first_tick + self._period)
-        if window <= 0:
-            return 0.0
-        return sum(p for t, p in list(self._tick_times) if t > now - window) / window
+        window, ticks = self._recent()
+        return sum(p for _, p in ticks) / window if window > 0 else 0.0
 
     def keeps_rate(self) -> bool:
         """True while the thread runs and the last ~1 s achieved >= 80 % of its slots (``rate_hz``, or the
