@@ -67,7 +67,13 @@ def cmd_run(args: argparse.Namespace) -> int:
             return EXIT_CONFIG
         from agent.ops.service import run
         from agent.ops.status import status_path
-        return asyncio.run(run(cfg, config_path=args.config, logs=tail, status_file=status_path(args.status_file)))
+        status_file = status_path(args.status_file)
+        if args.status_file:    # `--status-file logs/status.json` in a fresh clone: no logs/ yet
+            try:
+                status_file.parent.mkdir(parents=True, exist_ok=True)
+            except OSError as err:   # said by the status file's and control socket's own errors too
+                log.warning("cannot make the directory of --status-file %s: %s", status_file, err)
+        return asyncio.run(run(cfg, config_path=args.config, logs=tail, status_file=status_file))
     finally:
         gc.enable()
 
@@ -157,8 +163,17 @@ def cmd_selftest(args: argparse.Namespace) -> int:
     if cfg is None:
         return EXIT_CONFIG
     from agent.devices.selftest import run
-    ask = input if sys.stdin is not None and sys.stdin.isatty() else None
+    ask = _ask if sys.stdin is not None and sys.stdin.isatty() else None
     return run(cfg, yes=args.yes, ask=ask, write=print, duty=args.duty, pulse_s=args.pulse_s)
+
+
+def _ask(prompt: str) -> str:
+    """``input(prompt)``; end of input (Ctrl-D) is the answer "" (no), not an EOFError traceback."""
+    try:
+        return input(prompt)
+    except EOFError:
+        print()
+        return ""
 
 
 def cmd_probe(args: argparse.Namespace) -> int:
@@ -260,7 +275,8 @@ def build_parser() -> argparse.ArgumentParser:
     inc.add_argument("--last", type=int, default=50, help="how many (default 50)")
     inc.set_defaults(func=cmd_incidents)
     ex = sub.add_parser("export", help="write one incident's window (recorder.incident_before_s / _after_s) "
-                                       "as an MCAP file for Foxglove; exit 1 no such incident")
+                                       "as an MCAP file for Foxglove; exit 1 no such incident, 3 the "
+                                       "output cannot be written")
     ex.add_argument("incident", help="incident id (or a unique prefix), from `robot-agent incidents`")
     ex.add_argument("-o", "--output", default=None, help="output file (default incident-<id>.mcap)")
     ex.add_argument("--dir", default=None, help=rec_help)
@@ -282,6 +298,9 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:  # `robot-agent status | head -1`: the reader left; no traceback
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 141  # 128 + SIGPIPE, as a shell reports a writer whose reader left
+    except KeyboardInterrupt:  # Ctrl-C at a prompt, or before `run` handles SIGINT (its imports): nothing
+        print("\ninterrupted", file=sys.stderr)   # was driven then (`run` zeroes the motors on a SIGINT it saw)
+        return 130  # 128 + SIGINT, as a shell reports it
 
 
 if __name__ == "__main__":

@@ -100,6 +100,20 @@ async def _cancel_bounded(tasks: list[asyncio.Task]) -> None:
             task.result()
 
 
+async def _outwait(future: asyncio.Future) -> None:
+    """Wait until ``future`` is done even when cancelled meanwhile (the devices opening on a thread: a
+    SIGTERM during the start must not let Agent.close run beside it, the devices then opened after the
+    close); a cancellation that came is raised once it is done."""
+    cancelled = False
+    while not future.done():
+        try:
+            await asyncio.wait([future])
+        except asyncio.CancelledError:
+            cancelled = True
+    if cancelled:
+        raise asyncio.CancelledError
+
+
 def _freeze_startup_objects() -> None:
     """What startup built lives as long as the agent: keep it out of every later collection, so a
     full one scans only newer objects (scripts/bench_pi.py: gc pauses). Then the collector runs
@@ -232,7 +246,7 @@ class Agent:
             await asyncio.to_thread(self._first_modules)
             self._run_adapters(self._build_adapters(("artex",)))   # connects while the devices open
         finally:
-            await asyncio.wait([opening])     # never leave the devices half-opened on a thread
+            await _outwait(opening)     # never leave the devices opening on a thread, even when cancelled
         opening.result()
         self.control.start()
         self._started = True

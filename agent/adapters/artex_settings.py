@@ -184,7 +184,7 @@ def _indent_of(text: str) -> str | None:
 
 def persist_settings(path: str | os.PathLike[str], changes: Mapping[str, Any]) -> None:
     """Write whitelisted changes into params.json atomically, keeping every other key, the key order,
-    the indentation and a leading UTF-8 byte order mark (:data:`agent.config.BOM`).
+    the indentation, Windows line ends and a leading UTF-8 byte order mark (:data:`agent.config.BOM`).
 
     Reads the raw JSON (not the model, so defaults are not written out), updates the keys at
     their :data:`WEB_SETTINGS` locations (a missing section is appended), writes a temporary
@@ -220,6 +220,8 @@ def persist_settings(path: str | os.PathLike[str], changes: Mapping[str, Any]) -
                 raise ConfigError(f"{p}: section {section[0]!r} must be an object")
         target[field] = value
     out = bom + json.dumps(data, indent=_indent_of(text), ensure_ascii=False) + "\n"
+    if "\r\n" in text:                         # Windows line ends (Notepad's, with its BOM) stay too
+        out = out.replace("\n", "\r\n")     # (json.dumps escapes a newline inside a string: none here)
     _atomic_write(real, out)
 
 

@@ -74,13 +74,21 @@ def dir_problem(recorder: Any) -> str | None:
         try:
             mode = os.stat(part).st_mode
         except (FileNotFoundError, NotADirectoryError):
+            if os.path.islink(part):    # a dangling symlink: mkdir cannot make it (File exists)
+                return f"{value!r} cannot be made: {str(part)!r} is a symbolic link to {os.readlink(part)!r}, " \
+                       "which does not exist (make that directory, or name another)"
             continue                    # made at start (parents too), or a file on the way: found further up
         except OSError:
             return None                 # not for us to judge (permissions: the service's user differs)
         if stat.S_ISDIR(mode):
             return None
-        kind = "a regular file" if stat.S_ISREG(mode) else "not a directory"
+        kind = _KINDS.get(stat.S_IFMT(mode), "no directory")
         if part == path:
             return f"{value!r} is {kind}, not a directory: the recordings need a directory of their own"
         return f"{value!r} cannot be made: {str(part)!r} on its way is {kind}, not a directory"
     return None
+
+
+#: what a path that is no directory is, by its file type
+_KINDS = {stat.S_IFREG: "a regular file", stat.S_IFCHR: "a character device", stat.S_IFBLK: "a block device",
+          stat.S_IFIFO: "a FIFO", stat.S_IFSOCK: "a socket"}

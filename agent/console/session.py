@@ -93,8 +93,13 @@ class Session:
     def _closed_on_error(self, err: object) -> None:
         """aiohttp closed the tab's WebSocket on ``err`` (a message over :data:`WS_MAX_BYTES`: 1009, or a
         protocol error: 1002): it cannot skip such a frame, so the tab ends; counted and said (a message's
-        size in the agent's own words and limit: aiohttp's text gives its ``max_msg_size``, one more)."""
+        size in the agent's own words and limit: aiohttp's text gives its ``max_msg_size``, one more). A ping
+        the tab did not answer is no message: said at INFO, not counted as rejected."""
         console = self.console
+        if isinstance(err, asyncio.TimeoutError):   # aiohttp's heartbeat: no pong (network gone, page asleep)
+            log.info("console: tab %d (%s) did not answer the WebSocket ping (%s); its connection is closed",
+                     self.id, self.peer, safe(str(err), 80))
+            return
         console.counters["received"] += 1
         console.counters["rejected"] += 1
         size = re.match(r"Message size (\d+) exceeds limit", str(err))

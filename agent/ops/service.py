@@ -13,7 +13,8 @@ systemd (``Type=notify``, ``WatchdogSec=``) is told, through the well-kept
 - ``STOPPING=1`` when shutdown starts.
 
 SIGTERM / SIGINT stop the agent: the motors are commanded to zero (trajectories
-stopped) and the write confirmed first, before any link closes; each link's close
+stopped) and the write confirmed first, before any link closes (one during the start cuts the start
+short: ARTEX may already drive then); each link's close
 is bounded, so the process exits within 2 s even with a hung peer
 (agent.app.Agent.close; tests/agent/test_service.py measures it).
 """
@@ -89,6 +90,30 @@ def _handle_signals(loop: asyncio.AbstractEventLoop, stop: asyncio.Event | None)
             log.debug("cannot change the handler of %s here", sig)
 
 
+async def _start_unless_stopped(agent: Agent, stop: asyncio.Event) -> bool:
+    """Start ``agent``, unless ``stop`` is set first: a SIGTERM during the start cuts it short (the start
+    is cancelled) instead of waiting it out, when ARTEX may already drive the tank. Returns True when
+    started; raises what the start raised. The caller closes the agent either way (Agent.close: the
+    motors to zero first if the control loop runs)."""
+    starting = asyncio.ensure_future(agent.start())
+    stopping = asyncio.ensure_future(stop.wait())
+    try:
+        await asyncio.wait([starting, stopping], return_when=asyncio.FIRST_COMPLETED)
+    except BaseException:
+        starting.cancel()
+        await asyncio.wait([starting])
+        raise
+    finally:
+        stopping.cancel()
+    if not starting.done():
+        starting.cancel()
+        await asyncio.wait([starting])
+        if starting.cancelled():
+            return False
+    starting.result()
+    return True
+
+
 async def run(cfg: AgentConfig, *, config_path: str | None = None, logs=None,
               stop: asyncio.Event | None = None, status_file: Path | None = None) -> int:
     """Run the agent until SIGTERM/SIGINT (or ``stop`` is set). Returns the exit status.
@@ -113,16 +138,18 @@ async def run(cfg: AgentConfig, *, config_path: str | None = None, logs=None,
             if kept is not None:
                 agent.control.restore_estop(kept)
             agent.control.on_estop_change(store.save)
-        await agent.start()
-        if server is not None:
-            await server.start()
-        notify("READY=1")
-        tasks.append(asyncio.create_task(reporter.run(), name="status"))
-        period = watchdog_period_s()
-        if period is not None:
-            tasks.append(asyncio.create_task(_watchdog_pings(agent, notify, period), name="watchdog-pings"))
-        await stop.wait()
-        log.info("stopping")
+        if await _start_unless_stopped(agent, stop):
+            if server is not None:
+                await server.start()
+            notify("READY=1")
+            tasks.append(asyncio.create_task(reporter.run(), name="status"))
+            period = watchdog_period_s()
+            if period is not None:
+                tasks.append(asyncio.create_task(_watchdog_pings(agent, notify, period), name="watchdog-pings"))
+            await stop.wait()
+            log.info("stopping")
+        else:
+            log.info("stopping during start: the start is cut short")
     finally:
         notify("STOPPING=1")
         for task in tasks:

@@ -5,8 +5,8 @@ Both read the recordings directory (:func:`recordings_dir`): ``--dir``, else ``r
 ``/var/lib/robot-agent/recordings`` (the systemd unit's state directory). For ``scripts/run-sim.sh``:
 ``--dir logs/recordings`` (or ``--config config/params.json``).
 
-Exit statuses: 0 done; 1 no such incident (export) or no incident yet (incidents); 2 no recordings
-directory or a bad config.
+Exit statuses: 0 done; 1 no such incident, or a prefix several start with (export), or no incident yet
+(incidents); 2 no recordings directory or a bad config; 3 the output file cannot be written (export).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from agent.recorder.incidents import IncidentLog, iso
 
 RECORDINGS_ENV = "ROBOT_AGENT_RECORDINGS"
 SYSTEM_RECORDINGS = "/var/lib/robot-agent/recordings"
-EXIT_OK, EXIT_NONE, EXIT_NO_DIR = 0, 1, 2
+EXIT_OK, EXIT_NONE, EXIT_NO_DIR, EXIT_NO_WRITE = 0, 1, 2, 3
 
 
 def recordings_dir(explicit: str | None, config: str | None) -> Path:
@@ -65,13 +65,23 @@ def export_incident(directory: Path, incident_id: str, out: str | None, before_s
     if not directory.is_dir():
         write(f"no recordings directory {directory} (is the recorder on? recorder.dir, --dir)")
         return EXIT_NO_DIR
-    incident = IncidentLog(directory).find(incident_id)
+    log = IncidentLog(directory)
+    incident = log.find(incident_id)
     if incident is None:
-        write(f"no incident {incident_id!r} in {directory} (robot-agent incidents lists them)")
+        several = [i.id for i in log.read() if i.id.startswith(incident_id)]
+        if len(several) > 1:
+            write(f"{len(several)} incidents in {directory} start with {incident_id!r} ({several[0]} ... "
+                  f"{several[-1]}): give more of the id (robot-agent incidents lists them)")
+        else:
+            write(f"no incident {incident_id!r} in {directory} (robot-agent incidents lists them)")
         return EXIT_NONE
     data = export(directory, incident, before_s, after_s)
     path = Path(out or f"incident-{incident.id}.mcap")
-    path.write_bytes(data)
+    try:
+        path.write_bytes(data)
+    except OSError as err:              # a missing directory, a read-only place, a full disk: said, no traceback
+        write(f"cannot write {path}: {err.strerror or err}")
+        return EXIT_NO_WRITE
     write(f"{path}: {len(data)} bytes, {incident.kind} at {iso(incident.t_unix_s)} "
           f"(-{before_s:g} s .. +{after_s:g} s); open it in Foxglove (docs/recorder.md)")
     return EXIT_OK

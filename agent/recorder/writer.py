@@ -173,8 +173,9 @@ class RotatingWriter:
 
     def _fail(self, err: OSError) -> None:
         self.degraded = f"write failed: {err}"
-        log.error("recorder: %s; recording stopped (the robot is not affected); %s kept up to its last "
-                  "whole chunk", self.degraded, self.current, extra={"fault": "recorder"})
+        kept = f"{self.current} kept up to its last whole chunk" if self.current is not None else "no file was open"
+        log.error("recorder: %s; recording stopped (the robot is not affected); %s", self.degraded, kept,
+                  extra={"fault": "recorder"})
         if self._open is not None:
             with contextlib.suppress(OSError):
                 self._open.file.cut()

@@ -1,0 +1,106 @@
+"""A field engineer's first steps at the command line: Ctrl-C at `robot-agent selftest`'s question ends the
+command with exit 130 and one line, Ctrl-D answers it "no" (the motion test is skipped, the other checks
+run); neither prints a traceback (both did: KeyboardInterrupt / EOFError from ``input``). The real
+command on a pseudo-terminal, on the simulated tank."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import pty
+import select
+import signal
+import sys
+import time
+
+import pytest
+
+from tests.conftest import ROOT, sim_config
+
+pytestmark = pytest.mark.timeout(90)
+
+QUESTION = b"[y/N]"
+
+
+def _selftest_answering(tmp_path, key: bytes) -> tuple[int, str]:
+    """Run ``python -m agent selftest`` on a pty, type ``key`` at its question; (exit code, output)."""
+    import json
+
+    params = tmp_path / "params.json"
+    params.write_text(json.dumps(sim_config()))
+    pid, fd = pty.fork()
+    if pid == 0:                                     # the child: the command as typed in a terminal
+        os.chdir(ROOT)
+        signal.signal(signal.SIGINT, signal.SIG_DFL)   # a runner started in the background ignores it
+        os.execv(sys.executable, [sys.executable, "-m", "agent", "selftest", "--config", str(params)])
+    out, typed, typed_at = b"", False, 0.0
+    deadline = time.monotonic() + 60
+    try:
+        while time.monotonic() < deadline:
+            ready, _, _ = select.select([fd], [], [], 0.2)
+            if ready:
+                try:
+                    data = os.read(fd, 4096)
+                except OSError:                      # the child closed the terminal: it exited
+                    break
+                if not data:
+                    break
+                out += data
+            if QUESTION in out and (not typed or (key == b"\x03" and time.monotonic() - typed_at > 0.5)):
+                # a Ctrl-C that lands while readline is still setting up waits for more input (CPython's
+                # readline module checks its signals only when its select() is interrupted): again
+                with contextlib.suppress(OSError):        # the child has just exited
+                    os.write(fd, key)
+                typed, typed_at = True, time.monotonic()
+    finally:
+        if time.monotonic() >= deadline:
+            os.kill(pid, 9)
+        _, status = os.waitpid(pid, 0)
+        os.close(fd)
+    assert typed, out.decode(errors="replace")
+    return os.waitstatus_to_exitcode(status), out.decode(errors="replace")
+
+
+def test_ctrl_c_at_the_selftest_question_exits_130_without_a_traceback(tmp_path):
+    code, out = _selftest_answering(tmp_path, b"\x03")
+    assert code == 130, out
+    assert "interrupted" in out and "Traceback" not in out and "KeyboardInterrupt" not in out, out
+
+
+def test_ctrl_d_at_the_selftest_question_is_a_no(tmp_path):
+    code, out = _selftest_answering(tmp_path, b"\x04")
+    assert "Traceback" not in out and "EOFError" not in out, out
+    assert "motion test not confirmed" in out, out
+    assert code == 0, out                           # the simulated tank passes every other check
+
+
+def test_run_with_a_status_file_in_a_directory_not_made_yet_makes_it(tmp_path):
+    """README's `--status-file logs/status.json` in a fresh clone (no logs/ yet): the directory is made,
+    so `robot-agent status` and `robot-agent estop` reach the agent (it logged an ERROR and neither did)."""
+    import json
+    import subprocess
+
+    params = tmp_path / "params.json"
+    cfg = sim_config()
+    cfg["drivers"]["cameras"] = []
+    params.write_text(json.dumps(cfg))
+    status = tmp_path / "logs" / "new" / "status.json"
+    env = {k: v for k, v in os.environ.items() if k not in ("NOTIFY_SOCKET", "WATCHDOG_USEC", "RUNTIME_DIRECTORY")}
+    proc = subprocess.Popen([sys.executable, "-m", "agent", "run", "--config", str(params), "--status-file",
+                             str(status)], cwd=ROOT, env=env, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 30
+        while not status.exists() and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.05)
+        assert status.exists(), "no status file"
+        got = subprocess.run([sys.executable, "-m", "agent", "status", "--status-file", str(status)], cwd=ROOT,
+                             env=env, capture_output=True, text=True, timeout=30)
+        assert got.returncode == 0, got.stdout + got.stderr
+        got = subprocess.run([sys.executable, "-m", "agent", "estop", "--status-file", str(status)], cwd=ROOT,
+                             env=env, capture_output=True, text=True, timeout=30)
+        assert got.returncode == 0, got.stdout + got.stderr
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=15)
+    assert proc.returncode == 0, err
+    assert " ERROR " not in err, err
