@@ -30,9 +30,12 @@ def _selftest_answering(tmp_path, key: bytes) -> tuple[int, str]:
     params.write_text(json.dumps(sim_config()))
     pid, fd = pty.fork()
     if pid == 0:                                     # the child: the command as typed in a terminal
-        os.chdir(ROOT)
-        signal.signal(signal.SIGINT, signal.SIG_DFL)   # a runner started in the background ignores it
-        os.execv(sys.executable, [sys.executable, "-m", "agent", "selftest", "--config", str(params)])
+        try:
+            os.chdir(ROOT)
+            signal.signal(signal.SIGINT, signal.SIG_DFL)   # a runner started in the background ignores it
+            os.execv(sys.executable, [sys.executable, "-m", "agent", "selftest", "--config", str(params)])
+        finally:        # never back into the forked test runner (a second xdist worker on its channels)
+            os._exit(127)
     out, typed, typed_at = b"", False, 0.0
     deadline = time.monotonic() + 60
     try:
