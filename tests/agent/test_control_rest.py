@@ -244,3 +244,40 @@ def test_a_track_pushed_at_rest_wakes_the_running_loop_back_to_full_rate(make_ri
     assert wait_until(lambda: not rig.loop.tick_stats().resting, SETTLE_S), "a pushed track did not end the rest"
     assert rig.loop.tick_stats().woken_ticks > woken  # woken by the motor line, not found at a rest slot
     assert wait_until(lambda: rig.loop.tick_stats().achieved_hz > RATE / 2, SETTLE_S)
+
+
+
+class RousedMidTick(Recorder):
+    """A tick that begins a 10 s rest; the first one it runs after ``arm`` sees a rouse() land mid-tick (as a
+    joint command submitted after the tick read the state, before it set the rest period)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.armed = False
+        self.roused = threading.Event()     # set once that tick ran; ``at``: its index in ``times``
+        self.at = -1
+
+    def __call__(self, now: float) -> None:
+        if self.armed:
+            self.armed = False
+            self.at = len(self.times)
+            self.roused.set()
+            self.sched.rouse()
+            self.rest_s = 10.0
+        super().__call__(now)
+
+
+def test_a_rouse_during_the_tick_that_begins_the_rest_is_not_lost():
+    """rouse() found the loop at the full rate (no wake-up), then the rest period put the next slot a whole
+    rest period away: the command waited 10 s here (0.15 s on the tank) instead of one full-rate slot."""
+    rec = RousedMidTick()
+    s = rec.sched = Scheduler(rec, lambda: None, lambda now: None, rate_hz=RATE, clock=time.monotonic)
+    s.start()
+    try:
+        assert rec.wait_for(3)
+        rec.armed = True
+        assert rec.roused.wait(5.0)
+        assert rec.wait_for(rec.at + 2), "a rouse during the tick that began the rest waited the whole rest period"
+        assert s.stats().woken_ticks >= 1 and s.resting()
+    finally:
+        s.stop(5.0)
