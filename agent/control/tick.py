@@ -165,8 +165,9 @@ def check_failsafes(state: ControlState, plan: Plan, readings: Readings) -> tupl
     return (plan if safety is plan.safety else plan._replace(safety=safety)), tripped
 
 
-def observe(state: ControlState, plan: Plan, readings: Readings) -> Snapshot:
-    """Odometry from the readings and the tick's snapshot (``seq`` one above the last)."""
+def observe(state: ControlState, plan: Plan, readings: Readings, resting: bool | None = None) -> Snapshot:
+    """Odometry from the readings and the tick's snapshot (``seq`` one above the last); ``resting``: the
+    loop's next slot is a rest period away (Snapshot.resting)."""
     fb = readings.feedback
     counts = cps = None
     if fb is not None and fb.left_counts is not None and fb.right_counts is not None:
@@ -196,6 +197,7 @@ def observe(state: ControlState, plan: Plan, readings: Readings) -> Snapshot:
         faults=readings.faults,
         devices=readings.devices,
         safety=plan.safety,
+        resting=resting,
     )
 
 
