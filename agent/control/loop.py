@@ -130,6 +130,7 @@ class ControlLoop:
             plan, tripped = check_failsafes(self._state, plan, readings)
             still = quiet(self._state, plan, readings)
         rest_s = self._rest.update(now, still)
+        self._state.rested = rest_s is not None     # read by the next tick (agent.control.tick.command)
         self._scheduler.rest(rest_s)
         if tripped:         # the zero duty goes out now, not at the next slot
             self._scheduler.wake()

@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from agent.commands import BaseVelocity, Gripper, Stop
+from agent.commands import BaseVelocity, Gripper, JointVelocity, Stop
 from agent.config import AgentConfig
 from agent.errors import CommandDeclined
 from agent.control import ControlLoop
@@ -281,3 +281,25 @@ def test_a_rouse_during_the_tick_that_begins_the_rest_is_not_lost():
         assert s.stats().woken_ticks >= 1 and s.resting()
     finally:
         s.stop(5.0)
+
+
+def test_a_command_at_rest_ramps_its_first_step_over_one_full_rate_period_not_the_rest_slot(make_rig):
+    """The time since the last rest tick (up to 0.15 s) is no motion time: the first step of a drive from
+    rest is the acceleration limit's step of one 20 ms period, as at 50 Hz (it was max_accel x 0.149 s =
+    0.298 m/s at once); the same for a joint's velocity command (its target moved rate x 0.149 s)."""
+    rig = make_rig()
+    accel = rig.cfg.base.max_accel_mps2
+    rig.rest()
+    rig.loop.submit("robot_msg", BaseVelocity(1.0, 0.0))
+    first = rig.tick(0.149)                              # the command came just before the next rest slot
+    assert not rig.resting and rig.sim.physics.duty[0] > 0.0     # applied at once, on the motor
+    assert 0.0 < first.tracks.cmd_left_mps <= accel * DT + 1e-9, first.tracks
+    second = rig.tick()
+    assert second.tracks.cmd_left_mps - first.tracks.cmd_left_mps == pytest.approx(accel * DT)
+    rig.loop.submit("robot_msg", Stop())
+    rig.tick()
+    q0 = rig.rest().joints.q
+    rate = 0.5
+    rig.loop.submit("robot_msg", JointVelocity((rate,) + (0.0,) * (len(q0) - 1)))
+    moved = rig.tick(0.149).joints.target[0] - q0[0]
+    assert 0.0 < moved <= rate * DT + 1e-9
