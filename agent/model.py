@@ -181,6 +181,8 @@ class Snapshot:
         stopped: a ``stop`` is latched (cleared by the next motion command).
         faults: short strings for active faults (``motor: lost``, ``motor: status 0x0001 E-Stop``).
         safety: the e-stop and failsafe halts in force and the speed cap (:class:`SafetyState`).
+        resting: the control loop's next slot after this tick is a rest period away (agent/control/rest.py),
+            False: ``1 / rate_hz`` away; None: not known (a snapshot the control loop did not make).
     """
 
     seq: int = 0
@@ -199,6 +201,7 @@ class Snapshot:
     faults: tuple[str, ...] = ()
     devices: tuple[DeviceHealth, ...] = ()
     safety: SafetyState = field(default_factory=SafetyState)
+    resting: bool | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -129,10 +129,12 @@ class ControlLoop:
             motor_answered(self._state, ok, now)
             plan, tripped = check_failsafes(self._state, plan, readings)
             still = quiet(self._state, plan, readings)
-        self._scheduler.rest(self._rest.update(now, still))
+        rest_s = self._rest.update(now, still)
+        self._state.rested = rest_s is not None     # read by the next tick (agent.control.tick.command)
+        self._scheduler.rest(rest_s)
         if tripped:         # the zero duty goes out now, not at the next slot
             self._scheduler.wake()
-        snap = observe(self._state, plan, readings)
+        snap = observe(self._state, plan, readings, resting=rest_s is not None)
         self._front.publish(snap)
         return snap
 

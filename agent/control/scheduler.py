@@ -90,6 +90,7 @@ class Scheduler(Generic[T]):
         self._clock = clock
         self._halt = threading.Event()
         self._wake = threading.Event()    # set by wake() and stop(): tick now
+        self._roused = False              # rouse() was called since the running tick began
         self._thread: threading.Thread | None = None
         self._errors = RateLimitedLog(log, TICK_ERROR_LOG_INTERVAL_S)
         self._ticks = 0
@@ -119,8 +120,15 @@ class Scheduler(Generic[T]):
 
     def rest(self, period_s: float | None) -> None:
         """Place the slots every ``period_s``, s, from the next one on (None: every ``1 / rate_hz``).
-        Called by the tick, on the control thread (or the caller of :meth:`tick`)."""
+        Called by the tick, on the control thread (or the caller of :meth:`tick`).
+
+        A :meth:`rouse` that came while the tick that begins a rest ran (after the tick read the
+        state, before this call) found the full rate and woke nothing: a tick is woken now, so that
+        command waits no rest period."""
+        beginning = period_s is not None and self._slot_s == self._period
         self._slot_s = self._period if period_s is None else period_s
+        if beginning and self._roused:
+            self._wake.set()
 
     def resting(self) -> bool:
         """True while the slots come slower than ``rate_hz`` (the loop rests)."""
@@ -128,6 +136,7 @@ class Scheduler(Generic[T]):
 
     def rouse(self) -> None:
         """Run a tick now if the loop rests; at the full rate the next slot serves (thread-safe)."""
+        self._roused = True     # read by rest(): the tick running now may be the one that begins a rest
         if self._slot_s != self._period:
             self._wake.set()
 
@@ -201,6 +210,7 @@ class Scheduler(Generic[T]):
 
     def _safe_tick(self, now: float) -> None:
         self._wake.clear()      # this tick applies every command submitted so far
+        self._roused = False
         try:
             self._timed(now)
         except Exception:  # the loop must outlive any bug in one tick

@@ -99,6 +99,8 @@ class ControlState:
         full_duty_mps: track speed at duty 1.0, m/s (``base.max_speed_mps``).
         period_s: control period, s; the ``dt`` of the first tick.
         last_t: time of the last tick, s, or None before the first.
+        rested: the last tick began or kept a rest (agent/control/rest.py): the time since it is not motion
+            time (agent.control.tick.command ramps the first step from it over one ``period_s`` at most).
         counts: last encoder counts (left, right). seq: ``seq`` of the last snapshot.
     """
 
@@ -124,6 +126,7 @@ class ControlState:
         self.outage_streams: dict[str, float] = {}
         self.base_source = ""
         self.last_t: float | None = None
+        self.rested = False
         self.counts = (0, 0)
         self.seq = 0
 

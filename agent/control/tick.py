@@ -96,6 +96,10 @@ class Readings(NamedTuple):
 def command(state: ControlState, now: float) -> Plan:
     """Arbitrate, ramp and step the joints at ``now``, s; returns what to write. Caller holds the loop's lock."""
     dt = state.period_s if state.last_t is None else now - state.last_t
+    # after a rest slot (up to 0.15 s) the tracks' ramp and the joints' step move by one full-rate period
+    # at most, as the first step of a command at 50 Hz: the time at rest was no motion time (a command
+    # 0.149 s after a rest tick stepped the tracks to 0.298 m/s at once, 7.5x the acceleration limit's step)
+    motion_dt = min(dt, state.period_s) if state.rested else dt
     state.check_stall(now)
     state.last_t = now
     if not state.motor_ok:
@@ -111,9 +115,9 @@ def command(state: ControlState, now: float) -> Plan:
     if base.velocity is None:
         state.cmd = (0.0, 0.0)
     else:
-        state.cmd = ramp(state.cmd, state.base_target(base.velocity), state.max_accel_mps2 * max(dt, 0.0))
+        state.cmd = ramp(state.cmd, state.base_target(base.velocity), state.max_accel_mps2 * max(motion_dt, 0.0))
     jv = joints.velocity
-    state.joints.step(now, dt, jv.qd if isinstance(jv, JointVelocity) else None,
+    state.joints.step(now, motion_dt, jv.qd if isinstance(jv, JointVelocity) else None,
                       joints.winner.source if joints.winner else "")
     _note_base_source(state, base)
     return Plan(now=now, dt=dt, applied=applied, cmd=state.cmd,
@@ -165,8 +169,9 @@ def check_failsafes(state: ControlState, plan: Plan, readings: Readings) -> tupl
     return (plan if safety is plan.safety else plan._replace(safety=safety)), tripped
 
 
-def observe(state: ControlState, plan: Plan, readings: Readings) -> Snapshot:
-    """Odometry from the readings and the tick's snapshot (``seq`` one above the last)."""
+def observe(state: ControlState, plan: Plan, readings: Readings, resting: bool | None = None) -> Snapshot:
+    """Odometry from the readings and the tick's snapshot (``seq`` one above the last); ``resting``: the
+    loop's next slot is a rest period away (Snapshot.resting)."""
     fb = readings.feedback
     counts = cps = None
     if fb is not None and fb.left_counts is not None and fb.right_counts is not None:
@@ -196,6 +201,7 @@ def observe(state: ControlState, plan: Plan, readings: Readings) -> Snapshot:
         faults=readings.faults,
         devices=readings.devices,
         safety=plan.safety,
+        resting=resting,
     )
 
 

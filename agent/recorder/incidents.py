@@ -78,9 +78,13 @@ def moving(s: Snapshot) -> bool:
 
 def tick_lateness(prev: Snapshot, s: Snapshot, period_s: float, rest_s: float | None) -> float:
     """How much later than its period tick ``s`` followed tick ``prev``, s: the control period, or the rest
-    period (``ControlLoop.rest_period_s``; None: the loop never rests) when the tank stood still at both
-    ticks and the gap is longer than a period and a half (the loop may rest then: agent/control/rest.py)."""
+    period (``ControlLoop.rest_period_s``; None: the loop never rests) when ``prev``'s tick began or kept a
+    rest (Snapshot.resting: its next slot was a rest period away; a tick woken sooner is not late, the
+    first tick of a drive from rest included). A snapshot that does not say (``resting`` None): the rest
+    period when the tank stood still at both ticks and the gap is longer than a period and a half."""
     gap = s.t_mono_s - prev.t_mono_s
+    if prev.resting is not None:
+        return max(0.0, gap - (rest_s if prev.resting and rest_s is not None else period_s))
     if rest_s is not None and gap > 1.5 * period_s and not moving(prev) and not moving(s):
         return max(0.0, gap - rest_s)
     return max(0.0, gap - period_s)

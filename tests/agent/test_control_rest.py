@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from agent.commands import BaseVelocity, Gripper, Stop
+from agent.commands import BaseVelocity, Gripper, JointVelocity, Stop
 from agent.config import AgentConfig
 from agent.errors import CommandDeclined
 from agent.control import ControlLoop
@@ -244,3 +244,62 @@ def test_a_track_pushed_at_rest_wakes_the_running_loop_back_to_full_rate(make_ri
     assert wait_until(lambda: not rig.loop.tick_stats().resting, SETTLE_S), "a pushed track did not end the rest"
     assert rig.loop.tick_stats().woken_ticks > woken  # woken by the motor line, not found at a rest slot
     assert wait_until(lambda: rig.loop.tick_stats().achieved_hz > RATE / 2, SETTLE_S)
+
+
+
+class RousedMidTick(Recorder):
+    """A tick that begins a 10 s rest; the first one it runs after ``arm`` sees a rouse() land mid-tick (as a
+    joint command submitted after the tick read the state, before it set the rest period)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.armed = False
+        self.roused = threading.Event()     # set once that tick ran; ``at``: its index in ``times``
+        self.at = -1
+
+    def __call__(self, now: float) -> None:
+        if self.armed:
+            self.armed = False
+            self.at = len(self.times)
+            self.roused.set()
+            self.sched.rouse()
+            self.rest_s = 10.0
+        super().__call__(now)
+
+
+def test_a_rouse_during_the_tick_that_begins_the_rest_is_not_lost():
+    """rouse() found the loop at the full rate (no wake-up), then the rest period put the next slot a whole
+    rest period away: the command waited 10 s here (0.15 s on the tank) instead of one full-rate slot."""
+    rec = RousedMidTick()
+    s = rec.sched = Scheduler(rec, lambda: None, lambda now: None, rate_hz=RATE, clock=time.monotonic)
+    s.start()
+    try:
+        assert rec.wait_for(3)
+        rec.armed = True
+        assert rec.roused.wait(5.0)
+        assert rec.wait_for(rec.at + 2), "a rouse during the tick that began the rest waited the whole rest period"
+        assert s.stats().woken_ticks >= 1 and s.resting()
+    finally:
+        s.stop(5.0)
+
+
+def test_a_command_at_rest_ramps_its_first_step_over_one_full_rate_period_not_the_rest_slot(make_rig):
+    """The time since the last rest tick (up to 0.15 s) is no motion time: the first step of a drive from
+    rest is the acceleration limit's step of one 20 ms period, as at 50 Hz (it was max_accel x 0.149 s =
+    0.298 m/s at once); the same for a joint's velocity command (its target moved rate x 0.149 s)."""
+    rig = make_rig()
+    accel = rig.cfg.base.max_accel_mps2
+    rig.rest()
+    rig.loop.submit("robot_msg", BaseVelocity(1.0, 0.0))
+    first = rig.tick(0.149)                              # the command came just before the next rest slot
+    assert not rig.resting and rig.sim.physics.duty[0] > 0.0     # applied at once, on the motor
+    assert 0.0 < first.tracks.cmd_left_mps <= accel * DT + 1e-9, first.tracks
+    second = rig.tick()
+    assert second.tracks.cmd_left_mps - first.tracks.cmd_left_mps == pytest.approx(accel * DT)
+    rig.loop.submit("robot_msg", Stop())
+    rig.tick()
+    q0 = rig.rest().joints.q
+    rate = 0.5
+    rig.loop.submit("robot_msg", JointVelocity((rate,) + (0.0,) * (len(q0) - 1)))
+    moved = rig.tick(0.149).joints.target[0] - q0[0]
+    assert 0.0 < moved <= rate * DT + 1e-9
