@@ -16,7 +16,7 @@ wake-up, so a flood never outruns the reader; a 1 MiB trajectory is decoded on t
 never on the event loop. :meth:`RobotMsgAdapter._apply` runs on the receiving threads under one
 lock. A peer disconnecting from a command socket releases the ``robot_msg`` source at once.
 
-Messages are read part by part (robotmsg_guard.read_message): one with more
+Messages are read part by part (robotmsg_guard.read_message_now, on each socket's receiving thread): one with more
 parts than ``[topic, envelope]`` or more bytes than ``max_frame_bytes`` is dropped
 as it is read, never copied whole; one over twice ``max_frame_bytes`` in bytes or in
 parts' overhead (what ZMQ_MAXMSGSIZE does to a single frame) also drops the socket's peers, and the freed

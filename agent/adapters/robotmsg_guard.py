@@ -5,8 +5,7 @@ holds the whole message until then, and no socket option bounds a message's part
 (ZMQ_MAXMSGSIZE bounds each frame). So the agent bounds what it can (docs/robot_msg.md,
 "Receiving: limits, latest-wins, rejections"):
 
-- :func:`read_message` (on the event loop) and :func:`read_message_now` (on a receiving thread)
-  read a message part by part without copies and keep it only within :data:`MAX_PARTS` parts and
+- :func:`read_message_now` (on a receiving thread) reads a message part by part without copies and keep it only within :data:`MAX_PARTS` parts and
   ``max_frame_bytes``; beyond that every part is freed as it is read.
 - :class:`DropPolicy` counts each dropped message with its reason (``oversize``, ``framing``),
   decides when a socket's peers are dropped (a message of more than twice ``max_frame_bytes``,
@@ -14,7 +13,7 @@ holds the whole message until then, and no socket option bounds a message's part
   structures, :data:`PART_COST_BYTES` each, take more than that; at most once per
   :data:`EVICT_INTERVAL_S`), and gives the freed heap back to the OS after drops
   (:func:`agent.support.heap.release_memory`).
-- :func:`rebind` / :func:`rebind_now` drop a socket's peers (unbind and bind again, or disconnect and connect again);
+- :func:`rebind_now` drops a socket's peers (unbind and bind again, or disconnect and connect again);
   ZeroMQ does not say which peer sent a SUB message, so the sender cannot be singled out.
 """
 
@@ -43,10 +42,10 @@ PART_COST_BYTES = 64
 #: back to the OS, TRIM_DELAY_S after the drop that reached it (drops meanwhile share that trim).
 TRIM_AFTER_BYTES = 1 << 20
 TRIM_DELAY_S = 0.2
-#: :func:`read_message` lets the event loop run after every this many parts (a message of a
+#: read_message_now lets the event loop run after every this many parts (a message of a
 #: million 1-byte parts takes about 0.7 s to read on a 2-core x86 box, longer on a Pi).
 YIELD_EVERY_PARTS = 4096
-#: How long :func:`rebind` retries binding the address it just unbound (libzmq closes the
+#: How long :func:`rebind_now` retries binding the address it just unbound (libzmq closes the
 #: listener on its I/O thread, after unbind returns), s.
 REBIND_TIMEOUT_S = 1.0
 
@@ -71,7 +70,7 @@ class Dropped:
 
 def _read_parts(sock: zmq.Socket, first: zmq.Frame, max_parts: int,
                 max_bytes: int) -> Generator[float, None, list[bytes] | Dropped]:
-    """The reading of :func:`read_message`; yields a pause (0 s) every :data:`YIELD_EVERY_PARTS` parts."""
+    """The reading of :func:`read_message_now`; yields a pause (0 s) every :data:`YIELD_EVERY_PARTS` parts."""
     kept: list[zmq.Frame] | None = [first] if len(first) <= max_bytes else None
     parts, size, more = 1, len(first), first.more
     while more:
@@ -93,7 +92,7 @@ def _read_parts(sock: zmq.Socket, first: zmq.Frame, max_parts: int,
 
 
 def _rebinding(sock: zmq.Socket, mode: str, address: str) -> Generator[float, None, None]:
-    """The steps of :func:`rebind`; yields the pause before each retry of the bind, s."""
+    """The steps of :func:`rebind_now`; yields the pause before each retry of the bind, s."""
     if mode != "bind":
         sock.disconnect(address)
         sock.connect(address)
@@ -133,61 +132,43 @@ def _now(steps: Generator[float, None, T], stop: threading.Event | None = None) 
         return done.value
 
 
-async def _on_loop(steps: Generator[float, None, T]) -> T:
-    """Run ``steps`` on the event loop, letting it run during each pause."""
-    try:
-        while True:
-            await asyncio.sleep(next(steps))
-    except StopIteration as done:
-        return done.value
-
-
-async def read_message(sock: zmq.Socket, first: zmq.Frame, max_parts: int,
-                       max_bytes: int) -> list[bytes] | Dropped:
-    """The message whose first part is ``first``, read part by part, kept only within the limits.
+def read_message_now(sock: zmq.Socket, first: zmq.Frame, max_parts: int, max_bytes: int,
+                     stop: threading.Event | None = None) -> list[bytes] | Dropped:
+    """The message whose first part is ``first``, read part by part on the calling thread (the
+    adapter's receiving threads: agent/adapters/robotmsg_receive.py), kept only within the limits.
 
     Parts are received without a copy (``zmq.Frame``); once the message has more than
     ``max_parts`` parts or more than ``max_bytes`` bytes, the parts kept so far are let go and
     every later part is received and freed at once, so dropping a message of 150 parts of 1 MiB
-    holds one part at a time, never a copy of the message. Every :data:`YIELD_EVERY_PARTS` parts
-    the event loop runs (a message of millions of tiny parts never stalls it for long).
-    :func:`read_message_now` is the same read for a thread of its own (the adapter's receiving
-    threads: agent/adapters/robotmsg_receive.py).
+    holds one part at a time, never a copy of the message. It never pauses: the GIL's switch
+    interval lets the other threads run.
 
     Args:
         sock: the socket, synchronous (the rest of a message is queued once its first part is).
         first: the message's first part, received with ``copy=False``.
         max_parts: most parts kept.
         max_bytes: most bytes of all parts together.
+        stop: checked every :data:`YIELD_EVERY_PARTS` parts (a message of a million parts is left
+            within milliseconds).
 
     Returns:
         The parts as bytes, or :class:`Dropped` (part count and total size).
+
+    Raises:
+        Interrupted: ``stop`` was set.
     """
-    return await _on_loop(_read_parts(sock, first, max_parts, max_bytes))
-
-
-def read_message_now(sock: zmq.Socket, first: zmq.Frame, max_parts: int, max_bytes: int,
-                     stop: threading.Event | None = None) -> list[bytes] | Dropped:
-    """:func:`read_message` on the calling thread (it never pauses: the GIL's switch interval lets
-    the other threads run). Raises :class:`Interrupted` when ``stop`` is set, checked every
-    :data:`YIELD_EVERY_PARTS` parts (a message of a million parts is left within milliseconds)."""
     return _now(_read_parts(sock, first, max_parts, max_bytes), stop)
 
 
-async def rebind(sock: zmq.Socket, mode: str, address: str) -> None:
-    """Drop every peer of ``sock``: a bound socket is unbound from ``address`` (its resolved
-    endpoint) and bound to it again, a connecting one disconnects and connects again. The
-    peers' ZeroMQ reconnects by itself. :func:`rebind_now` does the same on the calling thread.
+def rebind_now(sock: zmq.Socket, mode: str, address: str, stop: threading.Event | None = None) -> None:
+    """Drop every peer of ``sock`` on the calling thread (the thread that reads it): a bound socket is
+    unbound from ``address`` (its resolved endpoint) and bound to it again, a connecting one
+    disconnects and connects again. The peers' ZeroMQ reconnects by itself.
 
     Raises:
         zmq.ZMQError: the address could not be bound again within :data:`REBIND_TIMEOUT_S`.
+        Interrupted: ``stop`` was set before a retry.
     """
-    await _on_loop(_rebinding(sock, mode, address))
-
-
-def rebind_now(sock: zmq.Socket, mode: str, address: str, stop: threading.Event | None = None) -> None:
-    """:func:`rebind` on the calling thread (the thread that reads ``sock``); raises
-    :class:`Interrupted` before a retry once ``stop`` is set."""
     _now(_rebinding(sock, mode, address), stop)
 
 

@@ -11,7 +11,7 @@ import zmq.asyncio
 from zmq.utils.monitor import parse_monitor_message
 
 from agent.adapters.robotmsg_guard import (
-    EVICT_INTERVAL_S, MAX_PARTS, YIELD_EVERY_PARTS, DropPolicy, Dropped, read_message, rebind,
+    EVICT_INTERVAL_S, MAX_PARTS, YIELD_EVERY_PARTS, DropPolicy, Dropped, read_message_now, rebind_now,
 )
 
 pytestmark = pytest.mark.timeout(30)
@@ -31,7 +31,8 @@ def pair():
 
 
 async def receive(rx: zmq.Socket, max_bytes: int = 1000) -> list[bytes] | Dropped:
-    return await read_message(rx, rx.recv(copy=False), MAX_PARTS, max_bytes)
+    """One message read as the adapter's receiving thread reads it (off the event loop)."""
+    return await asyncio.to_thread(lambda: read_message_now(rx, rx.recv(copy=False), MAX_PARTS, max_bytes))
 
 
 @pytest.mark.parametrize("parts, expected", [
@@ -108,7 +109,7 @@ async def test_rebind_drops_the_peers_of_a_bound_socket_and_they_come_back():
         pub.connect(address)
         assert await asyncio.wait_for(pub.recv(), 5) == b"\x01"
         received.cancel()            # as the adapter does: rebind between reads, then read again
-        await rebind(sub, "bind", address)
+        rebind_now(sub, "bind", address)
         received = asyncio.ensure_future(sub.recv())
         events = []
         while zmq.EVENT_DISCONNECTED not in events:                # the peer's connection ended
