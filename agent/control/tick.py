@@ -34,7 +34,7 @@ from collections.abc import Mapping
 from typing import NamedTuple
 
 from agent.control.arbitration import BASE, JOINTS, Selection
-from agent.control.kinematics import ramp, tracks_to_duty
+from agent.control.kinematics import ramp
 from agent.control.state import ControlState, Pair
 from agent.commands import JointVelocity
 from agent.model import DeviceHealth, ImuSample, JointState, PowerSample, SafetyState, Snapshot, TrackState
@@ -115,13 +115,14 @@ def command(state: ControlState, now: float) -> Plan:
     if base.velocity is None:
         state.cmd = (0.0, 0.0)
     else:
-        state.cmd = ramp(state.cmd, state.base_target(base.velocity), state.max_accel_mps2 * max(motion_dt, 0.0))
+        target = state.base_target(base.velocity)
+        if state.cmd is not target:     # at the target (the ramp returned it): ramp() would return it again
+            state.cmd = ramp(state.cmd, target, state.max_accel_mps2 * max(motion_dt, 0.0))
     jv = joints.velocity
     state.joints.step(now, motion_dt, jv.qd if isinstance(jv, JointVelocity) else None,
                       joints.winner.source if joints.winner else "")
     _note_base_source(state, base)
-    return Plan(now=now, dt=dt, applied=applied, cmd=state.cmd,
-                duty=tracks_to_duty(state.cmd[0], state.cmd[1], state.full_duty_mps),
+    return Plan(now=now, dt=dt, applied=applied, cmd=state.cmd, duty=state.duty(),
                 pulses=state.joints.pulses(), joints=state.joints.state(), gripper=state.joints.gripper,
                 base=base, watchdog=watchdog, stopped=state.stopped, overridden=state.arbiter.overridden(),
                 safety=state.safety.state())

@@ -1,0 +1,129 @@
+#!/usr/bin/env python3
+"""The control tick's CPU and the recorder's, a moving tank on the simulated hardware.
+
+The agent runs in a child process on the shipped simulated tank (no camera, no adapter's peer; the
+flight recorder on, writing to a temporary directory). A thread hands ``ControlLoop.submit`` the
+same velocity command every 0.1 s (as the Sim2Bot adapter does for a controller holding a key in
+scripts/bench_side.py), so the tank drives a circle. Over the window the child measures:
+
+- per tick: the control thread's CPU time (``time.thread_time``) of each ``ControlLoop`` tick
+  (the scheduler's tick function is wrapped), p50 and mean, us;
+- per thread: the control and recorder threads' CPU, % of one core (``/proc/self/task/<tid>/schedstat``,
+  ns), and the control thread's wake-ups (context switches) per second.
+
+``--before TREE`` runs another checkout's agent in turn with this one's in every run (interleaved:
+the machine's load falls on both alike); the child imports the agent from the tree it is given, so
+TREE needs no copy of this script. Printed: one line per tree and run, then the medians.
+
+Usage: ``scripts/bench_tick.py [--runs 3] [--window 8] [--before TREE]`` (~window + 5 s per child).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+WARM_S = 2.0        # the tank starts moving and the ramp ends before the window opens
+COMMAND_PERIOD_S = 0.1
+
+
+def task_figures(name: str) -> tuple[float, int] | None:
+    """(CPU time, s; context switches) of this process's Python thread called ``name``, or None."""
+    import threading
+    tid = next((t.native_id for t in threading.enumerate() if t.name == name), None)
+    if tid is None:
+        return None
+    task = Path(f"/proc/self/task/{tid}")
+    cpu_ns = int((task / "schedstat").read_text().split()[0])
+    sw = sum(int(line.split(":")[1]) for line in (task / "status").read_text().splitlines() if "ctxt_switches" in line)
+    return cpu_ns / 1e9, sw
+
+
+def child(tree: str, window_s: float, out: str) -> None:
+    sys.path.insert(0, tree)
+    import asyncio
+    import threading
+
+    from agent.commands import BaseVelocity
+    from agent.testing.running_agent import running_agent, sim_config
+
+    async def run() -> dict:
+        rec_dir = tempfile.mkdtemp(prefix="bench_tick_")
+        cfg = sim_config(drivers={"cameras": []}, recorder={"enabled": True, "dir": rec_dir})
+        async with running_agent(cfg) as agent:
+            control = agent.control
+            stop = threading.Event()
+
+            def commands() -> None:
+                while not stop.wait(COMMAND_PERIOD_S):
+                    control.submit("sim2bot", BaseVelocity(0.2, 0.3))
+
+            threading.Thread(target=commands, daemon=True).start()
+            await asyncio.sleep(WARM_S)
+            sched = control._scheduler       # bench-only: the tick function, timed on the control thread
+            tick_fn, cpu = sched._tick, []
+
+            def timed(now: float):
+                t0 = time.thread_time()
+                try:
+                    return tick_fn(now)
+                finally:
+                    cpu.append(time.thread_time() - t0)
+
+            sched._tick = timed
+            c0, r0, t0 = task_figures("control"), task_figures("recorder"), time.monotonic()
+            await asyncio.sleep(window_s)
+            c1, r1, dt = task_figures("control"), task_figures("recorder"), time.monotonic() - t0
+            sched._tick = tick_fn
+            odom = control.snapshot().odom
+            stop.set()
+        cpu.sort()
+        return {"ticks_hz": len(cpu) / dt, "p50_us": 1e6 * cpu[len(cpu) // 2], "mean_us": 1e6 * statistics.fmean(cpu),
+                "control_pct": 100 * (c1[0] - c0[0]) / dt, "control_sw": (c1[1] - c0[1]) / dt,
+                "recorder_pct": 100 * (r1[0] - r0[0]) / dt if r0 and r1 else float("nan"),
+                "distance_m": odom.distance_m}
+
+    Path(out).write_text(json.dumps(asyncio.run(run())))
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--runs", type=int, default=3)
+    p.add_argument("--window", type=float, default=8.0, help="measured window per child, s")
+    p.add_argument("--before", help="another checkout whose agent runs in turn with this one's")
+    args = p.parse_args()
+    trees = [("after", ROOT)] + ([("before", Path(args.before).resolve())] if args.before else [])
+    got: dict[str, list[dict]] = {name: [] for name, _ in trees}
+    with tempfile.TemporaryDirectory() as tmp:
+        for run in range(args.runs):
+            for name, tree in (trees if run % 2 == 0 else trees[::-1]):
+                out = str(Path(tmp) / f"{name}_{run}.json")
+                load = os.getloadavg()[0]
+                subprocess.run([sys.executable, __file__, "--child", str(tree), str(args.window), out],
+                               check=True, cwd=str(tree))
+                r = json.loads(Path(out).read_text())
+                r["load"] = (load + os.getloadavg()[0]) / 2
+                got[name].append(r)
+                print(f"run {run + 1} {name:6}: {r['ticks_hz']:.1f} ticks/s, tick CPU p50 {r['p50_us']:.0f} us "
+                      f"mean {r['mean_us']:.0f} us; control thread {r['control_pct']:.2f} % "
+                      f"({r['control_sw']:.0f} wake-ups/s), recorder {r['recorder_pct']:.2f} %; "
+                      f"driven {r['distance_m']:.2f} m; load {r['load']:.2f}", flush=True)
+    for name, rs in got.items():
+        med = {k: statistics.median(r[k] for r in rs) for k in ("p50_us", "mean_us", "control_pct", "recorder_pct")}
+        print(f"median {name:6}: tick CPU p50 {med['p50_us']:.0f} us mean {med['mean_us']:.0f} us; "
+              f"control thread {med['control_pct']:.2f} %, recorder {med['recorder_pct']:.2f} % of a core")
+
+
+if __name__ == "__main__":
+    if len(sys.argv) > 1 and sys.argv[1] == "--child":
+        child(sys.argv[2], float(sys.argv[3]), sys.argv[4])
+    else:
+        main()
