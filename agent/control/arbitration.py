@@ -38,7 +38,7 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from agent.config import AgentConfig
 from agent.config.control import SOURCES
@@ -85,22 +85,21 @@ class Selection:
         channel: ``base`` or ``joints``.
         winner: the claim that drives, or None.
         expired: velocity claims that timed out at this tick (dropped).
+        velocity: the velocity command to execute this tick, or None (from ``winner``).
+        driver: the source whose velocity command drives this tick, or ``""`` (no winner, or a claim
+            without a command: a latched joint target, a source held at zero by the stop latch).
     """
 
     channel: str
     winner: Claim | None
     expired: tuple[Claim, ...] = ()
+    velocity: Command | None = field(init=False)
+    driver: str = field(init=False)
 
-    @property
-    def velocity(self) -> Command | None:
-        """The velocity command to execute this tick, or None."""
-        return self.winner.command if self.winner is not None else None
-
-    @property
-    def driver(self) -> str:
-        """The source whose velocity command drives this tick, or ``""`` (no winner, or a claim
-        without a command: a latched joint target, a source held at zero by the stop latch)."""
-        return self.winner.source if self.winner is not None and self.winner.command is not None else ""
+    def __post_init__(self) -> None:    # fields, not properties: the tick and the watchdog read them often
+        w = self.winner
+        object.__setattr__(self, "velocity", w.command if w is not None else None)
+        object.__setattr__(self, "driver", w.source if w is not None and w.command is not None else "")
 
 
 class Arbiter:
@@ -227,15 +226,17 @@ class Arbiter:
         if not claims:        # nobody claims anything (a standing tank): one object per channel
             return _NOBODY[channel]
         top = self._top.get(channel)
-        if top is None or top[0] != claims.version or not top[1] <= now < top[2] or top[1] != -math.inf:
-            expired = []        # (the cached winner saw no timed-out claim on the channel: none to drop)
+        if top is not None and top[0] == claims.version and top[1] == -math.inf and now < top[2]:
+            winner = top[3]     # the holder() found at [-inf, hi): no timed-out claim on the channel to drop
+        else:
+            expired = []
             for key in [k for k, c in claims.items() if k[0] == channel and not c.fresh(now)]:
                 claim = claims.pop(key)
                 if claim.command is not None:
                     expired.append(claim)
             if expired:
                 return Selection(channel, self.holder(channel, now), tuple(expired))
-        winner = self.holder(channel, now)
+            winner = self.holder(channel, now)
         sel = self._selected.get(channel)
         if sel is None or sel.winner is not winner:     # the same winner: the same (immutable) selection
             sel = self._selected[channel] = Selection(channel, winner)
