@@ -16,6 +16,8 @@ devices on their own threads, the same command every 5 ticks), each tick after a
 flushed the CPU's caches: the real thread's ticks come 20 ms apart on a shared machine and find
 them cold (about 4x a hot tick). Its p50 is steadier than the thread's figures; steadier still, the
 Python and C function calls of one tick (cProfile over 100 more ticks), a count of the work itself.
+The flight recorder records those ticks on its own thread (to a temporary directory): its CPU time
+per snapshot.
 
 ``--before TREE`` runs another checkout's agent in turn with this one's in every run (interleaved:
 the machine's load falls on both alike); the child imports the agent from the tree it is given, so
@@ -119,6 +121,9 @@ def stepped(tree: str, ticks: int, out: str) -> None:
     hw.start()
     clock = [0.0]
     loop = ControlLoop(cfg, hw, clock=lambda: clock[0])
+    from agent.recorder.recorder import Recorder
+    recorder = Recorder(cfg, loop, directory=Path(tempfile.mkdtemp(prefix="bench_tick_")))
+    recorder.start()            # its thread records the stepped ticks' snapshots as they come
     deadline = time.monotonic() + 10.0
     while hw.motor is not None and hw.motor.state != "ok" and time.monotonic() < deadline:
         time.sleep(0.01)    # real time held on purpose: the emulated controller opens on real time
@@ -139,13 +144,14 @@ def stepped(tree: str, ticks: int, out: str) -> None:
             else:                           # Python and C function calls of the tick (its submits apart)
                 profile.runcall(loop.tick)
     finally:
+        recorder.close()
         loop.close(timeout_s=0.5)
         hw.close()
         sim.close()
     cpu.sort()
     calls = pstats.Stats(profile).total_calls / 100 - 1      # less the runcall's own
     Path(out).write_text(json.dumps({"p50_us": 1e6 * cpu[len(cpu) // 2], "mean_us": 1e6 * statistics.fmean(cpu),
-                                     "calls": calls}))
+                                     "calls": calls, "recorder_us": 1e6 * recorder.cpu_s / (ticks + 150)}))
 
 
 def main() -> None:
@@ -174,14 +180,17 @@ def main() -> None:
                       f"mean {r['mean_us']:.0f} us; control thread {r['control_pct']:.2f} % "
                       f"({r['control_sw']:.0f} wake-ups/s), recorder {r['recorder_pct']:.2f} %; "
                       f"driven {r['distance_m']:.2f} m; stepped, cold: p50 {r['stepped_p50_us']:.0f} us "
-                      f"mean {r['stepped_mean_us']:.0f} us, {r['stepped_calls']:.0f} calls; load {r['load']:.2f}", flush=True)
-    keys = ("p50_us", "mean_us", "control_pct", "recorder_pct", "stepped_p50_us", "stepped_mean_us", "stepped_calls")
+                      f"mean {r['stepped_mean_us']:.0f} us, {r['stepped_calls']:.0f} calls, recorder "
+                      f"{r['stepped_recorder_us']:.0f} us a snapshot; load {r['load']:.2f}", flush=True)
+    keys = ("p50_us", "mean_us", "control_pct", "recorder_pct", "stepped_p50_us", "stepped_mean_us", "stepped_calls",
+            "stepped_recorder_us")
     for name, rs in got.items():
         med = {k: statistics.median(r[k] for r in rs) for k in keys}
         print(f"median {name:6}: tick CPU p50 {med['p50_us']:.0f} us mean {med['mean_us']:.0f} us; "
               f"control thread {med['control_pct']:.2f} %, recorder {med['recorder_pct']:.2f} % of a core; "
               f"stepped, cold: p50 {med['stepped_p50_us']:.0f} us mean {med['stepped_mean_us']:.0f} us; "
-              f"{med['stepped_calls']:.0f} function calls per tick")
+              f"{med['stepped_calls']:.0f} function calls per tick; recorder {med['stepped_recorder_us']:.0f} us "
+              f"of CPU per snapshot")
 
 
 if __name__ == "__main__":
