@@ -106,6 +106,7 @@ class BatteryDetector:
         self.critical = False
         self.volts: float | None = None       # the averaged, compensated voltage, V
         self._cap_reason = ""
+        self._calm: float | None = None       # a voltage the last update found above both thresholds, nothing held
 
     def _average(self, now: float, power: PowerSample | None) -> float | None:
         samples, changed = self._samples, False
@@ -128,6 +129,8 @@ class BatteryDetector:
         v = self.volts = self._average(now, power)
         if v is None:
             return None, False
+        if v == self._calm:     # the same voltage, and nothing was low, critical or being timed: nothing is now
+            return None, False
         trip, cleared = None, False
         low_timed = self._low_hold.update(now, v < s.low_v)
         if not self.low and low_timed:
@@ -144,6 +147,8 @@ class BatteryDetector:
                     f"{self._crit_hold.held(now):.1f} s")
         elif self.critical and v > s.critical_v + s.hysteresis_v:
             self.critical, cleared = False, True
+        calm = not (self.low or self.critical) and self._low_hold.since is None and self._crit_hold.since is None
+        self._calm = v if calm else None
         return trip, cleared
 
     def cap_reason(self) -> str:

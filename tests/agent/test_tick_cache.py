@@ -15,12 +15,13 @@ from hypothesis import strategies as st
 from agent.config import AgentConfig
 from agent.control.arbitration import BASE, JOINTS, Arbiter
 from agent.control.claims import Claims
-from agent.control.failsafes import StallDetector, StallSettings
+from agent.control.failsafes import BatteryDetector, BatterySettings, StallDetector, StallSettings
 from agent.control.scheduler import Bell
 from agent.control.state import ControlState
 from agent.control.tick import Readings, check_failsafes, command, motor_answered
 from agent.commands import BaseVelocity, JointVelocity, TrackDuty
 from agent.errors import CommandDeclined
+from agent.model import PowerSample
 from drivers.base import MotorFeedback
 from tests.conftest import sim_config
 
@@ -234,6 +235,30 @@ def test_the_stall_detector_still_trips_and_clears_after_quiet_ticks():
     assert det.update(1.0, (0.0, 0.0), None) == (None, True)            # quiet again: cleared
     assert det.update(1.02, (0.0, 0.0), None) == (None, False)
     assert all(h.since is None for h in (*det._speed, *det._amps))
+
+
+def test_the_battery_after_a_calm_stretch_at_one_voltage_still_caps_trips_and_recovers():
+    det = BatteryDetector(BatterySettings(low_v=10.0, critical_v=9.0, hysteresis_v=0.2, low_for_s=0.5,
+                                          critical_for_s=0.5, average_s=0.1, sag_ohm=0.0, low_speed_mps=0.1))
+
+    def feed(t0: float, volts: float, ticks: int):
+        sample = PowerSample(voltage_v=volts, current_a=0.0, power_w=0.0, t_mono_s=t0)
+        return [det.update(round(t0 + k * DT, 9), sample) for k in range(ticks)]
+
+    assert feed(0.0, 12.0, 20) == [(None, False)] * 20 and not det.low     # calm: the same voltage, skipped
+    feed(0.4, 9.5, 30)                                  # under low (not critical) for 0.6 s: capped
+    assert det.low and det.volts == 9.5 and not det.critical
+    feed(1.0, 9.5, 5)
+    assert det.low                                      # the same low voltage keeps the cap (no calm skip)
+    got = feed(1.1, 8.5, 30)                            # under critical for 0.5 s: trips once
+    assert [r for r, _ in got if r] and sum(1 for r, _ in got if r) == 1 and det.critical
+    got = feed(1.7, 12.0, 10)                           # recovered: cleared once, the cap lifted
+    assert [c for _, c in got].count(True) == 1 and not det.low and not det.critical
+    assert feed(1.9, 12.0, 10) == [(None, False)] * 10
+    feed(2.1, 9.8, 10)                                  # low again after a calm stretch: timed afresh
+    assert not det.low and det._low_hold.since is not None
+    feed(2.3, 9.8, 30)
+    assert det.low
 
 
 def test_a_failsafe_trip_during_a_steady_drive_zeroes_the_next_tick(rig):
