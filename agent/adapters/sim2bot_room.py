@@ -303,7 +303,7 @@ class RoomLink:
             if self._reannounce:
                 self._reannounce = False
                 await ws.send(self._hello)   # the bridge's scene is the tank's again (describe)
-            packet = _encode(builder.build(newest, batch, self.warning))
+            packet = builder.text(newest, batch, self.warning)     # json.dumps of builder.build(...), for less
             await ws.send(packet)
             gate.mark_sent(key)
             seen = (None, None, None, True)     # the gate's reference moved: look again
