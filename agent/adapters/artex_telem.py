@@ -227,6 +227,7 @@ class TelemGate:
         self.sent: dict[str, Any] | None = None
         self._last: dict[str, Any] | None = None
         self._steady: dict[str, int] = {}
+        self._pending = False       # the last poll was due and nothing was marked sent since
 
     def due(self, new: dict[str, Any]) -> bool:
         """Feed one poll's dict; True when it should be sent (then call :meth:`mark_sent`)."""
@@ -237,6 +238,10 @@ class TelemGate:
             last = last or {}
             self._steady = {k: steady.get(k, 0) + 1 if k in last and last[k] == v else 0 for k, v in new.items()}
         self._last = new
+        self._pending = due = self._due(new)
+        return due
+
+    def _due(self, new: dict[str, Any]) -> bool:
         sent = self.sent
         if sent is not None and new == sent and all(type(v) is type(sent[k]) for k, v in new.items()):
             return False        # what was sent: neither changed nor a settled value to send
@@ -245,6 +250,22 @@ class TelemGate:
         assert sent is not None
         return any(self._steady[k] >= self.settle_polls and v != sent[k] for k, v in new.items())
 
+    def quiet_polls(self) -> int | None:
+        """How many more polls of the last dict would all answer False (None: any number): 0 when the last
+        poll was due and not sent, else until a value that differs from the sent one settles."""
+        last, sent = self._last, self.sent
+        if self._pending or last is None or sent is None:
+            return 0
+        left = [self.settle_polls - self._steady[k] - 1 for k, v in last.items() if v != sent[k]]
+        return max(0, min(left)) if left else None
+
+    def skip(self, polls: int) -> None:
+        """``polls`` polls of the last dict were skipped (each would have answered False: at most
+        :meth:`quiet_polls`): counted as polls, so a value settles after as many polls as if they were made."""
+        if polls > 0:
+            self._steady = {k: n + polls for k, n in self._steady.items()}
+
     def mark_sent(self, data: dict[str, Any]) -> None:
         """``data`` went out: the reference for the next comparisons."""
         self.sent = data
+        self._pending = False
