@@ -175,6 +175,7 @@ class ArtexStreams:
                 poll = clock()
                 skipped = min(skipped, max(0, math.floor((poll - start) / period - 1e-9) + 1))
             gate.skip(skipped)              # the polls skipped would each have read the last snapshot
+            rest.note()
             new = self._robot.snapshot()
             if new is not snap:
                 snap, data = new, build(new)

@@ -297,6 +297,7 @@ class RoomLink:
                 await self._sleep(delay)
             elif await rest.wait(delay):    # roused: a tick woken at rest (a command) published its snapshot
                 due = clock()
+            rest.note()
             snap, warning = robot.snapshot(), self.warning
             if snap is not seen[0] or warning != seen[1]:  # a new tick or warning (a resting loop ticks at ~7 Hz)
                 key = change_key(snap, warning)

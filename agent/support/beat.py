@@ -106,9 +106,16 @@ class RestPolls:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._waiter: asyncio.Future | None = None
         self.skipped = self.roused = 0
+        self.fires = 0              # rouses so far (the control thread adds one before it wakes the wait)
+        self._noted = 0
         hook = getattr(robot, "on_rouse", None)
         if self.rest_s is not None and callable(hook):
             hook(self.fire)
+
+    def note(self) -> None:
+        """Call right before reading the snapshot a poll looks at: a rouse after this (its tick's snapshot
+        perhaps not read) keeps the next poll on the schedule (:meth:`skip_to` skips nothing)."""
+        self._noted = self.fires
 
     def skip_to(self, due: float, period: float, snap: object, limit: float = math.inf) -> tuple[float, int]:
         """The next poll at ``due`` on a schedule of ``period``, s, after a poll that read ``snap``: ``(due, 0)``
@@ -116,7 +123,7 @@ class RestPolls:
         :data:`REST_MARGIN_S`) and at or before ``limit`` (the first poll at or after ``limit`` is kept:
         a keepalive's), with the number of polls skipped."""
         rest = self.rest_s
-        if rest is None or getattr(snap, "resting", None) is not True:
+        if rest is None or getattr(snap, "resting", None) is not True or self.fires != self._noted:
             return due, 0
         until = min(snap.t_mono_s + rest + REST_MARGIN_S, limit)   # type: ignore[attr-defined]
         if not until > due:
@@ -127,6 +134,7 @@ class RestPolls:
 
     def fire(self) -> None:
         """A tick woken at rest published its snapshot: end the wait now (thread-safe, never blocks)."""
+        self.fires += 1
         waiter, loop = self._waiter, self._loop
         if waiter is None or loop is None:
             return

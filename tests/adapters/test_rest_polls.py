@@ -215,3 +215,23 @@ async def test_on_a_running_agent_the_polls_rest_and_a_command_at_rest_is_in_the
             odometry = next(s for s in seen[-1].sensors if s["name"] == "odometry")
             return odometry["vx_mps"] > 0.0
         assert await wait_for(moving, 5)
+
+
+def test_a_rouse_between_a_polls_read_and_its_wait_keeps_the_next_poll_on_the_schedule():
+    """The woken tick's snapshot may have come after the poll read the resting one: nothing is skipped then."""
+    loop = VirtualTimeLoop(START)
+    try:
+        tank = RestingTank(loop)
+        rest = beat.RestPolls(tank)
+        assert tank.listeners == [rest.fire]
+        resting = tank.snap
+        rest.note()
+        assert rest.skip_to(START + 0.1, 0.1, resting) == (pytest.approx(START + 0.2), 1)    # rests: skipped
+        rest.note()
+        tank.listeners[0]()                 # the control thread's call, no wait pending
+        assert rest.skip_to(START + 0.1, 0.1, resting) == (START + 0.1, 0)
+        rest.note()                         # the next poll read after the rouse: skips again
+        assert rest.skip_to(START + 0.1, 0.1, resting)[1] == 1
+        assert beat.RestPolls(Reader(tank, "x")).rest_s == REST_S and beat.RestPolls(object()).rest_s is None
+    finally:
+        loop.close()
