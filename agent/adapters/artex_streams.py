@@ -46,6 +46,7 @@ from typing import Any
 from agent.adapters.artex_telem import TelemBuilder, TelemGate
 from agent.adapters.artex_video import ArtexVideo, VideoDelivery, is_raw_key, link_backlog
 from agent.config import AgentConfig
+from agent.model import Snapshot
 from agent.ports import RobotPort, VideoPort
 from agent.support import beat
 
@@ -152,8 +153,9 @@ class ArtexStreams:
     async def _telem_loop(self) -> None:
         gate, build, rest, clock = TelemGate(), TelemBuilder().telemetry, self._rest, self._clock
         last = -float("inf")
-        poll = clock()
-        snap = data = None
+        poll = start = clock()
+        snap: Snapshot | None = None
+        data: dict[str, Any] = {}
         while True:
             # one poll per period on a schedule (the pause ends on the shared wake-up grid: the
             # average rate is the period's whatever the grid); a late poll skips ahead, never bursts

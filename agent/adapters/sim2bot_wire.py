@@ -43,7 +43,7 @@ def num_text(value: float | None) -> str:
 def nums_text(values: Sequence[float | None]) -> str:
     """The JSON text of ``sim2bot_telemetry._nums(values)``: ``[...]`` of :func:`num_text` of each."""
     try:
-        out = [float(v) for v in values]
+        out = [float(v) for v in values]     # type: ignore[arg-type]
     except TypeError:                   # a None among them
         return "[" + ", ".join([num_text(v) for v in values]) + "]"
     if math.isfinite(sum(out)):         # all finite (an overflow of the sum: the per-value way)
@@ -87,7 +87,7 @@ def fill(template: str, values: Sequence[float | None]) -> str:
     """``template`` (one ``%r`` per value) filled with :func:`num_text` of each value in one C-level pass:
     ``%r`` of a float is ``float.__repr__``, the JSON encoder's text."""
     try:
-        numbers = tuple(map(float, values))
+        numbers = tuple(map(float, values))  # type: ignore[arg-type]
         if math.isfinite(sum(numbers)):
             return template % numbers
     except TypeError:                   # a None among them

@@ -82,9 +82,9 @@ class RestPolls:
 
     While the newest snapshot says the loop rests (``Snapshot.resting``), no new one comes before the next
     rest tick (its stamp + ``robot.rest_period_s``, on the robot's clock): the polls of the poller's
-    schedule before then would find nothing new and are skipped (:meth:`skip_to`); the schedule itself
-    (``due + k * period``) is kept, so a poll that must happen (a keepalive, a settled value) still
-    happens at its time. A tick woken at rest (a command, a stop, the e-stop: agent.control.ControlLoop
+    schedule before then would find nothing new and are skipped (:meth:`skip_to`); the next poll is in
+    the grid's slot after that tick (every poller's in the same slot) and the schedule goes on from
+    there, while a poll that must happen (a keepalive's, a settled value's) still happens at its time. A tick woken at rest (a command, a stop, the e-stop: agent.control.ControlLoop
     ``on_rouse``, called on the control thread after the tick published its snapshot) ends such a wait
     at once (:meth:`fire`): one cross-thread call per rouse, none while the tank moves or stands.
 
@@ -118,19 +118,23 @@ class RestPolls:
         self._noted = self.fires
 
     def skip_to(self, due: float, period: float, snap: object, limit: float = math.inf) -> tuple[float, int]:
-        """The next poll at ``due`` on a schedule of ``period``, s, after a poll that read ``snap``: ``(due, 0)``
-        unless ``snap`` rests, else the first poll of the schedule at or after its next rest tick (+
-        :data:`REST_MARGIN_S`) and at or before ``limit`` (the first poll at or after ``limit`` is kept:
-        a keepalive's), with the number of polls skipped."""
+        """The next poll, after a poll that read ``snap``, of a schedule whose next poll is at ``due`` (every
+        ``period`` s): ``(due, 0)`` unless ``snap`` rests, else ``(at, polls skipped)``: ``at`` is the grid's
+        slot at or after the next rest tick (+ :data:`REST_MARGIN_S`; the same slot for every poller, so
+        they wake together), or the schedule's first poll at or after ``limit`` when that comes first (a
+        keepalive's: kept as it was). The schedule goes on from ``at``."""
         rest = self.rest_s
         if rest is None or getattr(snap, "resting", None) is not True or self.fires != self._noted:
             return due, 0
-        until = min(snap.t_mono_s + rest + REST_MARGIN_S, limit)   # type: ignore[attr-defined]
-        if not until > due:
+        until = snap.t_mono_s + rest + REST_MARGIN_S    # type: ignore[attr-defined]
+        if not min(until, limit) > due:
             return due, 0
-        k = math.ceil((until - due) / period - 1e-9)
+        at = due + math.ceil((limit - due) / period - 1e-9) * period if limit < math.inf else math.inf
+        if until < at:      # the grid's slot at or after it: every poller of the loop wakes in that one
+            at = math.ceil(until / SLOT_S - 1e-9) * SLOT_S
+        k = math.ceil((at - due) / period - 1e-9)      # the schedule's polls before it
         self.skipped += k
-        return due + k * period, k
+        return at, k
 
     def fire(self) -> None:
         """A tick woken at rest published its snapshot: end the wait now (thread-safe, never blocks)."""
