@@ -288,7 +288,9 @@ class RoomLink:
         while True:
             due += period
             skipped = 0
-            if snap is not None and not self._reannounce:   # the loop rests: no poll before its next tick
+            # the loop rests: no poll before its next tick, nor past a keepalive's; none skipped while a packet
+            # waits (the path was full) or a re-announce
+            if snap is not None and not self._reannounce and not (seen[0] is not None and seen[3]):
                 due, skipped = rest.skip_to(due, period, snap, last_sent + keepalive - 1e-6)
             delay = due - clock()
             if delay <= 0:

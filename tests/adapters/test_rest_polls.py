@@ -239,3 +239,52 @@ def test_a_rouse_between_a_polls_read_and_its_wait_keeps_the_next_poll_on_the_sc
         assert beat.RestPolls(Reader(tank, "x")).rest_s == REST_S and beat.RestPolls(object()).rest_s is None
     finally:
         loop.close()
+
+
+class FullPath:
+    """A transport whose write buffer holds ``size`` bytes from ``since`` to ``until`` (loop time): the path is
+    slow then."""
+
+    def __init__(self, loop: VirtualTimeLoop, since: float, until: float, size: int = 1 << 20) -> None:
+        self.loop, self.since, self.until, self.size = loop, since, until, size
+
+    def is_closing(self) -> bool:
+        return False
+
+    def get_write_buffer_size(self) -> int:
+        return self.size if self.since <= self.loop.time() < self.until else 0
+
+    def get_extra_info(self, name: str, default=None):
+        return default
+
+
+def test_a_packet_the_full_path_held_back_at_rest_goes_out_at_the_next_poll_not_the_next_rest_tick():
+    loop = VirtualTimeLoop(START)
+    tank = RestingTank(loop)
+    ws = Socket(loop)
+    ws.transport = path = FullPath(loop, float("inf"), float("inf"))
+    cfg = AgentConfig.model_validate(sim_config(sim2bot={"enabled": True, "telemetry_hz": 30.0}))
+    changed: list[float] = []
+
+    async def ticks() -> None:
+        """Rest ticks; the one after 2 s carries a stop, and the path is full for 0.2 s from it: the poll
+        after that tick (0.17-0.19 s on) finds it full."""
+        while True:
+            await asyncio.sleep(tank.snap.t_mono_s + REST_S - loop.time())
+            now = loop.time()
+            stop = now >= START + 2.0
+            if stop and not changed:
+                changed.append(now)
+                path.since, path.until = now, now + 0.2
+            tank.snap = dataclasses.replace(tank.snap, seq=tank.snap.seq + 1, t_mono_s=now, stopped=stop)
+
+    try:
+        room = Sim2botAdapter(cfg, tank, None, clock=loop.time).rooms[0]
+        loop.run_for(3.0, ticks(), room._telemetry(ws))
+    finally:
+        loop.close()
+    assert room.telemetry_skipped >= 1
+    stopped = [t for t, m in ws.sent if next(s for s in m["sensors"] if s["name"] == "control")["stopped"]]
+    # the path clears 0.2 s after the tick: the held packet goes at the schedule's next poll (1/30 s), not
+    # after the next rest tick (0.15 + 0.17 s on)
+    assert stopped and stopped[0] <= changed[0] + 0.2 + 1 / 30 + beat.SLOT_S, (changed, stopped[:2])
