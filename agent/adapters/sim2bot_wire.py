@@ -8,12 +8,13 @@ loop (issue 22, "A Pi-core budget"; docs/sim2bot.md, "Telemetry"):
   from (the control loop hands on the same object while a value stays: agent/control/tick.py,
   ``observe``): the joints (:class:`agent.model.JointState`), the IMU and battery entries
   (:class:`agent.model.ImuSample`, :class:`agent.model.PowerSample`: a new reading is a new object),
-  the base pose and the ``odometry`` entry (:class:`agent.model.Odometry`), the ``control`` entry
-  (its fields, the safety state by identity, and the room's warning). Kept by identity, never by
-  equality: ``-0.0 == 0.0``, yet JSON writes them apart;
-- number arrays go straight to text (``float.__repr__``, what :mod:`json` writes for a float)
-  without a list of converted values and a pass of the JSON encoder over them;
-- what is left (times, the sections that changed) goes through the JSON encoder as before.
+  the ``control`` entry (its fields, the safety state by identity, and the room's warning). Kept by
+  identity, never by equality: ``-0.0 == 0.0``, yet JSON writes them apart;
+- the numbers a moving tank changes at every tick (the ``tcp*`` fields, ``gripper``, the
+  ``odometry`` and ``tracks`` entries) fill one ``%r`` template in one C-level pass (:func:`fill`:
+  ``%r`` of a float is ``float.__repr__``, what :mod:`json` writes for a float), and number arrays go
+  straight to text (:func:`nums_text`) without a pass of the JSON encoder over a list;
+- what is left (the times, a changed ``control`` entry) goes through the JSON encoder as before.
 """
 
 from __future__ import annotations
@@ -23,9 +24,9 @@ import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from agent.model import ImuSample, JointState, Odometry, PowerSample, RobotDescription, Snapshot
+from agent.model import ImuSample, JointState, PowerSample, RobotDescription, Snapshot
 
-__all__ = ["PacketText", "encode", "num_text", "nums_text"]
+__all__ = ["PacketText", "encode", "fill", "num_text", "nums_text"]
 
 #: ``json.dumps`` with its defaults (the same text) without the circular-reference bookkeeping.
 encode = json.JSONEncoder(check_circular=False).encode
@@ -99,7 +100,7 @@ def _vector(name: str, n: int) -> str:
     return ', "' + name + '": [' + ", ".join(("%r",) * n) + "]"
 
 
-#: The fields that change at every tick of a moving tank, from ``tcp`` to the ``odometry`` entry's end.
+#: The fields a moving tank changes at every tick, from ``tcp`` to the ``tracks`` entry's counts (written apart).
 _MOTION = ("".join(_vector(name, n) for name, n in (
     ("tcp", 3), ("tcpOrientation", 4), ("tcpLinearVelocity", 3), ("tcpAngularVelocity", 3),
     ("tcpLinearAcceleration", 3), ("tcpAngularAcceleration", 3), ("tcpLinearJerk", 3), ("tcpAngularJerk", 3)))
