@@ -156,13 +156,14 @@ class ArtexStreams:
         poll = start = clock()
         snap: Snapshot | None = None
         data: dict[str, Any] = {}
+        looked = False      # the gate saw the last poll's dict (not a keepalive's): its quiet_polls hold
         while True:
             # one poll per period on a schedule (the pause ends on the shared wake-up grid: the
             # average rate is the period's whatever the grid); a late poll skips ahead, never bursts
             period = self.period_s
             poll += period
             skipped = 0
-            if snap is not None:    # the loop rests: no poll before its next tick, a keepalive's or a settled value's
+            if looked:      # the loop rests: no poll before its next tick, a keepalive's or a settled value's
                 quiet = gate.quiet_polls()
                 limit = last + self.cfg.artex.telem_keepalive_s - 1e-6
                 start, (poll, skipped) = poll, rest.skip_to(
@@ -183,6 +184,7 @@ class ArtexStreams:
                 snap, data = new, build(new)
             keepalive = clock() - last >= self.cfg.artex.telem_keepalive_s - 1e-6
             due = keepalive or gate.due(data)
+            looked = not keepalive
             if due and await self._emit("telem", {"payload": data}):
                 gate.mark_sent(data)
                 last = clock()
