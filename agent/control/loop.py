@@ -137,7 +137,7 @@ class ControlLoop:
     def _step(self, now: float) -> Snapshot:
         with self._lock:
             plan = command(self._state, now)
-        ok = self._io.write_duty(plan.duty, wait=not self._scheduler.running())
+        ok = self._io.write_duty(plan.duty, wait=not self._scheduler.on_thread())   # self-stepped: this duty's answer
         self._io.write_pulses(plan.pulses)
         readings = self._io.read()      # never waits on a device: published values
         with self._lock:    # the lock twice per tick: the write's answer and the failsafes together
