@@ -152,6 +152,8 @@ class RestPolls:
         loop = asyncio.get_running_loop()
         waiter = loop.create_future()
         self._loop, self._waiter = loop, waiter
+        if self.fires != self._noted:   # a rouse since the poll's read, before this waiter was there to end
+            waiter.set_result(True)     # (the control thread's fire() found none): poll now
         if self._injected is not None:
             try:
                 await self._injected(delay)     # type: ignore[operator]
