@@ -100,6 +100,9 @@ RIDE_SHARE = 0.5
 #: after it, s: the next rewrite (one refresh, two sets, later moving; one rest tick later at rest)
 #: then comes just before that set is due and takes it along again, although the ticks jitter.
 RIDE_LAG_S = 0.005
+#: A rewrite takes sets along only when it comes this close to a whole number of set periods after
+#: the last write, s (the control ticks' jitter; see :meth:`MotorIO._ride`).
+RIDE_TOLERANCE_S = 0.005
 
 def duty_refresh_s(motor_cfg: object) -> float:
     """How often to write an unchanged duty to the controller of ``motor_cfg``, s.
@@ -297,21 +300,26 @@ class MotorIO:
             ok = bool(self.motor.call(lambda d: (d.set_duty(taken[0][0], taken[0][1]), True)[1], default=False))
             self._written(*taken, ok, driver)
             if ok and last is not None and last[0] == taken[0] and last[2] is driver:
-                self._ride()
+                self._ride(last[1])
 
-    def _ride(self) -> None:
+    def _ride(self, before: float) -> None:
         """After the rewrite of an unchanged duty (a refresh, a rest tick's zero): a feedback set due
         within ``early`` (:data:`RIDE_SHARE` of its period) runs now, in this wake-up, instead of
         waking the thread again a few ms later; one that ran less than ``early`` before it moves the
         next set to a period after it (once: the rewrites come at the control ticks, every 0.1 s
         moving, every rest period at rest, so the sets then keep riding along: two sets per refresh,
-        one per rest tick, the mean set period unchanged). No two sets come more than 1.5 periods
-        and :data:`RIDE_LAG_S` apart, at rest never more than :data:`REST_PERIOD_S`; a duty change
-        (not a rewrite) moves nothing."""
+        one per rest tick, the mean set period unchanged). Only when this rewrite came a whole number
+        of set periods after the last write (``before``), within :data:`RIDE_TOLERANCE_S`: rewrites
+        at another period (a shorter refresh, ticks that do not divide it) would make sets more
+        frequent or rarer. No two sets come more than 1.5 periods and :data:`RIDE_LAG_S` apart, at
+        rest never more than :data:`REST_PERIOD_S`; a duty change (not a rewrite) moves nothing."""
         poll, now = self._poll, self._clock()
         if poll.due is None:
             return
         period = max(self._rest_s, self._fast_s) if self.resting and self._rest_s is not None else self._fast_s
+        whole = round((now - before) / period)
+        if whole < 1 or abs(now - before - whole * period) > RIDE_TOLERANCE_S:
+            return
         early = period * RIDE_SHARE
         if poll.due - now <= early:
             resting = self.resting

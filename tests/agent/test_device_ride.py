@@ -14,14 +14,17 @@ from __future__ import annotations
 
 import pytest
 
-from agent.config.drivers import Ina219Config, Mpu6050Config
+from agent.config.drivers import Ina219Config, Mpu6050Config, RoboclawConfig
 from agent.devices.build import Buses, build_driver
 from agent.devices.i2cbus import ALONG_MAX_S, I2cBusIO
-from agent.devices.motorio import DUTY_REFRESH_S, REST_PERIOD_S, RIDE_LAG_S, RIDE_SHARE
+from agent.devices.motorio import DUTY_REFRESH_S, REST_PERIOD_S, RIDE_LAG_S, RIDE_SHARE, RIDE_TOLERANCE_S
+from agent.devices.motorio import MotorIO
 from agent.devices.supervisor import Supervised
+from drivers import roboclaw as rc
 from drivers.emulators.i2c import FakeSMBus
 from drivers.emulators.ina2xx import Ina219Chip
 from drivers.emulators.mpu6050 import Mpu6050Chip
+from drivers.emulators.roboclaw import RoboclawEmulator
 from drivers.emulators.tank import TankPhysics
 from drivers.transport import Openers
 from tests.agent.test_motorio import (  # noqa: F401 - rig is a fixture
@@ -69,7 +72,7 @@ def test_a_refresh_just_after_a_set_moves_the_next_set_a_period_after_it(rig):
     emu, worker, clock = moving(rig)
     poll = worker.worker.polls[0]
     clock.read_at(worker, 2 * FAST_S)                   # the set at 0.1 ran on its own
-    clock.now += FAST_S * RIDE_SHARE / 2                       # the refresh's tick comes a little after it
+    clock.now += RIDE_TOLERANCE_S * 0.8                 # the refresh's tick comes a little after it
     worker.post(0.3, 0.3)
     assert worker.settle(SETTLE_S) and worker.writes == 2
     worker.close()
@@ -94,9 +97,19 @@ def test_a_rest_ticks_rewrite_takes_the_set_along_and_the_tank_stays_at_rest(rig
     poll = worker.worker.polls[0]
     clock.read_at(worker, clock.now + REST_S)
     assert worker.resting and poll.due == pytest.approx(clock.now + REST_S)
-    clock.now = poll.due - REST_S / 4                   # the rest tick: its zero's rewrite is due
+    set_at = clock.now
+    # a rest tick half a rest period on: its rewrite moves nothing (the last write, the zero at 0, is
+    # no whole number of rest periods before it), then the set due runs on its own
+    clock.now = set_at + REST_S * RIDE_SHARE + 0.001
+    assert abs(clock.now / REST_S - round(clock.now / REST_S)) * REST_S > RIDE_TOLERANCE_S
+    written = worker.writes
     worker.post(0.0, 0.0)
-    assert worker.settle(SETTLE_S)
+    assert worker.settle(SETTLE_S) and worker.writes == written + 1
+    clock.read_at(worker, set_at + REST_S)
+    assert poll.due == pytest.approx(set_at + 2 * REST_S)
+    clock.now = set_at + REST_S * RIDE_SHARE + 0.001 + REST_S   # the next rest tick: a rest period on
+    worker.post(0.0, 0.0)
+    assert worker.settle(SETTLE_S) and worker.writes == written + 2
     # a rest period and the lag after it, never more than REST_PERIOD_S (this rest period's)
     assert REST_S == REST_PERIOD_S
     assert wait_until(lambda: poll.due == pytest.approx(clock.now + REST_S), SETTLE_S, 0.001)
@@ -148,3 +161,30 @@ def test_the_power_read_runs_along_with_the_imus_read_and_keeps_its_grid(closing
     assert wait_until(lambda: imu_poll.due > now[0], SETTLE_S, 0.001)
     io.close()
     assert power_poll.due == pytest.approx(1.0)
+
+
+def test_rewrites_that_come_at_another_period_than_the_sets_move_no_set(closing):
+    """A refresh every 0.08 s (a 0.375 s controller timeout: 0.075 s, on 20 ms ticks) against sets
+    every 0.05 s: taking sets along would make them more frequent, moving them rarer; neither."""
+    emu = RoboclawEmulator(TankPhysics(auto_step=False), record=256)
+    closing.append(emu)
+    emu.start()
+    cfg = RoboclawConfig(kind="roboclaw", port=emu.port, reply_timeout_s=0.5, serial_timeout_s=5.0)
+    motor = Supervised("motor", lambda: rc.Roboclaw(cfg), on_open=lambda d: d.stop())
+    assert motor.try_open()
+    clock = Stepper(emu)
+    worker = MotorIO(motor, feedback_hz=1 / FAST_S, refresh_s=0.075, clock=clock)
+    closing.extend([motor, worker])
+    worker.start()
+    assert emu.wait_for(lambda: worker.feedback is not None, SETTLE_S)
+    worker.post(0.3, 0.3)
+    assert worker.settle(SETTLE_S)
+    clock.read_at(worker, FAST_S)
+    poll = worker.worker.polls[0]
+    clock.now = 0.08                                    # 4 ticks on: the refresh is due, the set in 20 ms
+    assert poll.due - clock.now <= FAST_S * RIDE_SHARE
+    worker.post(0.3, 0.3)
+    assert worker.settle(SETTLE_S) and worker.writes == 2
+    worker.close()
+    assert poll.due == pytest.approx(2 * FAST_S)
+    assert sent_after(emu, duty_packet(0.3, 0.3)) == []
