@@ -104,6 +104,7 @@ RIDE_LAG_S = 0.005
 #: the last write, s (the control ticks' jitter; see :meth:`MotorIO._ride`).
 RIDE_TOLERANCE_S = 0.005
 
+
 def duty_refresh_s(motor_cfg: object) -> float:
     """How often to write an unchanged duty to the controller of ``motor_cfg``, s.
 
