@@ -100,6 +100,8 @@ class Scheduler(Generic[T]):
         self._first_tick: float | None = None
         self._last_woken = -math.inf     # clock time the last woken tick started, s
         self.woken = 0                   # ticks run because of wake()
+        #: called on the control thread after a tick woken at rest ran (ControlLoop.on_rouse); must not block
+        self.on_roused: Callable[[], None] = lambda: None
 
     # ================================================================== control
     def start(self) -> None:
@@ -173,9 +175,12 @@ class Scheduler(Generic[T]):
                 if self._halt.is_set():
                     break
                 if self._wake.is_set():     # a command, stop or release: apply it without waiting for the slot
+                    rested = self._slot_s != self._period
                     now = self._woken_tick()
                     if now is None:
                         break
+                    if rested:              # its snapshot is out: pollers waiting for the next rest tick look now
+                        self.on_roused()
                     slot = now + self._slot_s     # the tick set the period: a command ends a rest
                     continue
                 now = self._clock()
