@@ -172,6 +172,7 @@ class MotorIO:
         self.acked = True                     # the last duty write was acknowledged
         self.feedback: MotorFeedback | None = None
         self.writes = 0
+        self.sets = 0                         # feedback sets read
         self.skipped = 0                      # posted duties not written: unchanged and written lately
         self._poll = Poll(self._read, self._fast_s)
         self._set_at = -math.inf              # when the last feedback set began
@@ -341,6 +342,7 @@ class MotorIO:
         taken: list[tuple[Duty, int]] = []
         driver = self.motor.driver
         self._set_at = self._clock()
+        self.sets += 1
 
         def between() -> Duty | None:
             got = self._take()
