@@ -99,6 +99,7 @@ class ArtexVideo:
         self._last: dict[str, tuple[bytes, float]] = {}
         self.pacers = {cam: LinkPacer(budget.max_frame_age_s, 0.05, clock) for cam in hub.camera_ids}
         self._oversize_logged: set[str] = set()
+        self._formats: dict[int, FrameFormat] = {}      # quality -> the format asked (one object, not one a message)
 
     @property
     def camera_ids(self) -> tuple[str, ...]:
@@ -121,7 +122,9 @@ class ArtexVideo:
                 self._oversize(camera_id, f"a raw frame of {frame.image.nbytes} bytes", limit)
                 return camera_id, None
             return camera_id, (frame.image.tobytes(), frame.t_mono_s)
-        fmt = FrameFormat("jpeg", quality=quality)
+        fmt = self._formats.get(quality)
+        if fmt is None:
+            fmt = self._formats[quality] = FrameFormat("jpeg", quality=quality)
         out, level = await self._hub.encoded_within(frame, fmt, limit, pacer.level)
         if out is None:
             self._oversize(camera_id, f"a {frame.width}x{frame.height} frame even at the smallest re-encode", limit)
@@ -133,7 +136,15 @@ class ArtexVideo:
 
     async def _new_frames(self, cams: tuple[str, ...], wait_s: float) -> dict[str, Any]:
         """The cameras' frames newer than the last ones taken: waits up to ``wait_s`` s for the first
-        camera with one, then takes what the others have at that moment (no wait for a slow camera)."""
+        camera with one, then takes what the others have at that moment (no wait for a slow camera).
+        One camera is simply awaited (no task and no ``asyncio.wait`` per message)."""
+        if len(cams) == 1:
+            cam = cams[0]
+            frame = await self._hub.next_frame(cam, self._after.get(cam, 0), wait_s)
+            if frame is None:
+                return {}
+            self._after[cam] = frame.seq
+            return {cam: frame}
         waits = {cam: asyncio.ensure_future(self._hub.next_frame(cam, self._after.get(cam, 0), wait_s))
                  for cam in cams}
         pending: set[asyncio.Future] = set(waits.values())
@@ -169,7 +180,10 @@ class ArtexVideo:
         cams = self.camera_ids
         limit = (self._budget.max_message_bytes - PAYLOAD_OVERHEAD) // max(1, len(cams)) - 64
         frames = await self._new_frames(cams, wait_s)
-        got = await asyncio.gather(*(self._encode(cam, frame, quality, limit) for cam, frame in frames.items()))
+        if len(frames) == 1:        # no task of gather's for one frame
+            got = [await self._encode(*next(iter(frames.items())), quality, limit)]
+        else:
+            got = await asyncio.gather(*(self._encode(cam, frame, quality, limit) for cam, frame in frames.items()))
         payload: dict[str, bytes] = {}
         for cam, item in got:
             if item is None:
@@ -281,9 +295,13 @@ class VideoDelivery:
 
     @staticmethod
     async def _acked(acked: asyncio.Future, wait_s: float) -> bool:
+        """Wait up to ``wait_s`` for the ack; awaited at most once per message, so the timeout may
+        cancel ``acked`` itself (no shield: a late ack finds it done)."""
+        if acked.done():
+            return not acked.cancelled()
         try:
             async with asyncio.timeout(wait_s):
-                await asyncio.shield(acked)
+                await acked
         except TimeoutError:
             return False
         return True

@@ -112,6 +112,8 @@ class Feed:
 
     def trim_cache(self, max_entries: int, max_bytes: int) -> None:
         """Drop the oldest encodes beyond ``max_entries`` or ``max_bytes`` (caller holds ``lock``)."""
+        if len(self.encodes) <= max_entries and self.cache_bytes <= max_bytes:
+            return
         for key in list(self.encodes):
             if len(self.encodes) <= max_entries and self.cache_bytes <= max_bytes:
                 return

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import dataclasses
 import logging
 import random
 import threading
@@ -41,7 +40,7 @@ from agent.model import DeviceHealth
 from agent.support.threadprio import background_thread
 from agent.video.budget import CpuBudget, fit_ladder
 from agent.video.capture import Capture, Feed, wake_waiters
-from agent.video.frames import EncodedFrame, Frame, FrameFormat, encode
+from agent.video.frames import EncodedFrame, Frame, FrameFormat, encode, resolved_format
 from drivers.camera import Camera
 
 log = logging.getLogger("agent.video")
@@ -218,7 +217,7 @@ class VideoHub:
             The encoded frame, or None on close or an encoder failure.
         """
         feed = self._feed(frame.camera_id)
-        fmt = fmt.resolved(frame.width, frame.height)   # _encoding's own resolve then returns it as is
+        fmt = resolved_format(fmt, frame.width, frame.height)   # _encoding's own resolve then returns it as is
         with feed.lock:
             cached = (frame.seq, fmt) in feed.encodes
         if not cached and (wait := self.cpu.wait_s()) > 0:
@@ -374,7 +373,7 @@ class VideoHub:
             log.error("%s: encoding frame %d as %s failed: %s", feed.name, frame.seq, fmt, err)
             return None
         spent = time.perf_counter() - start
-        out = dataclasses.replace(out, encode_s=spent)
+        out = EncodedFrame(out.seq, out.t_unix_s, out.width, out.height, out.codec, out.data, out.t_mono_s, spent)
         self.cpu.spend(spent)
         key = (frame.seq, fmt)
         with self._stats_lock:

@@ -165,9 +165,10 @@ class FragmentWriter:
             ConnectionError: the connection closed in the middle of the message.
         """
         transport = ws_compat.transport(self._conn)
-        last = len(chunks) - 1
+        last, first = len(chunks) - 1, index
         while index <= last:
-            if not self.open():
+            # the connection's state changes only on the loop: once per call, then the transport's closing
+            if (index == first or transport.is_closing()) and not self.open():
                 if index == 0:
                     return -1, 0, cpu
                 raise ConnectionError("video socket closed in the middle of a frame")
