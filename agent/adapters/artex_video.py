@@ -295,13 +295,17 @@ class VideoDelivery:
 
     @staticmethod
     async def _acked(acked: asyncio.Future, wait_s: float) -> bool:
-        """Wait up to ``wait_s`` for the ack; awaited at most once per message, so the timeout may
-        cancel ``acked`` itself (no shield: a late ack finds it done)."""
-        if acked.done():
-            return not acked.cancelled()
-        try:
-            async with asyncio.timeout(wait_s):
+        """Wait up to ``wait_s`` for the ack: its timeout resolves ``acked`` with False (one timer, no
+        shield or ``asyncio.timeout``: a late ack finds it done and changes nothing)."""
+        if not acked.done():
+            expire = asyncio.get_running_loop().call_later(wait_s, _give_up, acked)
+            try:
                 await acked
-        except TimeoutError:
-            return False
-        return True
+            finally:
+                expire.cancel()
+        return acked.result() is True
+
+
+def _give_up(acked: asyncio.Future) -> None:
+    if not acked.done():
+        acked.set_result(False)

@@ -285,7 +285,7 @@ class VideoStreams:
                 continue
             # the camera's previous frame on this link is written first, then the newest frame is taken:
             # a frame never ages waiting for another one to drain
-            async with self._in_flight.setdefault(key.camera, asyncio.Lock()):
+            async with self._in_flight.get(key.camera) or self._in_flight.setdefault(key.camera, asyncio.Lock()):
                 frame = await self._next(hub_id, fmt, after_seq, pacer)
                 if frame is None:
                     continue

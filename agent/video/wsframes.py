@@ -45,14 +45,13 @@ OP_CONTINUATION, OP_BINARY = 0x0, 0x2
 #: slow link is not polled 1000 times a second, a fast one is not left idle).
 POLL_S = 0.001
 MAX_POLL_S = 0.016
-#: Room before the payload in the fragment buffer: the longest client frame header (2 + 8 + 4 bytes)
-#: fits, and the payload starts 16-byte aligned for the word-wise XOR.
-HEAD_ROOM = 16
-
-
 #: A payload this short is masked as one Python integer into a new ``bytes`` (a few us, no numpy calls:
-#: the stream's ~30-byte frame prefix), a longer one by numpy into the reused buffer.
+#: the stream's ~30-byte frame prefix), a longer one by numpy into the reused buffer; a short fragment
+#: goes out in one ``write`` with the fragment after it (one ``send()`` for a prefix and its image).
 SMALL_BYTES = 512
+#: Room before the payload in the fragment buffer: the longest client frame header (2 + 8 + 4 bytes)
+#: and a short fragment before it fit, and the payload starts 16-byte aligned for the word-wise XOR.
+HEAD_ROOM = 16 + SMALL_BYTES + 16
 _SHORT, _MEDIUM, _LONG = struct.Struct("!BB"), struct.Struct("!BBH"), struct.Struct("!BBQ")
 
 
@@ -165,7 +164,7 @@ class FragmentWriter:
             ConnectionError: the connection closed in the middle of the message.
         """
         transport = ws_compat.transport(self._conn)
-        last, first = len(chunks) - 1, index
+        last, first, held = len(chunks) - 1, index, b""      # held: a short fragment written with the next
         while index <= last:
             # the connection's state changes only on the loop: once per call, then the transport's closing
             if (index == first or transport.is_closing()) and not self.open():
@@ -179,15 +178,22 @@ class FragmentWriter:
             mask = secrets.token_bytes(4)
             header = frame_header(OP_BINARY if index == 0 else OP_CONTINUATION, index == last, len(chunk), mask)
             if len(chunk) <= SMALL_BYTES:
-                transport.write(header + mask_bytes(chunk, mask))
-            else:
-                begin = HEAD_ROOM - len(header)     # header and payload side by side: one write, one send()
-                self._buf[begin:HEAD_ROOM] = np.frombuffer(header, np.uint8)
+                frame = header + mask_bytes(chunk, mask)
+                if held or index == last:
+                    transport.write(held + frame)
+                    frame = b""
+                held = frame
+            else:   # [held fragment][header][payload] side by side in the buffer: one write, one send()
+                begin = HEAD_ROOM - len(header) - len(held)
+                self._buf[begin:HEAD_ROOM] = np.frombuffer(held + header, np.uint8)
                 mask_into(chunk, mask, self._buf[HEAD_ROOM:])
                 transport.write(memoryview(self._buf)[begin:HEAD_ROOM + len(chunk)])
+                held = b""
             cpu += time.thread_time() - start
             sent += len(header) + len(chunk)
             index += 1
+        if held:        # the transport took no write since it was held (its buffer is still as checked)
+            transport.write(held)
         return index, sent, cpu
 
     async def _fragments(self, chunks: list[memoryview], index: int = 0, sent: int = 0,

@@ -130,3 +130,24 @@ async def test_a_message_sent_while_another_is_waiting_for_the_transport_comes_a
         assert (await first)[0] > len(big) and (await second)[0] == len(small) + 6
         await wait_messages(server, 2)
     assert server.messages == [big, small]
+
+
+async def test_a_short_fragment_goes_out_in_one_write_with_the_fragment_after_it():
+    server = Server()
+    srv, client = await on_server(server)
+    async with srv, client as conn:
+        writer = FragmentWriter(conn)
+        writes: list[int] = []
+        real_write = conn.transport.write
+
+        def counted(data) -> None:         # the real transport's write, counted
+            writes.append(len(data))
+            real_write(data)
+
+        conn.transport.write = counted
+        head, body, tail = os.urandom(29), os.urandom(20_001), os.urandom(3)
+        assert (await writer.send([head, body]))[0] == 6 + 29 + 8 + 20_001
+        assert (await writer.send([head, tail]))[0] == 6 + 29 + 6 + 3         # two short ones: one write too
+        await wait_messages(server, 2)
+    assert server.messages == [head + body, head + tail]
+    assert writes[:2] == [6 + 29 + 8 + 20_001, 6 + 29 + 6 + 3]    # then the library's close frame
