@@ -246,6 +246,7 @@ class VideoDelivery:
         self._clock = clock
         #: None until known; False when this connection's hub does not acknowledge (the local drain paces).
         self.acks: bool | None = None
+        self._shrunk: Any = None        # the transport whose send buffer was shrunk
 
     def new_link(self) -> None:
         """A new connection: whether its hub acknowledges ``video`` is learnt again."""
@@ -273,7 +274,10 @@ class VideoDelivery:
             log.debug("ARTEX: emit video failed: %s", err)
             return None
         self._counters["sent_video"] += 1
-        shrink_send_buffer(link_transport(client))
+        transport = link_transport(client)
+        if transport is not self._shrunk:       # once per connection, not a getsockopt per message
+            shrink_send_buffer(transport)
+            self._shrunk = transport
         if self.acks is True:
             if await self._acked(acked, DELIVERY_WAIT_S):
                 return self._clock() - start

@@ -4,23 +4,29 @@
   task of its own (no ``ensure_future``, ``asyncio.wait`` or ``gather`` per message);
 - the fit ladder and a consumer's resolved format, worked out once per (format, size), equal the
   ones built anew, and a caller's copy of the ladder is its own;
-- the Sim2Bot prefix's id field, built once per camera, still refuses an id over 255 bytes each time.
-On a real VideoHub with the test-pattern camera.
+- the Sim2Bot prefix's id field, built once per camera, still refuses an id over 255 bytes each time;
+- ARTEX shrinks the send buffer of each connection's socket at its first video message (once per
+  connection, not at every message).
+On a real VideoHub with the test-pattern camera and a real ARTEX hub (agent.testing.artex_hub).
 """
 
 from __future__ import annotations
 
 import asyncio
+import socket
 from collections import Counter
 
 import pytest
+import socketio
 
-from agent.adapters.artex_video import ArtexVideo
+from agent.adapters.artex_video import ArtexVideo, VideoDelivery, link_transport
 from agent.adapters.sim2bot_video import frame_prefix
 from agent.config.drivers import CameraConfig
 from agent.config.video import VideoConfig
+from agent.testing.artex_hub import ArtexHub
 from agent.video import FrameFormat, VideoHub, fit_ladder
 from agent.video.frames import resolved_format
+from agent.video.links import SEND_BUFFER_BYTES
 
 CAM = CameraConfig(id="front", source="sim://pattern", width=160, height=120, fps=30, jpeg_quality=70)
 
@@ -78,3 +84,25 @@ def test_a_camera_id_over_255_bytes_is_refused_every_time():
         with pytest.raises(ValueError, match="longer than 255 bytes"):
             frame_prefix("x" * 256, 0, 1, 1.0, 640, 480)
     assert frame_prefix("cam", 0, 1, 1.0, 640, 480)[20:] == b"\x03cam"
+
+
+async def test_each_connections_send_buffer_is_shrunk_at_its_first_video_message():
+    hub = ArtexHub(auto_ready=False)
+    port = await hub.start()
+    delivery = VideoDelivery(Counter())
+    try:
+        for _ in range(2):                               # a new connection: its own socket is shrunk too
+            client = socketio.AsyncClient(reconnection=False)
+            await client.connect(f"http://127.0.0.1:{port}", namespaces=["/robot"], transports=["websocket"])
+            try:
+                sock = link_transport(client).get_extra_info("socket")
+                assert sock.getsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF) > 2 * SEND_BUFFER_BYTES
+                for _ in range(2):
+                    assert await delivery.send(client, {"front": b"\xff\xd8" + bytes(1000)}) is not None
+                    assert sock.getsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF) <= 2 * SEND_BUFFER_BYTES
+            finally:
+                await client.disconnect()
+            delivery.new_link()
+        assert len(hub.video) == 4
+    finally:
+        await hub.stop()
