@@ -37,14 +37,16 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import time
 from collections import Counter
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from agent.adapters.artex_telem import TelemGate, telemetry
+from agent.adapters.artex_telem import TelemBuilder, TelemGate
 from agent.adapters.artex_video import ArtexVideo, VideoDelivery, is_raw_key, link_backlog
 from agent.config import AgentConfig
+from agent.model import Snapshot
 from agent.ports import RobotPort, VideoPort
 from agent.support import beat
 
@@ -88,6 +90,8 @@ class ArtexStreams:
         self.cfg = cfg
         self._clock = clock
         self._sleep, self._pace = sleep or beat.sleep, sleep or asyncio.sleep
+        #: the telem polls follow the control loop's rest (agent.support.beat.RestPolls)
+        self._rest = beat.RestPolls(robot, sleep)
         self._robot = robot
         self._video = ArtexVideo(video, cfg.video, counters, clock) if video is not None and video.camera_ids else None
         self._emit = emit
@@ -147,25 +151,43 @@ class ArtexStreams:
                 await asyncio.wait([task])
 
     async def _telem_loop(self) -> None:
-        gate = TelemGate()
+        gate, build, rest, clock = TelemGate(), TelemBuilder().telemetry, self._rest, self._clock
         last = -float("inf")
-        poll = self._clock()
+        poll = start = clock()
+        snap: Snapshot | None = None
+        data: dict[str, Any] = {}
+        looked = False      # the gate saw the last poll's dict (not a keepalive's): its quiet_polls hold
         while True:
             # one poll per period on a schedule (the pause ends on the shared wake-up grid: the
             # average rate is the period's whatever the grid); a late poll skips ahead, never bursts
-            poll += self.period_s
-            wait = poll - self._clock()
-            if wait > 0:
-                await self._sleep(wait)
-            else:
-                poll = self._clock()
+            period = self.period_s
+            poll += period
+            skipped = 0
+            if looked:      # the loop rests: no poll before its next tick, a keepalive's or a settled value's
+                quiet = gate.quiet_polls()
+                limit = last + self.cfg.artex.telem_keepalive_s - 1e-6
+                start, (poll, skipped) = poll, rest.skip_to(
+                    poll, period, snap, limit if quiet is None else min(limit, poll + quiet * period))
+            wait = poll - clock()
+            if wait <= 0:
+                poll = clock()
                 await asyncio.sleep(0)      # behind: the loop's other work first, never a spin
-            data = telemetry(self._robot.snapshot())
-            keepalive = self._clock() - last >= self.cfg.artex.telem_keepalive_s - 1e-6
+            elif not skipped:
+                await self._sleep(wait)
+            elif await rest.wait(wait):     # roused: a tick woken at rest published its snapshot
+                poll = clock()
+                skipped = min(skipped, max(0, math.floor((poll - start) / period - 1e-9) + 1))
+            gate.skip(skipped)              # the polls skipped would each have read the last snapshot
+            rest.note()
+            new = self._robot.snapshot()
+            if new is not snap:
+                snap, data = new, build(new)
+            keepalive = clock() - last >= self.cfg.artex.telem_keepalive_s - 1e-6
             due = keepalive or gate.due(data)
+            looked = not keepalive
             if due and await self._emit("telem", {"payload": data}):
                 gate.mark_sent(data)
-                last = self._clock()
+                last = clock()
 
     def video_stats(self) -> dict[str, Any]:
         """Video delivery figures for ``status()`` (not sent in ``telem``: a hub UI built for the SDK

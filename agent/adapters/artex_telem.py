@@ -27,7 +27,7 @@ from agent.model import Snapshot
 #: Polls a changed-but-within-deadband value must stay exactly the same before it is sent anyway.
 SETTLE_POLLS = 10
 
-__all__ = ["DEADBANDS", "SETTLE_POLLS", "TelemGate", "changed", "telemetry"]
+__all__ = ["DEADBANDS", "SETTLE_POLLS", "TelemBuilder", "TelemGate", "changed", "telemetry"]
 
 #: Smallest change per top-level key that makes the dict "changed" (numbers; default: any change).
 DEADBANDS: dict[str, float] = {
@@ -108,6 +108,76 @@ def telemetry(snap: Snapshot) -> dict[str, Any]:
     }
 
 
+def _rounded(values: tuple, decimals: int) -> list[float | None]:
+    """``[_r(v, decimals) for v in values]`` (the same values), one conversion pass when all are finite."""
+    try:
+        numbers = tuple(map(float, values))
+    except TypeError:                   # a None among them
+        return _rs(values, decimals)
+    if math.isfinite(sum(numbers)):
+        return [round(v, decimals) + 0.0 for v in numbers]
+    return _rs(values, decimals)
+
+
+class TelemBuilder:
+    """:func:`telemetry` for a stream of snapshots, equal dicts for less CPU: the parts read from an object
+    the control loop hands on unchanged from tick to tick (the power and IMU readings, the joints, the
+    safety state: agent/control/tick.py, ``observe``) are rounded once and reused while the object is the
+    same one (identity, never equality: the values it holds are what the parts were made from); the
+    devices, overrides and faults while equal (strings and whole numbers); the odometry and tracks in one
+    conversion pass. The dicts and lists reused are never changed (nobody writes to a telemetry dict)."""
+
+    def __init__(self) -> None:
+        self._power: Any = self
+        self._power_part: tuple = ()
+        self._imu: Any = self
+        self._imu_part: tuple = ()
+        self._joints: Any = self
+        self._joints_part: dict[str, float | None] = {}
+        self._safety: Any = self
+        self._safety_part: dict[str, Any] = {}
+        self._rest: tuple = ()
+        self._rest_part: tuple = ()
+
+    def telemetry(self, snap: Snapshot) -> dict[str, Any]:
+        """``telemetry(snap)``: an equal dict (the same keys in the same order, the same values and types)."""
+        power, imu, o, t = snap.power, snap.imu, snap.odom, snap.tracks
+        if power is not self._power:
+            self._power = power
+            self._power_part = ((_r(power.voltage_v, 2), _r(power.current_a, 2), _r(power.percent, 0))
+                                if power else (None, None, None))
+        if imu is not self._imu:
+            self._imu = imu
+            self._imu_part = (_rounded(imu.accel_mps2, 2), _rounded(imu.gyro_radps, 3)) if imu else (None, None)
+        if snap.joints is not self._joints:
+            self._joints = j = snap.joints
+            self._joints_part = dict(zip(j.names, _rounded(j.q, 3)))
+        if snap.safety is not self._safety:
+            self._safety = snap.safety
+            self._safety_part = snap.safety.as_dict()
+        rest = (snap.overridden, snap.faults, snap.devices)
+        if rest != self._rest:
+            self._rest = rest
+            self._rest_part = ({src: int(n) for src, n in snap.overridden}, list(snap.faults),
+                               {dev.name: dev.state for dev in snap.devices})
+        x, y, yaw, vx, omega, dist, left, right, cl, cr, dl, dr = _rounded(
+            (o.x_m, o.y_m, o.yaw_rad, o.vx_mps, o.omega_radps, o.distance_m, t.left_mps, t.right_mps,
+             t.cmd_left_mps, t.cmd_right_mps, t.duty_left, t.duty_right), 3)
+        battery, battery_a, battery_pct = self._power_part
+        overridden, faults, devices = self._rest_part
+        return {
+            "battery": battery, "speed": vx, "imu": self._imu_part[0], "battery_a": battery_a,
+            "battery_pct": battery_pct, "gyro_radps": self._imu_part[1],
+            "odom": {"x_m": x, "y_m": y, "yaw_rad": yaw, "vx_mps": vx, "omega_radps": omega, "distance_m": dist},
+            "tracks": {"left_mps": left, "right_mps": right, "cmd_left_mps": cl, "cmd_right_mps": cr,
+                       "duty_left": dl, "duty_right": dr,
+                       "left_counts": int(t.left_counts), "right_counts": int(t.right_counts)},
+            "joints": self._joints_part, "gripper": _r(snap.gripper, 3), "source": snap.active_source,
+            "watchdog": snap.watchdog, "stopped": snap.stopped, "overridden": overridden, "faults": faults,
+            "devices": devices, **self._safety_part,
+        }
+
+
 def _differs(new: Any, old: Any, deadband: float) -> bool:
     if isinstance(new, dict):
         return (not isinstance(old, dict) or new.keys() != old.keys()
@@ -157,6 +227,7 @@ class TelemGate:
         self.sent: dict[str, Any] | None = None
         self._last: dict[str, Any] | None = None
         self._steady: dict[str, int] = {}
+        self._pending = False       # the last poll was due and nothing was marked sent since
 
     def due(self, new: dict[str, Any]) -> bool:
         """Feed one poll's dict; True when it should be sent (then call :meth:`mark_sent`)."""
@@ -167,6 +238,10 @@ class TelemGate:
             last = last or {}
             self._steady = {k: steady.get(k, 0) + 1 if k in last and last[k] == v else 0 for k, v in new.items()}
         self._last = new
+        self._pending = due = self._due(new)
+        return due
+
+    def _due(self, new: dict[str, Any]) -> bool:
         sent = self.sent
         if sent is not None and new == sent and all(type(v) is type(sent[k]) for k, v in new.items()):
             return False        # what was sent: neither changed nor a settled value to send
@@ -175,6 +250,22 @@ class TelemGate:
         assert sent is not None
         return any(self._steady[k] >= self.settle_polls and v != sent[k] for k, v in new.items())
 
+    def quiet_polls(self) -> int | None:
+        """How many more polls of the last dict would all answer False (None: any number): 0 when the last
+        poll was due and not sent, else until a value that differs from the sent one settles."""
+        last, sent = self._last, self.sent
+        if self._pending or last is None or sent is None:
+            return 0
+        left = [self.settle_polls - self._steady[k] - 1 for k, v in last.items() if v != sent[k]]
+        return max(0, min(left)) if left else None
+
+    def skip(self, polls: int) -> None:
+        """``polls`` polls of the last dict were skipped (each would have answered False: at most
+        :meth:`quiet_polls`): counted as polls, so a value settles after as many polls as if they were made."""
+        if polls > 0:
+            self._steady = {k: n + polls for k, n in self._steady.items()}
+
     def mark_sent(self, data: dict[str, Any]) -> None:
         """``data`` went out: the reference for the next comparisons."""
         self.sent = data
+        self._pending = False

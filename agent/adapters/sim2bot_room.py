@@ -152,6 +152,8 @@ class RoomLink:
         self.telemetry_skipped = 0
         self.telemetry_unchanged = 0
         self._clock, self._sleep = clock, sleep or beat.sleep
+        #: the telemetry polls follow the control loop's rest (agent.support.beat.RestPolls)
+        self._rest = beat.RestPolls(robot, sleep)
         sleep = sleep or asyncio.sleep
         self.link = Reconnector(f"sim2bot: bridge at {self.where}", log, first_s=s.reconnect_delay_s,
                                 max_s=s.reconnect_delay_max_s, refused=refused, refused_s=s.refused_delay_s,
@@ -256,9 +258,11 @@ class RoomLink:
                             "gets no commands while another simulator (a Sim2Bot browser tab) is there; close "
                             "it, or give the agent a room of its own (sim2bot.room)")
             log.warning("sim2bot: %s", self.warning)
+            self._rest.fire()       # a resting tank's telemetry poll carries it now
         elif count <= 1 and before is not None and before > 1:
             self.warning = ""
             self._reannounce = True
+            self._rest.fire()
             log.warning("sim2bot: the other simulator(s) left bridge room %s; announcing the tank again, "
                         "commands reach it", self.room)
 
@@ -266,7 +270,10 @@ class RoomLink:
     async def _telemetry(self, ws: ClientConnection) -> None:
         """Every ``1 / telemetry_hz`` s: a packet when the robot changed beyond noise since the last one
         (sim2bot_telemetry.ChangeGate) or ``telemetry_keepalive_s`` passed; its
-        ``samples`` are the ticks since the last packet (at most ``max_samples``)."""
+        ``samples`` are the ticks since the last packet (at most ``max_samples``). While the control loop
+        rests, the polls before its next rest tick are skipped (they would find no new snapshot), never
+        a keepalive's; a tick woken at rest, a new warning or announce polls at once (docs/sim2bot.md,
+        "Telemetry")."""
         builder = TelemetryBuilder(self._desc, self._s.robot_id, self.room)
         clock, robot = self._clock, self._robot
         period = 1.0 / self._s.telemetry_hz
@@ -276,14 +283,23 @@ class RoomLink:
         limit = self._s.max_samples
         last_seq = robot.snapshot().seq
         last_sent = -float("inf")
+        rest, snap = self._rest, None
         due = clock()
         while True:
             due += period
+            skipped = 0
+            # the loop rests: no poll before its next tick, nor past a keepalive's; none skipped while a packet
+            # waits (the path was full) or a re-announce
+            if snap is not None and not self._reannounce and not (seen[0] is not None and seen[3]):
+                due, skipped = rest.skip_to(due, period, snap, last_sent + keepalive - 1e-6)
             delay = due - clock()
-            if delay > 0:
-                await self._sleep(delay)
-            else:
+            if delay <= 0:
                 due = clock()  # fell behind: skip, never burst
+            elif not skipped:
+                await self._sleep(delay)
+            elif await rest.wait(delay):    # roused: a tick woken at rest (a command) published its snapshot
+                due = clock()
+            rest.note()
             snap, warning = robot.snapshot(), self.warning
             if snap is not seen[0] or warning != seen[1]:  # a new tick or warning (a resting loop ticks at ~7 Hz)
                 key = change_key(snap, warning)
@@ -303,7 +319,7 @@ class RoomLink:
             if self._reannounce:
                 self._reannounce = False
                 await ws.send(self._hello)   # the bridge's scene is the tank's again (describe)
-            packet = _encode(builder.build(newest, batch, self.warning))
+            packet = builder.text(newest, batch, self.warning)     # json.dumps of builder.build(...), for less
             await ws.send(packet)
             gate.mark_sent(key)
             seen = (None, None, None, True)     # the gate's reference moved: look again

@@ -26,6 +26,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from agent.config import AgentConfig
+from agent.adapters.sim2bot_wire import PacketText
 from agent.model import RobotDescription, Snapshot
 
 Vec3 = tuple[float, float, float]
@@ -214,15 +215,21 @@ def sensors(snap: Snapshot) -> list[dict[str, Any]]:
         out.append({"name": "battery", "t_mono_s": _num(p.t_mono_s), "voltage_v": _num(p.voltage_v),
                     "current_a": _num(p.current_a), "power_w": _num(p.power_w),
                     "percent": _num(p.percent)})
-    out.append({
+    out.append(control_entry(snap))
+    return out
+
+
+def control_entry(snap: Snapshot) -> dict[str, Any]:
+    """The ``control`` sensor: the command source, watchdog, stop latch, overrides, faults, devices and the
+    halts (without ``bridge_warning``, which the packet adds)."""
+    return {
         "name": "control", "active_source": snap.active_source, "watchdog": snap.watchdog,
         "stopped": snap.stopped, "overridden": {src: n for src, n in snap.overridden},
         "faults": list(snap.faults),
         "devices": [{"name": d.name, "state": d.state, "last_error": d.last_error, "errors": d.errors}
                     for d in snap.devices],
         **snap.safety.as_dict(),    # estop, halted, halt, halts, speed_cap_mps, speed_cap_reason
-    })
-    return out
+    }
 
 
 def sample_entry(snap: Snapshot) -> dict[str, Any]:
@@ -244,6 +251,7 @@ class TelemetryBuilder:
         self._robot_id = robot_id
         self._room = room
         self._motion = BaseMotion()
+        self._text = PacketText(desc, robot_id, room, control_entry)
 
     def build(self, newest: Snapshot, batch: Sequence[Snapshot], warning: str = "") -> dict[str, Any]:
         """Packet for ``newest``; ``batch`` = ticks since the previous packet, oldest first; ``warning``:
@@ -275,6 +283,14 @@ class TelemetryBuilder:
         packet["samples"] = [sample_entry(s) for s in batch]
         packet["roomDevices"] = []   # robot 0 carries the scene's doors and windows; the tank has none
         return packet
+
+    def text(self, newest: Snapshot, batch: Sequence[Snapshot], warning: str = "") -> str:
+        """The JSON text of :meth:`build` (``json.dumps`` of it, the same characters), with the sections that
+        did not change since the last packet reused (agent.adapters.sim2bot_wire)."""
+        for snap in batch:
+            self._motion.update(snap)
+        self._motion.update(newest)
+        return self._text.packet(newest, batch, warning, self._motion)
 
 
 

@@ -36,11 +36,13 @@ Times are seconds on the control loop's monotonic clock.
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from agent.config import AgentConfig
 from agent.config.control import SOURCES
+from agent.control.claims import Claims
 from agent.control.stoplatch import Engage, LatchedOut, StopLatch
 from agent.commands import Command
 
@@ -83,22 +85,21 @@ class Selection:
         channel: ``base`` or ``joints``.
         winner: the claim that drives, or None.
         expired: velocity claims that timed out at this tick (dropped).
+        velocity: the velocity command to execute this tick, or None (from ``winner``).
+        driver: the source whose velocity command drives this tick, or ``""`` (no winner, or a claim
+            without a command: a latched joint target, a source held at zero by the stop latch).
     """
 
     channel: str
     winner: Claim | None
     expired: tuple[Claim, ...] = ()
+    velocity: Command | None = field(init=False)
+    driver: str = field(init=False)
 
-    @property
-    def velocity(self) -> Command | None:
-        """The velocity command to execute this tick, or None."""
-        return self.winner.command if self.winner is not None else None
-
-    @property
-    def driver(self) -> str:
-        """The source whose velocity command drives this tick, or ``""`` (no winner, or a claim
-        without a command: a latched joint target, a source held at zero by the stop latch)."""
-        return self.winner.source if self.winner is not None and self.winner.command is not None else ""
+    def __post_init__(self) -> None:    # fields, not properties: the tick and the watchdog read them often
+        w = self.winner
+        object.__setattr__(self, "velocity", w.command if w is not None else None)
+        object.__setattr__(self, "driver", w.source if w is not None and w.command is not None else "")
 
 
 class Arbiter:
@@ -112,7 +113,12 @@ class Arbiter:
     def __init__(self, priorities: Mapping[str, int], timeouts_s: Mapping[str, float]) -> None:
         self._priorities = dict(priorities)
         self._timeouts = dict(timeouts_s)
-        self._claims: dict[tuple[str, str], Claim] = {}
+        self._claims = Claims()
+        # channel -> (claims version, lo, hi, winner): the winner at any time in [lo, hi) while the version
+        # holds (lo: the latest deadline among the channel's claims timed out then; hi: the earliest among
+        # the fresh ones). The tick, the scheduler's wait and every command ask; the claims change seldom.
+        self._top: dict[str, tuple[int, float, float, Claim | None]] = {}
+        self._selected: dict[str, Selection] = {}    # channel -> the last Selection without expired claims
         self._overridden: dict[str, int] = {s: 0 for s in self._timeouts}
         self._overridden_view: tuple[tuple[str, int], ...] | None = None    # overridden() until a count changes
         self._latch = StopLatch(self.timeout_s)
@@ -134,10 +140,23 @@ class Arbiter:
     # ------------------------------------------------------------------ claims
     def holder(self, channel: str, now: float) -> Claim | None:
         """The fresh claim that drives ``channel`` at ``now``, or None."""
+        top = self._top.get(channel)
+        claims = self._claims
+        if top is not None and top[0] == claims.version and top[1] <= now < top[2]:
+            return top[3]       # the same claims, none crossed its deadline: the same winner
         best: Claim | None = None
-        for (ch, _), c in self._claims.items():
-            if ch == channel and c.fresh(now) and (best is None or self._key(c) > self._key(best)):
-                best = c
+        lo, hi = -math.inf, math.inf
+        for (ch, _), c in claims.items():
+            if ch != channel:
+                continue
+            deadline = c.deadline_s
+            if now < deadline:      # fresh (Claim.fresh)
+                hi = min(hi, deadline)
+                if best is None or self._key(c) > self._key(best):
+                    best = c
+            else:
+                lo = max(lo, deadline)
+        self._top[channel] = (claims.version, lo, hi, best)
         return best
 
     def claim(self, source: str, channel: str) -> Claim | None:
@@ -203,14 +222,25 @@ class Arbiter:
 
     def select(self, channel: str, now: float) -> Selection:
         """Drop timed-out claims on ``channel`` and pick its driver for this tick."""
-        if not self._claims:        # nobody claims anything (a standing tank): one object per channel
+        claims = self._claims
+        if not claims:        # nobody claims anything (a standing tank): one object per channel
             return _NOBODY[channel]
-        expired = []
-        for key in [k for k, c in self._claims.items() if k[0] == channel and not c.fresh(now)]:
-            claim = self._claims.pop(key)
-            if claim.command is not None:
-                expired.append(claim)
-        return Selection(channel, self.holder(channel, now), tuple(expired))
+        top = self._top.get(channel)
+        if top is not None and top[0] == claims.version and top[1] == -math.inf and now < top[2]:
+            winner = top[3]     # the holder() found at [-inf, hi): no timed-out claim on the channel to drop
+        else:
+            expired = []
+            for key in [k for k, c in claims.items() if k[0] == channel and not c.fresh(now)]:
+                claim = claims.pop(key)
+                if claim.command is not None:
+                    expired.append(claim)
+            if expired:
+                return Selection(channel, self.holder(channel, now), tuple(expired))
+            winner = self.holder(channel, now)
+        sel = self._selected.get(channel)
+        if sel is None or sel.winner is not winner:     # the same winner: the same (immutable) selection
+            sel = self._selected[channel] = Selection(channel, winner)
+        return sel
 
     def drop(self, sources: Iterable[str] | None = None, channels: Iterable[str] = CHANNELS) -> list[Claim]:
         """Remove the claims of ``sources`` (all when None) on ``channels``; returns them."""

@@ -106,6 +106,7 @@ class BatteryDetector:
         self.critical = False
         self.volts: float | None = None       # the averaged, compensated voltage, V
         self._cap_reason = ""
+        self._calm: float | None = None       # a voltage the last update found above both thresholds, nothing held
 
     def _average(self, now: float, power: PowerSample | None) -> float | None:
         samples, changed = self._samples, False
@@ -128,6 +129,8 @@ class BatteryDetector:
         v = self.volts = self._average(now, power)
         if v is None:
             return None, False
+        if v == self._calm:     # the same voltage, and nothing was low, critical or being timed: nothing is now
+            return None, False
         trip, cleared = None, False
         low_timed = self._low_hold.update(now, v < s.low_v)
         if not self.low and low_timed:
@@ -144,6 +147,8 @@ class BatteryDetector:
                     f"{self._crit_hold.held(now):.1f} s")
         elif self.critical and v > s.critical_v + s.hysteresis_v:
             self.critical, cleared = False, True
+        calm = not (self.low or self.critical) and self._low_hold.since is None and self._crit_hold.since is None
+        self._calm = v if calm else None
         return trip, cleared
 
     def cap_reason(self) -> str:
@@ -224,6 +229,7 @@ class StallDetector:
         self._seen = [0, 0, 0, 0]           # distinct readings while each hold (speed L/R, amps L/R) runs
         self._last: MotorFeedback | None = None
         self.tripped = False
+        self._clear = False         # the last update was quiet: every hold and count is reset already
 
     def _held(self, j: int, hold: _Hold, now: float, true: bool, fresh: bool) -> bool:
         if not true:
@@ -243,6 +249,7 @@ class StallDetector:
                     quiet = False
         if quiet:
             return self._quiet()    # and no motor over the current
+        self._clear = False
         reason = None
         active = False
         cps = (None, None) if fb is None else (fb.left_cps, fb.right_cps)
@@ -272,6 +279,9 @@ class StallDetector:
 
     def _quiet(self) -> tuple[str | None, bool]:
         """No condition holds: what the full update finds then (every hold restarts), in fewer steps."""
+        if self._clear:             # reset by the last update, and not tripped since (a trip is a full update)
+            return None, False
+        self._clear = True
         self._seen[:] = (0, 0, 0, 0)
         for hold in (*self._speed, *self._amps):
             hold.since = None
@@ -293,20 +303,16 @@ class Failsafes:
     def update(self, now: float, *, duty: tuple[float, float], feedback: MotorFeedback | None,
                imu: ImuSample | None, power: PowerSample | None) -> Verdict:
         """One tick's readings at ``now``, s (the duty is the one commanded at this tick) -> :class:`Verdict`."""
-        found = []      # (kind, (trip reason or None, cleared now)) of each detector on
-        if self.battery is not None:
-            found.append((BATTERY, self.battery.update(now, power)))
-        if self.tilt is not None:
-            found.append((TILT, self.tilt.update(now, imu)))
-        if self.stall is not None:
-            found.append((STALL, self.stall.update(now, duty, feedback)))
         trips: list[tuple[str, str]] = []
         cleared: list[str] = []
-        for kind, (reason, gone) in found:
-            if reason is not None:
-                trips.append((kind, reason))
-            if gone:
-                cleared.append(kind)
+        for kind, found in ((BATTERY, None if self.battery is None else self.battery.update(now, power)),
+                            (TILT, None if self.tilt is None else self.tilt.update(now, imu)),
+                            (STALL, None if self.stall is None else self.stall.update(now, duty, feedback))):
+            if found is not None:       # (trip reason or None, cleared now)
+                if found[0] is not None:
+                    trips.append((kind, found[0]))
+                if found[1]:
+                    cleared.append(kind)
         if self.battery is not None and self.battery.low:
             return Verdict(tuple(trips), tuple(cleared), self.battery.s.low_speed_mps, self.battery.cap_reason())
         return Verdict(tuple(trips), tuple(cleared)) if trips or cleared else _QUIET

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import logging
 import math
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from agent.model import Odometry
 
@@ -137,8 +137,7 @@ def integrate(odom: Odometry, d_left_m: float, d_right_m: float, dt_s: float,
     )
 
 
-@dataclass(frozen=True, slots=True)
-class TrackReading:
+class TrackReading(NamedTuple):
     """What one tick measured or assumed about the tracks.
 
     Attributes:

@@ -101,6 +101,21 @@ class ControlLoop:
         self.estop, self.release_estop, self.restore_estop = front.estop, front.release_estop, front.restore_estop
         self.release_own_estop, self.on_estop_change = front.release_own_estop, front.on_estop_change
         self.on_command = front.on_command
+        self._rouse_listeners: list[Callable[[], None]] = []
+        sched.on_roused = self._roused
+
+    def on_rouse(self, listener: Callable[[], None]) -> None:
+        """Call ``listener()`` on the control thread after each tick woken while the loop rested (a command,
+        a stop, the e-stop, the motor line's rest end) has published its snapshot: telemetry pollers that
+        skip their polls at rest (agent.support.beat.RestPolls) look at once. It must not block."""
+        self._rouse_listeners.append(listener)
+
+    def _roused(self) -> None:
+        for listener in self._rouse_listeners:
+            try:
+                listener()
+            except Exception:  # noqa: BLE001 - a listener's bug must not stop the control thread
+                log.exception("rouse listener failed")
 
     @property
     def safety(self):  # -> agent.control.safety.SafetyLatches
@@ -122,7 +137,7 @@ class ControlLoop:
     def _step(self, now: float) -> Snapshot:
         with self._lock:
             plan = command(self._state, now)
-        ok = self._io.write_duty(plan.duty, wait=not self._scheduler.running())
+        ok = self._io.write_duty(plan.duty, wait=not self._scheduler.on_thread())   # self-stepped: this duty's answer
         self._io.write_pulses(plan.pulses)
         readings = self._io.read()      # never waits on a device: published values
         with self._lock:    # the lock twice per tick: the write's answer and the failsafes together

@@ -2,7 +2,7 @@
 
 :class:`Scheduler` runs a tick function on its own thread at fixed-rate slots
 (``1 / rate_hz``), timed with the injected monotonic clock and waiting on an
-abortable ``threading.Event``. A late tick skips the missed slots instead of
+abortable wait (:class:`Bell`). A late tick skips the missed slots instead of
 bursting to catch up. Besides the slots it wakes
 
 - at the deadline of the velocity command driving a channel when that falls
@@ -54,6 +54,45 @@ TICK_ERROR_LOG_INTERVAL_S = 5.0
 MIN_WAKE_SPACING_S = 0.005
 
 
+class Bell:
+    """A wake-up flag the control thread waits on: :class:`threading.Event`'s ``set`` / ``is_set`` /
+    ``clear`` / ``wait``, with a wait that is one C call (a lock held while no ring is pending, released
+    by :meth:`set`) instead of a Condition's waiter lock, allocated, queued and dropped at every wait.
+
+    A :meth:`wait` may return early with the flag clear (a ring that came before a :meth:`clear`): the
+    scheduler checks the clock after every wait, so an early return only costs one more loop pass.
+    Thread-safe: any thread may :meth:`set`; one thread waits.
+    """
+
+    def __init__(self) -> None:
+        self._flag = False
+        self._ring = threading.Lock()
+        self._ring.acquire()        # held: nothing pending
+
+    def set(self) -> None:
+        """Raise the flag and wake the waiter (or the next :meth:`wait`)."""
+        self._flag = True
+        try:
+            self._ring.release()
+        except RuntimeError:        # released already: a ring is pending
+            pass
+
+    def is_set(self) -> bool:
+        """True while the flag is up."""
+        return self._flag
+
+    def clear(self) -> None:
+        """Lower the flag (a :meth:`set` after this call raises it again)."""
+        self._flag = False
+        self._ring.acquire(False)   # take a pending ring: the next wait waits
+
+    def wait(self, timeout_s: float) -> bool:
+        """Wait up to ``timeout_s``, s, for :meth:`set`; returns the flag."""
+        if not self._flag:
+            self._ring.acquire(True, max(timeout_s, 0.0))
+        return self._flag
+
+
 class TickStats(NamedTuple):
     """Loop timing: ticks run; late ticks (started over half a period after their slot, or overran
     into the next slot); longest tick, s; rate over the last ~1 s, Hz; ticks run by wake(); the
@@ -89,9 +128,10 @@ class Scheduler(Generic[T]):
         self._slot_s = self._period      # the slots' period now: 1 / rate_hz, or the rest period
         self._clock = clock
         self._halt = threading.Event()
-        self._wake = threading.Event()    # set by wake() and stop(): tick now
+        self._wake = Bell()               # set by wake() and stop(): tick now
         self._roused = False              # rouse() was called since the running tick began
         self._thread: threading.Thread | None = None
+        self._ident: int | None = None    # the control thread's ident while its loop runs
         self._errors = RateLimitedLog(log, TICK_ERROR_LOG_INTERVAL_S)
         self._ticks = 0
         self._late = 0
@@ -100,6 +140,8 @@ class Scheduler(Generic[T]):
         self._first_tick: float | None = None
         self._last_woken = -math.inf     # clock time the last woken tick started, s
         self.woken = 0                   # ticks run because of wake()
+        #: called on the control thread after a tick woken at rest ran (ControlLoop.on_rouse); must not block
+        self.on_roused: Callable[[], None] = lambda: None
 
     # ================================================================== control
     def start(self) -> None:
@@ -113,6 +155,10 @@ class Scheduler(Generic[T]):
     def running(self) -> bool:
         """True while the control thread is alive."""
         return self._thread is not None and self._thread.is_alive()
+
+    def on_thread(self) -> bool:
+        """True when called on the control thread, from its loop (its ticks; not :meth:`tick`'s caller)."""
+        return threading.get_ident() == self._ident
 
     def wake(self) -> None:
         """Run a tick now instead of at the next slot (thread-safe)."""
@@ -162,6 +208,13 @@ class Scheduler(Generic[T]):
     # ================================================================== the thread
     def _run(self) -> None:
         control_thread()        # ahead of the machine's other threads where permitted (agent.support.threadprio)
+        self._ident = threading.get_ident()
+        try:
+            self._loop()
+        finally:
+            self._ident = None
+
+    def _loop(self) -> None:
         slot = self._clock()
         served = None           # the deadline the last extra tick was run for (never twice)
         while not self._halt.is_set():
@@ -173,9 +226,12 @@ class Scheduler(Generic[T]):
                 if self._halt.is_set():
                     break
                 if self._wake.is_set():     # a command, stop or release: apply it without waiting for the slot
+                    rested = self._slot_s != self._period
                     now = self._woken_tick()
                     if now is None:
                         break
+                    if rested:              # its snapshot is out: pollers waiting for the next rest tick look now
+                        self.on_roused()
                     slot = now + self._slot_s     # the tick set the period: a command ends a rest
                     continue
                 now = self._clock()

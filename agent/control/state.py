@@ -23,7 +23,7 @@ from agent.config import AgentConfig
 from agent.control.arbitration import BASE, JOINTS, Arbiter, Claim, Watchdog
 from agent.control.failsafes import resolve as resolve_failsafes
 from agent.control.joints import JointController
-from agent.control.kinematics import Odometer, limited_tracks, scale_to_limit
+from agent.control.kinematics import Odometer, limited_tracks, scale_to_limit, tracks_to_duty
 from agent.control.safety import SafetyLatches
 from agent.control.stoplatch import Engage, is_zero
 from agent.errors import CommandDeclined
@@ -121,6 +121,8 @@ class ControlState:
         self.max_accel_mps2 = cfg.base.max_accel_mps2
         self.period_s = 1.0 / cfg.control.rate_hz
         self.cmd: Pair = (0.0, 0.0)
+        self._target: tuple[Command | None, float, Pair] | None = None     # base_target's last (command, limit, out)
+        self._duty: tuple[Pair | None, Pair] = (None, (0.0, 0.0))           # duty()'s last (cmd, duty)
         self.stopped = False
         self.motor_ok = True
         self.outage_streams: dict[str, float] = {}
@@ -132,13 +134,31 @@ class ControlState:
 
     def base_target(self, command: Command | None) -> Pair:
         """Track speeds, m/s, that ``command`` asks for under the current limits (the runtime
-        ``max_speed_mps`` and the failsafe speed cap, the lower one); (0, 0) for None."""
+        ``max_speed_mps`` and the failsafe speed cap, the lower one); (0, 0) for None.
+
+        The same command object under the same limit gives the same pair object (computed once: a
+        claim's command drives every tick until the next one arrives); a new command or a new limit
+        (``set_limits``, a failsafe's cap) computes it anew."""
         limit = self.safety.cap(self.max_speed_mps)
+        known = self._target
+        if known is not None and known[0] is command and known[1] == limit:
+            return known[2]
         if isinstance(command, BaseVelocity):
-            return limited_tracks(command.vx, command.omega, self.track_width_m, limit)
-        if isinstance(command, TrackDuty):
-            return scale_to_limit(command.left * self.full_duty_mps, command.right * self.full_duty_mps, limit)
-        return 0.0, 0.0
+            out = limited_tracks(command.vx, command.omega, self.track_width_m, limit)
+        elif isinstance(command, TrackDuty):
+            out = scale_to_limit(command.left * self.full_duty_mps, command.right * self.full_duty_mps, limit)
+        else:
+            out = 0.0, 0.0
+        self._target = (command, limit, out)
+        return out
+
+    def duty(self) -> Pair:
+        """:attr:`cmd` as duty in [-1, 1] (agent.control.kinematics.tracks_to_duty); computed again only when
+        ``cmd`` is another object (the ramp gives the target itself once there, a still tank one constant)."""
+        known = self._duty
+        if known[0] is not self.cmd:
+            known = self._duty = (self.cmd, tracks_to_duty(self.cmd[0], self.cmd[1], self.full_duty_mps))
+        return known[1]
 
     def next_deadline(self, now: float) -> float | None:
         """Earliest deadline of the velocity commands that drove at the last tick (at ``now`` before any), s.

@@ -34,8 +34,8 @@ from collections.abc import Mapping
 from typing import NamedTuple
 
 from agent.control.arbitration import BASE, JOINTS, Selection
-from agent.control.kinematics import ramp, tracks_to_duty
-from agent.control.state import ControlState, Pair
+from agent.control.kinematics import ramp
+from agent.control.state import STALL_CHECK_S, ControlState, Pair
 from agent.commands import JointVelocity
 from agent.model import DeviceHealth, ImuSample, JointState, PowerSample, SafetyState, Snapshot, TrackState
 from drivers.base import MotorFeedback
@@ -100,7 +100,8 @@ def command(state: ControlState, now: float) -> Plan:
     # at most, as the first step of a command at 50 Hz: the time at rest was no motion time (a command
     # 0.149 s after a rest tick stepped the tracks to 0.298 m/s at once, 7.5x the acceleration limit's step)
     motion_dt = min(dt, state.period_s) if state.rested else dt
-    state.check_stall(now)
+    if state.last_t is not None and now - state.last_t > STALL_CHECK_S:    # (check_stall's own test, first)
+        state.check_stall(now)
     state.last_t = now
     if not state.motor_ok:
         state.arbiter.drop(channels=(BASE,))
@@ -115,13 +116,15 @@ def command(state: ControlState, now: float) -> Plan:
     if base.velocity is None:
         state.cmd = (0.0, 0.0)
     else:
-        state.cmd = ramp(state.cmd, state.base_target(base.velocity), state.max_accel_mps2 * max(motion_dt, 0.0))
+        target = state.base_target(base.velocity)
+        if state.cmd is not target:     # at the target (the ramp returned it): ramp() would return it again
+            state.cmd = ramp(state.cmd, target, state.max_accel_mps2 * max(motion_dt, 0.0))
     jv = joints.velocity
     state.joints.step(now, motion_dt, jv.qd if isinstance(jv, JointVelocity) else None,
                       joints.winner.source if joints.winner else "")
-    _note_base_source(state, base)
-    return Plan(now=now, dt=dt, applied=applied, cmd=state.cmd,
-                duty=tracks_to_duty(state.cmd[0], state.cmd[1], state.full_duty_mps),
+    if base.driver != state.base_source:
+        _note_base_source(state, base)
+    return Plan(now=now, dt=dt, applied=applied, cmd=state.cmd, duty=state.duty(),
                 pulses=state.joints.pulses(), joints=state.joints.state(), gripper=state.joints.gripper,
                 base=base, watchdog=watchdog, stopped=state.stopped, overridden=state.arbiter.overridden(),
                 safety=state.safety.state())

@@ -123,12 +123,16 @@ def stamp(t_unix_s: float) -> dict[str, int]:
     return {"sec": ns // 1_000_000_000, "nsec": ns % 1_000_000_000}
 
 
+#: ``json.dumps(message, separators=(",", ":"), allow_nan=False)``'s encoder, built once (dumps builds one per call)
+_JSON = json.JSONEncoder(separators=(",", ":"), allow_nan=False).encode
+
+
 def encode(message: dict[str, Any]) -> bytes:
     """JSON bytes of one message (compact; NaN and infinities are written as null)."""
     try:
-        return json.dumps(message, separators=(",", ":"), allow_nan=False).encode()
+        return _JSON(message).encode()
     except ValueError:
-        return json.dumps(_finite(message), separators=(",", ":"), allow_nan=False).encode()
+        return _JSON(_finite(message)).encode()
 
 
 def _finite(value: Any) -> Any:

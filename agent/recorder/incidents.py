@@ -103,20 +103,21 @@ class Detector:
         """Incidents between the previous snapshot and ``s`` (new halts, a watchdog stop, a lost device)."""
         out: list[Incident] = []
         prev, self._prev = self._prev, s
-        halts = {(h.kind, h.since_unix_s): h for h in s.safety.halts}
-        for key, h in halts.items():
-            if key not in self._halts:
-                if h.kind == "estop":
-                    out.append(make(s.t_unix_s, "estop", h.reason or f"emergency stop set by {h.by}", h.by))
-                else:
-                    out.append(make(s.t_unix_s, "failsafe", f"{h.kind}: {h.reason}", h.by))
-        self._halts = set(halts)
+        if prev is None or s.safety is not prev.safety:     # the loop's same SafetyState: the same halts, none new
+            halts = {(h.kind, h.since_unix_s): h for h in s.safety.halts}
+            for key, h in halts.items():
+                if key not in self._halts:
+                    if h.kind == "estop":
+                        out.append(make(s.t_unix_s, "estop", h.reason or f"emergency stop set by {h.by}", h.by))
+                    else:
+                        out.append(make(s.t_unix_s, "failsafe", f"{h.kind}: {h.reason}", h.by))
+            self._halts = set(halts)
         if prev is not None and s.watchdog == "expired" and prev.watchdog != "expired" and moving(prev):
             who = prev.active_source or "a source"
             speed = max(abs(prev.tracks.left_mps), abs(prev.tracks.right_mps))
             out.append(make(s.t_unix_s, "watchdog", f"no fresh velocity command from {who} within its timeout "
                             f"while moving at {speed:.2f} m/s: tracks stopped", prev.active_source))
-        for d in s.devices:
+        for d in (s.devices if prev is None or s.devices != prev.devices else ()):    # equal reports: none lost
             before = self._devices.get(d.name)
             self._devices[d.name] = d.state
             if d.state == "lost" and before not in (None, "lost"):

@@ -303,13 +303,14 @@ class Recorder:
             if safety != self._safety:
                 self._safety = safety
                 self._write("/safety", t, channels.safety(s))
-            before = {d.name: d for d in self._last.devices} if self._last is not None else {}
-            for d in s.devices:      # every device at the first snapshot, then each transition
-                b = before.get(d.name)
-                if b is None or b.state != d.state:
-                    self._write("/devices", t, {"timestamp": channels.stamp(t), "device": d.name, "state": d.state,
-                                                "previous": b.state if b else "", "last_error": d.last_error,
-                                                "errors": d.errors})
+            if self._last is None or s.devices != self._last.devices:     # the same reports: no transition
+                before = {d.name: d for d in self._last.devices} if self._last is not None else {}
+                for d in s.devices:      # every device at the first snapshot, then each transition
+                    b = before.get(d.name)
+                    if b is None or b.state != d.state:
+                        self._write("/devices", t, {"timestamp": channels.stamp(t), "device": d.name,
+                                                    "state": d.state, "previous": b.state if b else "",
+                                                    "last_error": d.last_error, "errors": d.errors})
         self._last = s
         for incident in self._detector.snapshot(s):
             self._incident(incident)
