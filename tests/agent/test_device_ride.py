@@ -137,14 +137,6 @@ def power_bus(closing: list) -> tuple[I2cBusIO, list[float]]:
     return io, now
 
 
-@pytest.fixture
-def closing():
-    made: list = []
-    yield made
-    for obj in reversed(made):
-        obj.close()
-
-
 def test_the_power_read_runs_along_with_the_imus_read_and_keeps_its_grid(closing):
     io, now = power_bus(closing)
     imu_poll, power_poll = io.worker.polls[:2]
