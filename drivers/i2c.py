@@ -110,6 +110,7 @@ class I2cDevice:
         self.chip = chip
         self.ready = False
         self.closed = False
+        self._streams: dict[tuple[int, int], tuple[smbus2.i2c_msg, smbus2.i2c_msg]] = {}
 
     def __repr__(self) -> str:
         return f"{self.chip} '{self.device}' at 0x{self.address:02x}"
@@ -135,26 +136,29 @@ class I2cDevice:
         """A DriverError about this chip (for device-reported faults)."""
         return DriverError(f"{self}: {message}", device=self.device, status=status)
 
-    def _call(self, what: str, fn: Callable, *args):
-        self.check_usable()
+    def _call(self, what: str, what_args: tuple, fn: Callable, *args):
+        """``fn(address, *args)``; an OSError becomes a DriverError naming ``what % what_args`` (the
+        text is made only then: a bus thread makes ~60 transactions a second)."""
+        if self.closed:
+            self.check_usable()
         try:
             return fn(self.address, *args)
         except OSError as err:
-            raise DriverError(f"{self}: {what} failed: [errno {err.errno}] {err.strerror or err}",
+            raise DriverError(f"{self}: {what % what_args} failed: [errno {err.errno}] {err.strerror or err}",
                               device=self.device, errno=err.errno) from err
 
     # ------------------------------------------------------------------ 8-bit registers
     def read_u8(self, reg: int) -> int:
         """Read one byte register."""
-        return self._call(f"read reg 0x{reg:02x}", self.bus.read_byte_data, reg)
+        return self._call("read reg 0x%02x", (reg,), self.bus.read_byte_data, reg)
 
     def write_u8(self, reg: int, value: int) -> None:
         """Write one byte register."""
-        self._call(f"write reg 0x{reg:02x}=0x{value:02x}", self.bus.write_byte_data, reg, value & 0xFF)
+        self._call("write reg 0x%02x=0x%02x", (reg, value), self.bus.write_byte_data, reg, value & 0xFF)
 
     def read_block(self, reg: int, length: int) -> bytes:
         """Read ``length`` (<= 32) bytes starting at ``reg`` in one transaction."""
-        data = self._call(f"read {length} bytes at 0x{reg:02x}", self.bus.read_i2c_block_data, reg, length)
+        data = self._call("read %d bytes at 0x%02x", (length, reg), self.bus.read_i2c_block_data, reg, length)
         if len(data) != length:
             raise DriverError(f"{self}: short read at 0x{reg:02x}: {len(data)} of {length} bytes",
                               device=self.device)
@@ -163,8 +167,12 @@ class I2cDevice:
     def read_stream(self, reg: int, length: int) -> bytes:
         """Read ``length`` bytes from ``reg`` in one combined transaction (I2C_RDWR: register write,
         repeated start, read), past SMBus's 32-byte block limit (a FIFO's contents)."""
-        write, read = smbus2.i2c_msg.write(self.address, [reg]), smbus2.i2c_msg.read(self.address, length)
-        self._call(f"read {length} bytes at 0x{reg:02x}", lambda _address: self.bus.i2c_rdwr(write, read))
+        msgs = self._streams.get((reg, length))
+        if msgs is None:        # made once per register and length (a FIFO read is 1-16 samples long)
+            msgs = self._streams[(reg, length)] = (smbus2.i2c_msg.write(self.address, [reg]),
+                                                   smbus2.i2c_msg.read(self.address, length))
+        write, read = msgs
+        self._call("read %d bytes at 0x%02x", (length, reg), lambda _address: self.bus.i2c_rdwr(write, read))
         data = bytes(read)
         if len(data) != length:
             raise DriverError(f"{self}: short read at 0x{reg:02x}: {len(data)} of {length} bytes",
@@ -173,14 +181,14 @@ class I2cDevice:
 
     def write_block(self, reg: int, data: bytes | list[int]) -> None:
         """Write ``data`` (<= 32 bytes) starting at ``reg`` in one transaction."""
-        self._call(f"write {len(data)} bytes at 0x{reg:02x}", self.bus.write_i2c_block_data, reg, list(data))
+        self._call("write %d bytes at 0x%02x", (len(data), reg), self.bus.write_i2c_block_data, reg, list(data))
 
     # ------------------------------------------------------------------ 16-bit BE registers
     def read_u16_be(self, reg: int) -> int:
         """Read a big-endian 16-bit register (SMBus word read, bytes swapped)."""
-        return swap16(self._call(f"read word 0x{reg:02x}", self.bus.read_word_data, reg))
+        return swap16(self._call("read word 0x%02x", (reg,), self.bus.read_word_data, reg))
 
     def write_u16_be(self, reg: int, value: int) -> None:
         """Write a big-endian 16-bit register (SMBus word write, bytes swapped)."""
-        self._call(f"write word 0x{reg:02x}=0x{value & 0xFFFF:04x}", self.bus.write_word_data, reg,
+        self._call("write word 0x%02x=0x%04x", (reg, value & 0xFFFF), self.bus.write_word_data, reg,
                    swap16(value & 0xFFFF))

@@ -17,7 +17,8 @@ same window, so the load of the machine hits both alike (alternating windows wou
   (``max_send_freq`` 0.05 s, the SDK default), as scripts/bench_artex.py runs it; whole process.
 
 Parts of the agent: event loop (``MainThread``: ARTEX, Sim2Bot, robot_msg and their libraries;
-one thread, not split further), asyncio's executor threads, control, device I/O (``motor``,
+one thread, split by the code each of its callbacks ran for into each adapter, the console, the
+shared video code, the recorder and asyncio's own work between callbacks: scripts/bench_loopsplit.py), asyncio's executor threads, control, device I/O (``motor``,
 ``i2c-*``, ``estop-input``), camera (capture and encode threads), robot_msg receivers (``robotmsg-*``: one thread per SUB socket), ZeroMQ's threads;
 emulators apart: ``RoboclawEmulator-*`` (the emulated motor controller, its own thread), and the
 emulators that run inline on agent threads, measured by their own thread CPU time
@@ -63,6 +64,11 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "scripts"))
 
+try:
+    from bench_loopsplit import ASYNCIO, LoopSplit
+except ImportError:         # a --before tree without it: no split
+    ASYNCIO, LoopSplit = "", None
+
 PY = sys.executable
 FPS = 20
 WARMUP_S = 4.0
@@ -72,12 +78,13 @@ EMU_I2C = "emulator: I2C chips (inline in i2c-*)"
 EMU_PATTERN = "emulator: test pattern (inline in capture)"
 EMU_GPIO = "emulator: GPIO chip (inline in estop-input)"
 DEVICE_IO = "device I/O"
+LOOP = "event loop (adapters)"
 CAMERA = "camera"
 PARTS = [(EMU_MOTOR, ("RoboclawEmulator",)),
          ("control", ("control",)),
          (DEVICE_IO, ("motor", "i2c", "estop")),
          (CAMERA, ("camera-", "video-", "[cv2", "[python")),
-         ("event loop (adapters)", ("MainThread",)),
+         (LOOP, ("MainThread",)),
          ("robot_msg receivers", ("robotmsg-",)),
          ("asyncio executor", ("asyncio_",)),
          ("ZeroMQ", ("[ZMQ", "[zmq"))]
@@ -118,6 +125,7 @@ async def child(ports: dict, window_s: float, video: bool, out: str) -> None:
     from agent.app import Agent
 
     logging.basicConfig(level=logging.ERROR)
+    split = LoopSplit() if LoopSplit is not None else None     # the event loop's CPU per part
     cfg = config(ports, video)
     if video:
         cam = cfg.drivers.cameras[0].model_copy(update={"fps": FPS})
@@ -129,6 +137,7 @@ async def child(ports: dict, window_s: float, video: bool, out: str) -> None:
         work0 = work(agent)
         emu0 = emulators()
         _, _, t0 = task_figures("self")
+        split0 = split.take() if split is not None else {}
         start = time.monotonic()
         profile = os.environ.get("BENCH_SIDE_PROFILE")    # the event loop thread's CPU by function
         if profile:
@@ -140,6 +149,7 @@ async def child(ports: dict, window_s: float, video: bool, out: str) -> None:
             prof.disable()
             prof.dump_stats(f"{profile}.{'all' if video else 'idle'}")
         rss, _, t1 = task_figures("self")
+        split1 = split.take() if split is not None else {}
         window = time.monotonic() - start
         emu1 = emulators()
         work1 = work(agent)
@@ -158,7 +168,11 @@ async def child(ports: dict, window_s: float, video: bool, out: str) -> None:
             rows[host][0] -= cpu
             rows[part] = [cpu, 0.0]
     done = {k: (v - work0.get(k, 0)) / window for k, v in work1.items()}
-    Path(out).write_text(json.dumps({"rss": rss, "parts": rows, "work": done, "emulators_apart": True}))
+    loop = {k: 100 * (v - split0.get(k, 0.0)) / window for k, v in split1.items()}
+    if loop and LOOP in rows:
+        loop[ASYNCIO] = rows[LOOP][0] - sum(loop.values())
+    Path(out).write_text(json.dumps({"rss": rss, "parts": rows, "work": done, "emulators_apart": True,
+                                     "loop": loop}))
 
 
 def emulators() -> dict[str, float]:
@@ -318,6 +332,9 @@ def show(title: str, r: dict) -> None:
                                     CAMERA: CAMERA + " (+ test pattern)"}.get(part, part)
         waking = f"{w:6.0f}/s" if part not in (EMU_I2C, EMU_GPIO, EMU_PATTERN) else "  (its thread's)"
         print(f"    {label:<44} CPU {c:5.2f} %   wake-ups {waking}")
+        loop = r["agent"].get("loop") if part == LOOP else None
+        if loop:
+            print("      of it: " + ", ".join(f"{k} {v:.2f} %" for k, v in sorted(loop.items(), key=lambda kv: -kv[1])))
     done = r["agent"].get("work", {})
     if done:
         print("    work per second: " + ", ".join(f"{k} {v:.1f}" for k, v in done.items()))

@@ -99,6 +99,7 @@ class ArtexVideo:
         self._last: dict[str, tuple[bytes, float]] = {}
         self.pacers = {cam: LinkPacer(budget.max_frame_age_s, 0.05, clock) for cam in hub.camera_ids}
         self._oversize_logged: set[str] = set()
+        self._formats: dict[int, FrameFormat] = {}      # quality -> the format asked (one object, not one a message)
 
     @property
     def camera_ids(self) -> tuple[str, ...]:
@@ -121,7 +122,9 @@ class ArtexVideo:
                 self._oversize(camera_id, f"a raw frame of {frame.image.nbytes} bytes", limit)
                 return camera_id, None
             return camera_id, (frame.image.tobytes(), frame.t_mono_s)
-        fmt = FrameFormat("jpeg", quality=quality)
+        fmt = self._formats.get(quality)
+        if fmt is None:
+            fmt = self._formats[quality] = FrameFormat("jpeg", quality=quality)
         out, level = await self._hub.encoded_within(frame, fmt, limit, pacer.level)
         if out is None:
             self._oversize(camera_id, f"a {frame.width}x{frame.height} frame even at the smallest re-encode", limit)
@@ -133,7 +136,15 @@ class ArtexVideo:
 
     async def _new_frames(self, cams: tuple[str, ...], wait_s: float) -> dict[str, Any]:
         """The cameras' frames newer than the last ones taken: waits up to ``wait_s`` s for the first
-        camera with one, then takes what the others have at that moment (no wait for a slow camera)."""
+        camera with one, then takes what the others have at that moment (no wait for a slow camera).
+        One camera is simply awaited (no task and no ``asyncio.wait`` per message)."""
+        if len(cams) == 1:
+            cam = cams[0]
+            frame = await self._hub.next_frame(cam, self._after.get(cam, 0), wait_s)
+            if frame is None:
+                return {}
+            self._after[cam] = frame.seq
+            return {cam: frame}
         waits = {cam: asyncio.ensure_future(self._hub.next_frame(cam, self._after.get(cam, 0), wait_s))
                  for cam in cams}
         pending: set[asyncio.Future] = set(waits.values())
@@ -169,7 +180,10 @@ class ArtexVideo:
         cams = self.camera_ids
         limit = (self._budget.max_message_bytes - PAYLOAD_OVERHEAD) // max(1, len(cams)) - 64
         frames = await self._new_frames(cams, wait_s)
-        got = await asyncio.gather(*(self._encode(cam, frame, quality, limit) for cam, frame in frames.items()))
+        if len(frames) == 1:        # no task of gather's for one frame
+            got = [await self._encode(*next(iter(frames.items())), quality, limit)]
+        else:
+            got = await asyncio.gather(*(self._encode(cam, frame, quality, limit) for cam, frame in frames.items()))
         payload: dict[str, bytes] = {}
         for cam, item in got:
             if item is None:
@@ -232,6 +246,7 @@ class VideoDelivery:
         self._clock = clock
         #: None until known; False when this connection's hub does not acknowledge (the local drain paces).
         self.acks: bool | None = None
+        self._shrunk: Any = None        # the transport whose send buffer was shrunk
 
     def new_link(self) -> None:
         """A new connection: whether its hub acknowledges ``video`` is learnt again."""
@@ -259,7 +274,10 @@ class VideoDelivery:
             log.debug("ARTEX: emit video failed: %s", err)
             return None
         self._counters["sent_video"] += 1
-        shrink_send_buffer(link_transport(client))
+        transport = link_transport(client)
+        if transport is not self._shrunk:       # once per connection, not a getsockopt per message
+            shrink_send_buffer(transport)
+            self._shrunk = transport
         if self.acks is True:
             if await self._acked(acked, DELIVERY_WAIT_S):
                 return self._clock() - start
@@ -281,9 +299,17 @@ class VideoDelivery:
 
     @staticmethod
     async def _acked(acked: asyncio.Future, wait_s: float) -> bool:
-        try:
-            async with asyncio.timeout(wait_s):
-                await asyncio.shield(acked)
-        except TimeoutError:
-            return False
-        return True
+        """Wait up to ``wait_s`` for the ack: its timeout resolves ``acked`` with False (one timer, no
+        shield or ``asyncio.timeout``: a late ack finds it done and changes nothing)."""
+        if not acked.done():
+            expire = asyncio.get_running_loop().call_later(wait_s, _give_up, acked)
+            try:
+                await acked
+            finally:
+                expire.cancel()
+        return acked.result() is True
+
+
+def _give_up(acked: asyncio.Future) -> None:
+    if not acked.done():
+        acked.set_result(False)

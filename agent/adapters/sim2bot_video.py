@@ -27,6 +27,7 @@ reference reader ``sim2bot.client._parse_frame``.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import struct
 import time
@@ -86,12 +87,18 @@ def frame_prefix(camera_id: str, codec: int, seq: int, t_unix_s: float, width: i
     Raises:
         ValueError: camera id longer than 255 bytes, size out of range.
     """
+    id_field = _id_field(camera_id)
+    return HEADER.pack(FRAMING_VERSION, codec, FLAG_KEYFRAME if keyframe else 0,
+                       seq & 0xFFFFFFFF, t_unix_s, width, height) + id_field
+
+
+@functools.lru_cache(maxsize=64)
+def _id_field(camera_id: str) -> bytes:
+    """The id part of :func:`frame_prefix`: length byte and UTF-8 id (built once per camera, not per frame)."""
     cid = camera_id.encode("utf-8")
     if len(cid) > 255:
         raise ValueError(f"camera id {camera_id!r} is longer than 255 bytes")
-    header = HEADER.pack(FRAMING_VERSION, codec, FLAG_KEYFRAME if keyframe else 0,
-                         seq & 0xFFFFFFFF, t_unix_s, width, height)
-    return header + bytes((len(cid),)) + cid
+    return bytes((len(cid),)) + cid
 
 
 def pack_frame(camera_id: str, codec: int, seq: int, t_unix_s: float, width: int, height: int,
@@ -278,7 +285,7 @@ class VideoStreams:
                 continue
             # the camera's previous frame on this link is written first, then the newest frame is taken:
             # a frame never ages waiting for another one to drain
-            async with self._in_flight.setdefault(key.camera, asyncio.Lock()):
+            async with self._in_flight.get(key.camera) or self._in_flight.setdefault(key.camera, asyncio.Lock()):
                 frame = await self._next(hub_id, fmt, after_seq, pacer)
                 if frame is None:
                     continue

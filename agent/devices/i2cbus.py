@@ -40,6 +40,18 @@ CALIBRATE = "calibrate"
 HURRY = "hurry"
 #: Period of the servo chip's setup check while its driver is not open (then its reopen sets it up), s.
 SERVO_CHECK_S = 1.0
+#: The power monitor's reads and the servo check run along with the IMU's read (or a servo write)
+#: when due within this share of their own period, at most :data:`ALONG_MAX_S`, instead of waking the
+#: thread once more a few ms apart (agent/devices/worker.py ``Poll.early_s``; their grid and mean rate
+#: stay: 2 reads a second at 2 Hz, two reads never more than a period and that much apart).
+ALONG_SHARE = 0.2
+#: Longest a power read or servo check comes early, s (more than the IMU's FIFO read period at rest).
+ALONG_MAX_S = 0.1
+
+
+def along_s(period_s: float) -> float:
+    """How early a slow poll of ``period_s`` may run along with the bus's other work, s."""
+    return min(ALONG_MAX_S, ALONG_SHARE * period_s)
 
 
 class I2cBusIO:
@@ -70,12 +82,14 @@ class I2cBusIO:
         self.latest_imu: ImuSample | None = None
         self.latest_power: PowerSample | None = None
         self.reads = 0
-        polls = [Poll(self._reader(dev, attr, 1.0 / rate), 1.0 / rate) for dev, attr, rate in
-                 ((imu, "latest_imu", imu_rate_hz), (power, "latest_power", power_rate_hz)) if dev is not None]
+        polls = [Poll(self._reader(dev, attr, 1.0 / rate), 1.0 / rate, early_s=early) for dev, attr, rate, early in
+                 ((imu, "latest_imu", imu_rate_hz, 0.0), (power, "latest_power", power_rate_hz,
+                                                          along_s(1.0 / power_rate_hz))) if dev is not None]
         self._sensor_polls = polls
         self._slices = Poll(self._calibration_slice, math.inf, pause=True)
         self._slices.due = math.inf
-        checks = [Poll(self._check_servo, SERVO_CHECK_S)] if servo is not None else []
+        self._check = Poll(self._check_servo, SERVO_CHECK_S, early_s=along_s(SERVO_CHECK_S))
+        checks = [self._check] if servo is not None else []
         self.worker = DeviceWorker(f"i2c-{bus_name}", [d for d in (imu, power, servo) if d is not None],
                                    serve=self._serve, polls=polls + [self._slices] + checks,
                                    on_reopen=self._reopened, clock=clock)
@@ -164,7 +178,10 @@ class I2cBusIO:
         servo.call(lambda d: d.check_setup())
         driver = servo.driver
         period = SERVO_CHECK_S if driver is None else driver.check_period_s
-        return period if period > 0 else math.inf
+        if period <= 0:
+            return math.inf
+        self._check.early_s = along_s(period)
+        return period
 
     def _reopened(self, dev: Supervised) -> None:
         """The servo chip is back (maybe power-cycled, its outputs off): write every channel again."""

@@ -92,6 +92,17 @@ REST_TICK_SHARE = 0.5
 #: Valid packets per period of the controller's own stop timeout at rest (docs/line-protocol.md:
 #: the line firmware's P command at least 3 times per watchdog interval).
 REST_WRITES_PER_TIMEOUT = 3
+#: A feedback set due within this share of its period of the rewrite of an unchanged duty (a refresh,
+#: a rest tick's zero) runs right after it, in the same wake-up of the thread; one that ran within it
+#: before the rewrite moves the next set to a period after it (:meth:`MotorIO._ride`).
+RIDE_SHARE = 0.5
+#: A set that rode along with a rewrite (or was moved by one) is due this much more than its period
+#: after it, s: the next rewrite (one refresh, two sets, later moving; one rest tick later at rest)
+#: then comes just before that set is due and takes it along again, although the ticks jitter.
+RIDE_LAG_S = 0.005
+#: A rewrite takes sets along only when it comes this close to a whole number of set periods after
+#: the last write, s (the control ticks' jitter; see :meth:`MotorIO._ride`).
+RIDE_TOLERANCE_S = 0.005
 
 
 def duty_refresh_s(motor_cfg: object) -> float:
@@ -161,8 +172,10 @@ class MotorIO:
         self.acked = True                     # the last duty write was acknowledged
         self.feedback: MotorFeedback | None = None
         self.writes = 0
+        self.sets = 0                         # feedback sets read
         self.skipped = 0                      # posted duties not written: unchanged and written lately
         self._poll = Poll(self._read, self._fast_s)
+        self._set_at = -math.inf              # when the last feedback set began
         self._zero_at_open = zero_at_open
         self._failed_driver: object = None    # the driver (None: none open) of the last failed write
         self._posted = not zero_at_open       # a duty was posted (the control loop ticks): no keepalive
@@ -285,14 +298,51 @@ class MotorIO:
         taken = self._take()
         if taken is not None:
             driver = self.motor.driver
+            last = self._last
             ok = bool(self.motor.call(lambda d: (d.set_duty(taken[0][0], taken[0][1]), True)[1], default=False))
             self._written(*taken, ok, driver)
+            if ok and last is not None and last[0] == taken[0] and last[2] is driver:
+                self._ride(last[1])
+
+    def _ride(self, before: float) -> None:
+        """After the rewrite of an unchanged duty (a refresh, a rest tick's zero): a feedback set due
+        within ``early`` (:data:`RIDE_SHARE` of its period) runs now, in this wake-up, instead of
+        waking the thread again a few ms later; one that ran less than ``early`` before it moves the
+        next set to a period after it (once: the rewrites come at the control ticks, every 0.1 s
+        moving, every rest period at rest, so the sets then keep riding along: two sets per refresh,
+        one per rest tick, the mean set period unchanged). Only when this rewrite came a whole number
+        of set periods after the last write (``before``), within :data:`RIDE_TOLERANCE_S`: rewrites
+        at another period (a shorter refresh, ticks that do not divide it) would make sets more
+        frequent or rarer. No two sets come more than 1.5 periods and :data:`RIDE_LAG_S` apart, at
+        rest never more than :data:`REST_PERIOD_S`; a duty change (not a rewrite) moves nothing."""
+        poll, now = self._poll, self._clock()
+        if poll.due is None:
+            return
+        period = max(self._rest_s, self._fast_s) if self.resting and self._rest_s is not None else self._fast_s
+        whole = round((now - before) / period)
+        if whole < 1 or abs(now - before - whole * period) > RIDE_TOLERANCE_S:
+            return
+        early = period * RIDE_SHARE
+        if poll.due - now <= early:
+            resting = self.resting
+            nxt = self._read()
+            step = self._fast_s if nxt is None else nxt
+            if self.resting != resting:             # the rest ended or began here: its period as it is
+                poll.due = now + step
+            else:                                   # at rest never more than 0.25 s apart
+                poll.due = now + (min(step + RIDE_LAG_S, max(step, REST_PERIOD_S)) if self.resting
+                                  else step + RIDE_LAG_S)
+        elif now - self._set_at <= early and (not self.resting or now + period + RIDE_LAG_S - self._set_at
+                                              <= REST_PERIOD_S):     # at rest never more than 0.25 s apart
+            poll.due = now + period + RIDE_LAG_S
 
     def _read(self) -> float | None:
         """One feedback set; a duty posted meanwhile goes out before the set's next transaction.
         Returns the period until the next set (None: ``1 / feedback_hz``; longer at rest)."""
         taken: list[tuple[Duty, int]] = []
         driver = self.motor.driver
+        self._set_at = self._clock()
+        self.sets += 1
 
         def between() -> Duty | None:
             got = self._take()

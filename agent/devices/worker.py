@@ -11,7 +11,11 @@ transactions of one line or bus never interleave.
 
 The thread sleeps until a value is posted, a poll is due or a reopen is due: an idle worker
 wakes only at its polls' rates (no periodic timeout of its own), and one without polls and
-with its devices open never wakes at all.
+with its devices open never wakes at all. A poll with an ``early_s`` allowance runs along when
+the thread is awake anyway (it served a post or ran another poll) and the poll is due within
+``early_s``: one wake-up instead of two a little apart (the I2C bus's power monitor and servo
+check with the IMU's reads, agent/devices/i2cbus.py). Early runs never make a poll's runs rarer:
+see :class:`Poll`.
 """
 
 from __future__ import annotations
@@ -45,6 +49,11 @@ class Poll:
             it was due (a late run does not shift the rate; runs missed are not made up).
         pause: the period is a pause to keep between the end of a run and the next (a chip's
             sample period between two reads of a calibration), not a rate.
+        early_s: while the thread is awake anyway (it served a post or ran another poll in this
+            wake-up), the run may come up to this long before it is due instead of waking the
+            thread again at its due time, s (0: never early). Its grid stays: the next run is due
+            one period after the due time this run had, so the mean rate is unchanged and no two
+            runs are further apart than one period plus ``early_s``.
 
     Attributes:
         due: when the next run is due on the worker's clock, s (None: at once; inf: not until
@@ -52,12 +61,14 @@ class Poll:
             ``on_reopen``): e.g. a calibration started, a camera reopened.
     """
 
-    __slots__ = ("run", "period_s", "pause", "due")
+    __slots__ = ("run", "period_s", "pause", "due", "early_s")
 
-    def __init__(self, run: Callable[[], float | None], period_s: float, *, pause: bool = False) -> None:
+    def __init__(self, run: Callable[[], float | None], period_s: float, *, pause: bool = False,
+                 early_s: float = 0.0) -> None:
         self.run = run
         self.period_s = period_s
         self.pause = pause
+        self.early_s = early_s
         self.due: float | None = None     # None: at once
 
 
@@ -163,15 +174,19 @@ class DeviceWorker:
             self._cond.notify_all()
 
     # ------------------------------------------------------------------ the thread
-    def _due_in(self) -> float:
-        """Seconds until the next poll or reopen is due (0: now; inf: none)."""
+    def _due_in(self, awake: bool = False) -> float:
+        """Seconds until the next poll or reopen is due (0: now; inf: none); ``awake``: a poll within
+        its ``early_s`` counts as due now."""
         now = self._clock()
         soonest = math.inf
         for p in self.polls:
             if p.due is None:
                 return 0.0
-            if p.due - now < soonest:
-                soonest = p.due - now
+            left = p.due - now
+            if awake and left <= p.early_s:
+                return 0.0
+            if left < soonest:
+                soonest = left
         for d in self.devices:
             w = d.reopen_in()
             if w is not None and w < soonest:
@@ -188,14 +203,17 @@ class DeviceWorker:
                 self._on_exit()
 
     def _loop(self) -> None:
+        awake = False       # this wake-up did work: polls within their early_s may run along
         while True:
             with self._cond:
-                while not self._stop and not self._pending and (wait := self._due_in()) > 0:
+                while not self._stop and not self._pending and (wait := self._due_in(awake)) > 0:
+                    awake = False
                     self._cond.wait(None if wait == math.inf else wait)
                     self.wakeups += 1
                 if self._stop:
                     return
                 posted = bool(self._pending)
+            awake = True
             if posted:
                 if self._serve is not None:
                     self._serve()
@@ -211,15 +229,24 @@ class DeviceWorker:
                 self._on_reopen(dev)
 
     def _poll_due(self) -> None:
-        """Run the first due poll (posts go first again before the next)."""
+        """Run the first due poll, or else the first within its ``early_s`` (the thread is awake: it
+        did work in this wake-up); posts go first again before the next."""
         started = self._clock()
+        early = None
         for poll in self.polls:
             due = poll.due
             if due is None or due <= started:
-                period = poll.run()
-                step = poll.period_s if period is None else period
-                if poll.pause:
-                    poll.due = self._clock() + step
-                else:
-                    poll.due = started + step if due is None else max(due + step, started)
+                self._run_poll(poll, started, due)
                 return
+            if early is None and due - poll.early_s <= started:
+                early = poll
+        if early is not None:
+            self._run_poll(early, started, early.due)
+
+    def _run_poll(self, poll: Poll, started: float, due: float | None) -> None:
+        period = poll.run()
+        step = poll.period_s if period is None else period
+        if poll.pause:
+            poll.due = self._clock() + step
+        else:
+            poll.due = started + step if due is None else max(due + step, started)

@@ -23,6 +23,7 @@
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
 from collections import deque
@@ -195,8 +196,14 @@ def fit_ladder(fmt: FrameFormat, width: int, height: int) -> list[FrameFormat]:
     """Formats to try, in order, to make a ``width`` x ``height`` frame smaller than ``fmt`` gives.
 
     Level 0 is ``fmt`` itself; then lower JPEG qualities; then smaller sizes (aspect kept).
-    Raw RGBA only scales.
+    Raw RGBA only scales. Built once per (format, size) (formats are frozen): a link asks it for
+    every frame.
     """
+    return list(_ladder(fmt, width, height))
+
+
+@functools.lru_cache(maxsize=64)
+def _ladder(fmt: FrameFormat, width: int, height: int) -> tuple[FrameFormat, ...]:
     out_w, out_h = fmt.output_size(width, height)
     ladder = [fmt]
     quality = fmt.quality
@@ -210,7 +217,7 @@ def fit_ladder(fmt: FrameFormat, width: int, height: int) -> list[FrameFormat]:
         if min(w, h) < MIN_SIDE_PX:
             break
         ladder.append(replace(fmt, width=w, height=h, quality=quality))
-    return ladder
+    return tuple(ladder)
 
 
 class LinkPacer:

@@ -60,7 +60,7 @@ KEEP_FRAMES = 2
 Waiter = tuple[asyncio.AbstractEventLoop, asyncio.Future]
 
 
-def _resolve(futs: list[asyncio.Future], frame: Frame | None) -> None:
+def resolve_all(futs: list[asyncio.Future], frame: Frame | None) -> None:  # each not done yet gets ``frame``
     for fut in futs:
         if not fut.done():
             fut.set_result(frame)
@@ -73,7 +73,7 @@ def wake_waiters(waiters: list[Waiter], frame: Frame | None) -> None:
         by_loop.setdefault(loop, []).append(fut)
     for loop, futs in by_loop.items():
         try:
-            loop.call_soon_threadsafe(_resolve, futs, frame)
+            loop.call_soon_threadsafe(resolve_all, futs, frame)
         except RuntimeError:  # that consumer's loop is closed
             log.debug("video: dropped a waiter of a closed event loop")
 
@@ -112,6 +112,8 @@ class Feed:
 
     def trim_cache(self, max_entries: int, max_bytes: int) -> None:
         """Drop the oldest encodes beyond ``max_entries`` or ``max_bytes`` (caller holds ``lock``)."""
+        if len(self.encodes) <= max_entries and self.cache_bytes <= max_bytes:
+            return
         for key in list(self.encodes):
             if len(self.encodes) <= max_entries and self.cache_bytes <= max_bytes:
                 return

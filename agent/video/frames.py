@@ -11,6 +11,7 @@ never loads them (``scripts/bench_start.py``: they cost ~0.2 s of a start).
 
 from __future__ import annotations
 
+import functools
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -134,6 +135,13 @@ class FrameFormat:
         for name, value in (("codec", self.codec), ("width", w), ("height", h), ("quality", quality)):
             object.__setattr__(out, name, value)
         return out
+
+
+@functools.lru_cache(maxsize=128)
+def resolved_format(fmt: FrameFormat, width: int, height: int) -> FrameFormat:
+    """``fmt.resolved(width, height)`` (:meth:`FrameFormat.resolved`), worked out once per (format,
+    frame size): the hub resolves a consumer's format for every frame it asks."""
+    return fmt.resolved(width, height)
 
 
 @dataclass(frozen=True, slots=True)

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import dataclasses
 import logging
 import random
 import threading
@@ -40,8 +39,8 @@ from agent.errors import CommandDeclined, CommandError, CommandRejected, ConfigE
 from agent.model import DeviceHealth
 from agent.support.threadprio import background_thread
 from agent.video.budget import CpuBudget, fit_ladder
-from agent.video.capture import Capture, Feed, wake_waiters
-from agent.video.frames import EncodedFrame, Frame, FrameFormat, encode
+from agent.video.capture import Capture, Feed, resolve_all, wake_waiters
+from agent.video.frames import EncodedFrame, Frame, FrameFormat, encode, resolved_format
 from drivers.camera import Camera
 
 log = logging.getLogger("agent.video")
@@ -172,15 +171,13 @@ class VideoHub:
                     return None
                 waiter = (loop, loop.create_future())
                 feed.waiters.append(waiter)
-            remaining = deadline - loop.time()
-            woke = False
+            # the timeout resolves the waiter with None (one timer: no asyncio.timeout, no cancellation)
+            expire = loop.call_at(deadline, resolve_all, [waiter[1]], None) if deadline > loop.time() else None
             try:
-                if remaining > 0:
-                    async with asyncio.timeout(remaining):     # not asyncio.wait_for (tests/test_no_wait_for.py)
-                        woke = await waiter[1] is not None
-            except TimeoutError:
-                pass
+                woke = expire is not None and await waiter[1] is not None
             finally:
+                if expire is not None:
+                    expire.cancel()
                 with feed.lock:
                     if waiter in feed.waiters:
                         feed.waiters.remove(waiter)
@@ -218,7 +215,7 @@ class VideoHub:
             The encoded frame, or None on close or an encoder failure.
         """
         feed = self._feed(frame.camera_id)
-        fmt = fmt.resolved(frame.width, frame.height)   # _encoding's own resolve then returns it as is
+        fmt = resolved_format(fmt, frame.width, frame.height)   # _encoding's own resolve then returns it as is
         with feed.lock:
             cached = (frame.seq, fmt) in feed.encodes
         if not cached and (wait := self.cpu.wait_s()) > 0:
@@ -317,7 +314,10 @@ class VideoHub:
         fmt = fmt.resolved(frame.width, frame.height)
         key = (frame.seq, fmt)
         with feed.lock:
-            feed.asked.setdefault(fmt, set()).add(frame.seq)
+            asked = feed.asked.get(fmt)
+            if asked is None:
+                asked = feed.asked[fmt] = set()
+            asked.add(frame.seq)
             future = feed.encodes.get(key)
             if future is None:
                 if self._executor is None or self._closed:
@@ -374,7 +374,7 @@ class VideoHub:
             log.error("%s: encoding frame %d as %s failed: %s", feed.name, frame.seq, fmt, err)
             return None
         spent = time.perf_counter() - start
-        out = dataclasses.replace(out, encode_s=spent)
+        out = EncodedFrame(out.seq, out.t_unix_s, out.width, out.height, out.codec, out.data, out.t_mono_s, spent)
         self.cpu.spend(spent)
         key = (frame.seq, fmt)
         with self._stats_lock:

@@ -1,4 +1,4 @@
-"""Fixtures for tests that run the CLI's logging setup."""
+"""Fixtures for tests that run the CLI's logging setup, and for tests that open devices and threads."""
 
 from __future__ import annotations
 
@@ -21,3 +21,13 @@ def root_handlers():
             if isinstance(h, LogQueueHandler):
                 _stop_listener(h)
     root.setLevel(level)
+
+
+@pytest.fixture
+def closing():
+    """A list the test appends what it opened to (emulators, workers, devices); each is closed after the
+    test, the last opened first."""
+    made: list = []
+    yield made
+    for obj in reversed(made):
+        obj.close()

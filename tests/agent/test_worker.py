@@ -38,14 +38,6 @@ SETTLE_S = 5.0
 TICKS = 20
 
 
-@pytest.fixture
-def closing():
-    made: list = []
-    yield made
-    for obj in reversed(made):
-        obj.close()
-
-
 def ticker(closing: list) -> list[int]:
     """A thread polling every 10 ms; the returned list counts its polls (the clock of the idle checks)."""
     count = [0]

@@ -12,7 +12,7 @@ from websockets.asyncio.server import serve
 from websockets.utils import apply_mask
 
 from agent.video.links import shrink_send_buffer
-from agent.video.wsframes import FragmentWriter, mask_into
+from agent.video.wsframes import FragmentWriter, mask_bytes, mask_into
 
 
 @pytest.mark.parametrize("length", [0, 1, 3, 4, 5, 7, 8, 1001, 65_537])
@@ -94,3 +94,60 @@ async def test_nothing_is_written_on_a_closed_connection():
         assert not writer.open()
         assert await writer.send([b"late"]) == (0, 0.0)
     assert server.messages == []
+
+
+@pytest.mark.parametrize("length", [0, 1, 3, 4, 5, 29, 512])
+def test_mask_bytes_matches_the_reference_masking(length):
+    data, mask = os.urandom(length), os.urandom(4)
+    assert mask_bytes(memoryview(data), mask) == apply_mask(data, mask)
+
+
+async def test_a_message_the_transport_takes_at_once_is_written_in_the_callers_step():
+    server = Server()
+    srv, client = await on_server(server)
+    async with srv, client as conn:
+        writer = FragmentWriter(conn, fragment_bytes=16 * 1024)
+        head, body = os.urandom(29), os.urandom(20_001)     # a frame prefix and a 2-fragment JPEG
+        step = writer.send([head, memoryview(body)])
+        with pytest.raises(StopIteration) as done:          # finished without waiting on the event loop
+            step.send(None)
+        nbytes, cpu_s = done.value.value
+        await wait_messages(server, 1)
+    assert server.messages == [head + body]
+    assert nbytes == (2 + 4 + len(head)) + (4 + 4 + 16 * 1024) + (4 + 4 + 20_001 - 16 * 1024) and cpu_s >= 0  # headers: 2|4 + key
+
+
+async def test_a_message_sent_while_another_is_waiting_for_the_transport_comes_after_it():
+    server = Server(read_delay_s=0.02)
+    srv, client = await on_server(server)
+    async with srv, client as conn:
+        shrink_send_buffer(conn.transport)
+        writer = FragmentWriter(conn, fragment_bytes=64 * 1024)
+        big, small = os.urandom(2_000_000), os.urandom(40)
+        first = asyncio.create_task(writer.send([big]))
+        await asyncio.sleep(0)               # its first fragments are written, the rest waits in a task
+        second = asyncio.create_task(writer.send([small]))
+        assert (await first)[0] > len(big) and (await second)[0] == len(small) + 6
+        await wait_messages(server, 2)
+    assert server.messages == [big, small]
+
+
+async def test_a_short_fragment_goes_out_in_one_write_with_the_fragment_after_it():
+    server = Server()
+    srv, client = await on_server(server)
+    async with srv, client as conn:
+        writer = FragmentWriter(conn)
+        writes: list[int] = []
+        real_write = conn.transport.write
+
+        def counted(data) -> None:         # the real transport's write, counted
+            writes.append(len(data))
+            real_write(data)
+
+        conn.transport.write = counted
+        head, body, tail = os.urandom(29), os.urandom(20_001), os.urandom(3)
+        assert (await writer.send([head, body]))[0] == 6 + 29 + 8 + 20_001
+        assert (await writer.send([head, tail]))[0] == 6 + 29 + 6 + 3         # two short ones: one write too
+        await wait_messages(server, 2)
+    assert server.messages == [head + body, head + tail]
+    assert writes[:2] == [6 + 29 + 8 + 20_001, 6 + 29 + 6 + 3]    # then the library's close frame
