@@ -136,6 +136,13 @@ class RestPolls:
         self.skipped += k
         return at, k
 
+    def rests(self, snap: object, delay: float) -> bool:
+        """True when a pause of ``delay`` s before a poll of the schedule (none skipped: the next rest tick comes
+        first) follows a read of a resting ``snap``: it is waited for with :meth:`wait`, which a rouse ends,
+        else a command at rest waits for that poll (up to a period). Only pauses of a slot or more (they end
+        on the grid, as :func:`sleep`'s do)."""
+        return self.rest_s is not None and getattr(snap, "resting", None) is True and delay >= SLOT_S
+
     def fire(self) -> None:
         """A tick woken at rest published its snapshot: end the wait now (thread-safe, never blocks)."""
         self.fires += 1
