@@ -173,7 +173,10 @@ class ArtexStreams:
                 poll = clock()
                 await asyncio.sleep(0)      # behind: the loop's other work first, never a spin
             elif not skipped:
-                await self._sleep(wait)
+                if not rest.rests(snap, wait):
+                    await self._sleep(wait)
+                elif await rest.wait(wait):     # at rest, a poll of the schedule's own: a rouse ends its wait too
+                    poll = clock()
             elif await rest.wait(wait):     # roused: a tick woken at rest published its snapshot
                 poll = clock()
                 skipped = min(skipped, max(0, math.floor((poll - start) / period - 1e-9) + 1))

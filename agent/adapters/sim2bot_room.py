@@ -296,7 +296,10 @@ class RoomLink:
             if delay <= 0:
                 due = clock()  # fell behind: skip, never burst
             elif not skipped:
-                await self._sleep(delay)
+                if not rest.rests(snap, delay):
+                    await self._sleep(delay)
+                elif await rest.wait(delay):    # at rest, a poll of the schedule's own: a rouse ends its wait too
+                    due = clock()
             elif await rest.wait(delay):    # roused: a tick woken at rest (a command) published its snapshot
                 due = clock()
             rest.note()

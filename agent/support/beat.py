@@ -136,6 +136,13 @@ class RestPolls:
         self.skipped += k
         return at, k
 
+    def rests(self, snap: object, delay: float) -> bool:
+        """True when a pause of ``delay`` s before a poll of the schedule (none skipped: the next rest tick comes
+        first) follows a read of a resting ``snap``: it is waited for with :meth:`wait`, which a rouse ends,
+        else a command at rest waits for that poll (up to a period). Only pauses of a slot or more (they end
+        on the grid, as :func:`sleep`'s do)."""
+        return self.rest_s is not None and getattr(snap, "resting", None) is True and delay >= SLOT_S
+
     def fire(self) -> None:
         """A tick woken at rest published its snapshot: end the wait now (thread-safe, never blocks)."""
         self.fires += 1
@@ -152,6 +159,8 @@ class RestPolls:
         loop = asyncio.get_running_loop()
         waiter = loop.create_future()
         self._loop, self._waiter = loop, waiter
+        if self.fires != self._noted:   # a rouse since the poll's read, before this waiter was there to end
+            waiter.set_result(True)     # (the control thread's fire() found none): poll now
         if self._injected is not None:
             try:
                 await self._injected(delay)     # type: ignore[operator]
