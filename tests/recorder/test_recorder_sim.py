@@ -189,9 +189,15 @@ async def test_incidents_on_the_simulated_tank_export_every_channel(tmp_path, ca
     stop_ns = int(stop.t_unix_s * 1e9)
     s2b_ns = next(m[3] for m in everything if m[0] == "/commands" and m[4]["source"] == "sim2bot")
     duty_before = [m[4]["duty_left"] for m in everything if m[0] == "/drive" and m[3] < stop_ns]
-    duty_after = [m[4]["duty_left"] for m in everything if m[0] == "/drive" and stop_ns < m[3] < s2b_ns]
+    drives_after = [m[4] for m in everything if m[0] == "/drive" and stop_ns < m[3] < s2b_ns]
+    duty_after = [d["duty_left"] for d in drives_after]
     zero_from = duty_after.index(0.0)      # the tick the stop woke (at once, or a loaded machine's later one)
-    assert max(duty_before) > 0.1 and zero_from <= 2 and all(d == 0.0 for d in duty_after[zero_from:]), duty_after
+    # a tick may apply Sim2Bot's first command before the recorder stamps it (the command tap runs on
+    # the submitter's thread after the submit; a loaded machine holds that thread up): a duty there is
+    # Sim2Bot's own
+    assert max(duty_before) > 0.1 and zero_from <= 2, duty_after
+    assert all(d["duty_left"] == 0.0 or d["active_source"] == "sim2bot" for d in drives_after[zero_from:]), \
+        [(d["duty_left"], d["active_source"]) for d in drives_after]
     # the camera frames decode
     frames = [m[4] for m in everything if m[0] == "/camera/front"]
     assert frames and all(f["format"] == "jpeg" for f in frames)
