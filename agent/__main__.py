@@ -20,15 +20,20 @@
 
 from __future__ import annotations
 
-import argparse
-import asyncio
-import gc
-import json
-import logging
-import os
-import sys
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from agent.support.sigint import EXIT_INTERRUPTED, GUARD
+
+if __name__ == "__main__":      # `python -m agent`: Ctrl-C handled before the imports below (agent.support.sigint)
+    GUARD.install()
+
+import argparse  # noqa: E402
+import asyncio  # noqa: E402
+import gc  # noqa: E402
+import json  # noqa: E402
+import logging  # noqa: E402
+import os  # noqa: E402
+import sys  # noqa: E402
+from pathlib import Path  # noqa: E402
+from typing import TYPE_CHECKING, Any  # noqa: E402
 
 if TYPE_CHECKING:
     from agent.config import AgentConfig
@@ -288,10 +293,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    if getattr(args, "bus", "unset") is None:
-        args.bus = [1]
+    """The command line; ``argv`` None: the process's own (its SIGINT then handled by agent.support.sigint)."""
+    if argv is None:            # the `robot-agent` script: this module's imports ran unguarded
+        GUARD.install()
     try:
+        GUARD.catching()
+        args = build_parser().parse_args(argv)
+        if getattr(args, "bus", "unset") is None:
+            args.bus = [1]
         code = args.func(args)
         sys.stdout.flush()  # a closed pipe shows here, inside the handler, not at exit
         return code
@@ -300,7 +309,10 @@ def main(argv: list[str] | None = None) -> int:
         return 141  # 128 + SIGPIPE, as a shell reports a writer whose reader left
     except KeyboardInterrupt:  # Ctrl-C at a prompt, or before `run` handles SIGINT (its imports): nothing
         print("\ninterrupted", file=sys.stderr)   # was driven then (`run` zeroes the motors on a SIGINT it saw)
-        return 130  # 128 + SIGINT, as a shell reports it
+        return EXIT_INTERRUPTED  # 128 + SIGINT, as a shell reports it
+    finally:
+        if argv is None:        # the exit status is decided: a Ctrl-C during the interpreter's exit changes nothing
+            GUARD.done()
 
 
 if __name__ == "__main__":

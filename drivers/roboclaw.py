@@ -47,7 +47,13 @@ Interpretation choices (hardware-reference appendix, open points 3-4):
 Strict acks: a write is accepted only when the answer is exactly ``0xFF``. A
 missing answer (DeviceTimeout), a bad reply CRC or a wrong ack byte
 (ChecksumError) is retried twice after a 12 ms pause and an input flush, then
-raised. Channel mapping (``cfg.left_channel``) and per-side inversion apply to
+raised. Late replies: a reply that comes after its read timed out (a slow device, a
+loaded machine) lands after the next transaction's input flush, in front of that
+transaction's answer (a RoboClaw answers in order). Its bytes are skipped, never
+read as the answer: a byte before the ack that is not ``0xFF`` (a read reply's
+``0x00`` was taken for a wrong ack), a window before a read reply whose CRC does
+not check (the next windows, one byte on, as more bytes arrive); at most
+``LATE_BYTES_MAX`` of them, each waited for at most one reply timeout. Channel mapping (``cfg.left_channel``) and per-side inversion apply to
 duty, speed, encoder counts and speeds, so the caller only sees tracks.
 """
 
@@ -105,6 +111,10 @@ ACK = 0xFF
 VERSION_MAX_BYTES = 48
 #: Longest reply the driver reads (version string + CRC), bytes.
 MAX_REPLY_BYTES = VERSION_MAX_BYTES + 2
+
+#: Most bytes of late replies skipped in front of one answer: those of a whole failed transaction
+#: (three attempts of the longest reply).
+LATE_BYTES_MAX = 3 * MAX_REPLY_BYTES
 
 #: The slow part of a feedback set: main battery, currents, status. One of them is read per set, in
 #: turn (each refreshed every ``len(SLOW_READS)`` sets); the first set after ``open()`` reads all.
@@ -299,13 +309,19 @@ class Roboclaw(SerialMotorController):
         def attempt() -> None:
             link.flush_input()
             link.write(packet)
-            ack = link.read(1)
-            if not ack:
+            wrong = None        # the first byte that was not the ack (a late reply's, or a wrong ack)
+            for _ in range(LATE_BYTES_MAX + 1):
+                got = link.read(1)
+                if not got:
+                    break
+                if got[0] == ACK:
+                    return
+                wrong = got[0] if wrong is None else wrong
+            if wrong is None:
                 raise DeviceTimeout(f"{self.name}: no ack from RoboClaw 0x{self.cfg.address:02X} to command {cmd}",
                                     device=self.name)
-            if ack[0] != ACK:
-                raise ChecksumError(f"{self.name}: RoboClaw acked command {cmd} with 0x{ack[0]:02X}, expected 0xFF",
-                                    device=self.name)
+            raise ChecksumError(f"{self.name}: RoboClaw acked command {cmd} with 0x{wrong:02X}, expected 0xFF",
+                                device=self.name)
 
         self._retrying(link, f"command {cmd}", attempt)
 
@@ -320,9 +336,30 @@ class Roboclaw(SerialMotorController):
             if len(reply) < n + 2:
                 raise DeviceTimeout(f"{self.name}: RoboClaw 0x{self.cfg.address:02X} sent {len(reply)} of "
                                     f"{n + 2} bytes for read command {cmd}", device=self.name)
-            return self._checked(request, reply, cmd)
+            return self._aligned(link, request, reply, cmd)
 
         return self._retrying(link, f"read {cmd}", attempt)
+
+    def _aligned(self, link: SerialLink, request: bytes, reply: bytes, cmd: int) -> bytes:
+        """The data of ``reply`` when its CRC checks; else late bytes may have come first: the window
+        slides one byte per byte that arrives next (up to LATE_BYTES_MAX, each waited for one reply
+        timeout) until its CRC checks. None does: the first window's ChecksumError."""
+        try:
+            return self._checked(request, reply, cmd)
+        except ChecksumError as err:
+            first = err
+        window = bytearray(reply)
+        for _ in range(LATE_BYTES_MAX):
+            more = link.read(1)
+            if not more:
+                break
+            del window[0]
+            window += more
+            data, got = bytes(window[:-2]), int.from_bytes(window[-2:], "big")
+            if crc16(request + data) == got:
+                log.debug("%s: skipped late bytes before the reply to command %d", self.name, cmd)
+                return data
+        raise first
 
     def _read_version(self, link: SerialLink) -> str:
         request = bytes((self.cfg.address, CMD_READ_VERSION))

@@ -158,8 +158,14 @@ class Odometer:
 
     Encoders are used when ``counts_per_m > 0`` and the tick has counts. The first
     counts after a gap only set the baseline; a jump no track could have made in
-    ``dt`` (a controller reset, a counter wrap) re-seeds the baseline with a warning
-    instead of teleporting the pose.
+    the time between the two readings (a controller reset, a counter wrap) re-seeds
+    the baseline with a warning instead of teleporting the pose. That time is the
+    longer of the ticks' time since the counts last changed and, when the reads are
+    timed, the span from the start of the read that gave the previous counts to the
+    end of this one: the motor thread reads on its own schedule, so on a loaded
+    machine two ticks 20 ms apart may see counts read 0.5 s apart (a tick held up
+    between its clock and its readings, or a set published late), a legitimate
+    delta that a bound on the ticks' time alone refused.
 
     Args:
         track_width_m: distance between track centrelines, m.
@@ -176,11 +182,12 @@ class Odometer:
         self.max_speed_mps = max_speed_mps
         self.odom = Odometry()
         self._counts: tuple[int, int] | None = None
+        self._span: tuple[float, float] | None = None  # (start, end) of the read that gave _counts, s
         self._since_change_s = 0.0  # time since the counts last changed (feedback may be slower than ticks)
         self._speed: Pair = (0.0, 0.0)  # last encoder speed estimate, m/s
 
     def measure(self, dt_s: float, counts: tuple[int, int] | None, cps: Pair | None,
-                applied_mps: Pair) -> TrackReading:
+                applied_mps: Pair, span: tuple[float, float] | None = None) -> TrackReading:
         """Track travel and speed for the interval that just ended.
 
         The interval that only sets the encoder baseline (first counts, after a gap
@@ -191,15 +198,19 @@ class Odometer:
             counts: (left, right) encoder counts now, or None when not read.
             cps: (left, right) encoder speed, counts/s, or None when the device has none.
             applied_mps: (left, right) track speed commanded during the interval, m/s.
+            span: (start, end) monotonic time of the read that got ``counts``, s, or None when
+                not known (the jump bound then rests on the ticks' time alone).
         """
         if self.counts_per_m > 0 and counts is not None:
             prev, self._counts = self._counts, counts
+            prev_span, self._span = self._span, span
             self._since_change_s += max(dt_s, 0.0)
             if prev is not None:
                 dl = (counts[0] - prev[0]) / self.counts_per_m
                 dr = (counts[1] - prev[1]) / self.counts_per_m
                 since = self._since_change_s
-                bound = 2.0 * self.max_speed_mps * since + 0.05
+                elapsed = since if span is None or prev_span is None else max(since, span[1] - prev_span[0])
+                bound = 2.0 * self.max_speed_mps * elapsed + 0.05
                 changed = counts != prev
                 if changed:
                     self._since_change_s = 0.0
@@ -208,8 +219,12 @@ class Odometer:
                         vl, vr = cps[0] / self.counts_per_m, cps[1] / self.counts_per_m
                     elif changed and since > 0:
                         # speed over the time since the counts last moved: feedback may arrive
-                        # every few ticks, and unchanged counts in between are not a standstill
-                        vl, vr = dl / since, dr / since
+                        # every few ticks, and unchanged counts in between are not a standstill;
+                        # timed reads: over the time between them (the ticks' time may be far shorter)
+                        apart = since if span is None or prev_span is None else \
+                            (span[0] + span[1] - prev_span[0] - prev_span[1]) / 2.0
+                        apart = apart if apart > 0 else since
+                        vl, vr = dl / apart, dr / apart
                         self._speed = (vl, vr)
                     elif since <= self.SPEED_HOLD_S:
                         vl, vr = self._speed
@@ -218,9 +233,10 @@ class Odometer:
                         self._speed = (0.0, 0.0)
                     return TrackReading(dl, dr, vl, vr, True)
                 log.warning("odometry: encoder jump of (%.3f, %.3f) m in %.3f s is impossible; "
-                            "taking the new counts as the baseline", dl, dr, dt_s)
+                            "taking the new counts as the baseline", dl, dr, elapsed)
         else:
             self._counts = None
+            self._span = None
         dt = max(dt_s, 0.0)
         return TrackReading(applied_mps[0] * dt, applied_mps[1] * dt,
                             applied_mps[0], applied_mps[1], False)

@@ -82,6 +82,7 @@ class Readings(NamedTuple):
         devices: health of every device. faults: active faults as short strings.
         t_unix_s: Unix time of the tick, s.
         resting: the motor line is at rest (agent/devices/motorio.py: zero acknowledged, tracks still).
+        feedback_span: (start, end) monotonic time of the read that got ``feedback``, s, or None.
     """
 
     feedback: MotorFeedback | None = None
@@ -91,6 +92,7 @@ class Readings(NamedTuple):
     faults: tuple[str, ...] = ()
     t_unix_s: float = 0.0
     resting: bool = False
+    feedback_span: tuple[float, float] | None = None
 
 
 def command(state: ControlState, now: float) -> Plan:
@@ -182,7 +184,7 @@ def observe(state: ControlState, plan: Plan, readings: Readings, resting: bool |
         state.counts = counts
     if fb is not None and fb.left_cps is not None and fb.right_cps is not None:
         cps = (fb.left_cps, fb.right_cps)
-    reading = state.odometer.measure(plan.dt, counts, cps, plan.applied)
+    reading = state.odometer.measure(plan.dt, counts, cps, plan.applied, readings.feedback_span)
     odom = state.odometer.update(plan.dt, reading)
     cmd, duty = plan.cmd, plan.duty
     state.seq += 1

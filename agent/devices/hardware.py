@@ -216,6 +216,11 @@ class Hardware:
         """
         return None if self.motor_io is None else self.motor_io.feedback
 
+    def read_motor_timed(self) -> tuple[MotorFeedback | None, tuple[float, float] | None]:
+        """:meth:`read_motor` and the (start, end) monotonic span of the feedback set that read it, s
+        (None with no feedback): one consistent pair, for odometry (agent.control.kinematics.Odometer)."""
+        return (None, None) if self.motor_io is None else self.motor_io.timed
+
     def _note_status(self, fb: MotorFeedback) -> None:
         """Log a change of the controller's status flags once (motor thread)."""
         if fb.status_text != self._last_status:

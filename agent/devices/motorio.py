@@ -171,6 +171,9 @@ class MotorIO:
         self._on_feedback = on_feedback
         self.acked = True                     # the last duty write was acknowledged
         self.feedback: MotorFeedback | None = None
+        #: (feedback, (start, end)): the newest feedback with the ``clock`` span of the set that read it,
+        #: published as one value (the control thread bounds an encoder delta by the time between reads)
+        self.timed: tuple[MotorFeedback | None, tuple[float, float] | None] = (None, None)
         self.writes = 0
         self.sets = 0                         # feedback sets read
         self.skipped = 0                      # posted duties not written: unchanged and written lately
@@ -354,6 +357,7 @@ class MotorIO:
         fb = self.motor.call(lambda d: d.read_feedback(between) if d.duty_may_slip else d.read_feedback())
         if taken:       # written inside the set: acknowledged when the whole read succeeded
             self._written(*taken[-1], fb is not None, driver, count=len(taken))
+        self.timed = (fb, None if fb is None else (self._set_at, self._clock()))
         before, self.feedback = self.feedback, fb      # None while lost or failing: never a stale value
         if fb is not None and self._on_feedback is not None:
             self._on_feedback(fb)

@@ -31,7 +31,8 @@ Lifecycle and faults:
   (nothing sent: a missing ack), :meth:`corrupt_next_reply` (checksum made
   wrong, device-specific), :meth:`truncate_next_reply` (only the first half
   sent), :meth:`prefix_next_reply` (extra bytes, e.g. a stale line, just
-  before the next reply). Line noise the other way: :meth:`corrupt_next_request` flips a bit in
+  before the next reply), :meth:`delay_next_reply` (sent late, those after it queued behind). Line
+  noise the other way: :meth:`corrupt_next_request` flips a bit in
   the middle byte of the next ``n`` chunks the driver writes.
 
 Wake-ups (in the simulated tank the emulator runs in the agent's process): the server thread
@@ -110,7 +111,9 @@ class PtySerialDevice(FaultInjection):
         self._stop = threading.Event()
         self._closed = False
         self._received: collections.deque[bytes] = collections.deque(maxlen=record)
-        self._faults = {"drop": 0, "corrupt": 0, "truncate": 0, "noise": 0}
+        self._faults = {"drop": 0, "corrupt": 0, "truncate": 0, "noise": 0, "delay": 0}
+        self._delay_s = 0.0
+        self._late_at: float | None = None
         self._prefixes: collections.deque[bytes] = collections.deque()
         self.wire = SerialWire(None)
         self._now = 0.0      # when the request being handled arrived (replies are timed from it), s
@@ -305,15 +308,6 @@ class PtySerialDevice(FaultInjection):
                 self._on_port_close(now)
         return data
 
-    def _noisy(self, data: bytes) -> bytes:
-        """``data`` with one bit flipped in its middle byte while a corrupt_next_request fault is pending."""
-        if not data or not self._faults["noise"]:
-            return data
-        self._faults["noise"] -= 1
-        self.stats["corrupted_requests"] += 1
-        mid = len(data) // 2
-        return data[:mid] + bytes((data[mid] ^ 0x01,)) + data[mid + 1:]
-
     def _send(self, data: bytes) -> None:
         """Write a reply to the driver, applying the pending reply faults. Call with the lock held."""
         if self._faults["drop"]:
@@ -332,8 +326,9 @@ class PtySerialDevice(FaultInjection):
             data = self._prefixes.popleft() + data
         if not data or self._master is None:
             return
-        if self.wire.baud is not None:
-            self.wire.reply(data, self._now)
+        late = self._late(self._now)
+        if self.wire.baud is not None or late is not None or self.wire.sending():   # in order behind a late one
+            self.wire.reply(data, self._now if late is None else late)
             if threading.current_thread() is not self._thread:
                 self._wake()       # sent from a test or hook thread: the server writes it when due
             return

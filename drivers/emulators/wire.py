@@ -89,6 +89,10 @@ class SerialWire:
         self._tx_free = done
         self._tx.append((done, data))
 
+    def sending(self) -> bool:
+        """Replies are queued and not all sent yet."""
+        return bool(self._tx)
+
     def sent(self, now: float) -> list[bytes]:
         """Replies whose last byte has left the device by ``now``, oldest first."""
         out = []

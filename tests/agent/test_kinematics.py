@@ -184,3 +184,28 @@ def test_limited_tracks_are_finite_and_within_the_limit_for_any_admitted_twist(v
     left, right = limited_tracks(vx, omega, width, limit)
     assert math.isfinite(left) and math.isfinite(right)
     assert abs(left) <= limit * (1 + 1e-9) and abs(right) <= limit * (1 + 1e-9)
+
+
+def test_odometer_bounds_a_jump_by_the_time_between_timed_reads(caplog):
+    """Two ticks 20 ms apart may see counts read 0.5 s apart (the motor thread reads on its own
+    schedule; a loaded machine holds one up): 0.2 m then is travel, not a jump; 100 m is still one."""
+    odo = Odometer(W, 4000.0, 1.0)
+    odo.measure(0.02, (0, 0), None, (0.3, 0.3), (10.00, 10.01))
+    r = odo.measure(0.02, (800, 800), None, (0.3, 0.3), (10.50, 10.51))     # 0.2 m in 0.5 s of reads
+    assert r.from_encoders and (r.left_m, r.right_m) == pytest.approx((0.2, 0.2))
+    assert (r.left_mps, r.right_mps) == pytest.approx((0.4, 0.4))            # over the reads' 0.5 s
+    assert "impossible" not in caplog.text
+    r = odo.measure(0.02, (400_800, 400_800), None, (0.3, 0.3), (10.55, 10.56))   # 100 m in 60 ms of reads
+    assert not r.from_encoders and r.left_m == pytest.approx(0.006)
+    assert "impossible" in caplog.text
+    r = odo.measure(0.02, (400_840, 400_840), None, (0.3, 0.3), (10.60, 10.61))   # counted from the new baseline
+    assert r.from_encoders and r.left_m == pytest.approx(0.01)
+
+
+def test_odometer_without_read_times_bounds_by_the_ticks_time(caplog):
+    """The same 0.2 m with no read times: 20 ms of ticks allow 0.09 m, so it is refused (the bound
+    the control loop applied before the reads were timed)."""
+    odo = Odometer(W, 4000.0, 1.0)
+    odo.measure(0.02, (0, 0), None, (0.3, 0.3))
+    r = odo.measure(0.02, (800, 800), None, (0.3, 0.3))
+    assert not r.from_encoders and "impossible" in caplog.text

@@ -4,6 +4,7 @@ own timeout, retries, faults, unplug/replug, lifecycle."""
 
 from __future__ import annotations
 
+import contextlib
 import math
 import time
 
@@ -305,6 +306,57 @@ def test_noise_on_the_request_is_retried(rig, physics):
     emu.corrupt_next_request(1)                            # 80 4E arrives as 80 4F: reply CRC mismatch
     drv.read_feedback()
     assert emu.stats["corrupted_requests"] == 2
+
+
+# ---------------------------------------------------------------------- late replies
+
+DUTY_02 = rc.write_packet(0x80, rc.CMD_DUTY_M1M2, bytes.fromhex("1999 1999"))   # set_duty(0.2, 0.2)
+
+
+def stale_reply(cmd: int = rc.CMD_READ_ENCODERS, values: tuple[int, int] = (0, 0)) -> bytes:
+    """A reply to ``80 cmd`` (both encoders, or both speeds): what a late reply to an earlier feedback
+    read looks like."""
+    return rc.with_crc(bytes((0x80, cmd)) + b"".join(v.to_bytes(4, "big") for v in values))[2:]
+
+
+def test_a_late_reply_before_an_ack_is_skipped_not_taken_for_a_wrong_ack(rig, physics):
+    """The bytes of an earlier read's reply arrive after the write's input flush, in front of its ack
+    (they were read as "acked command 34 with 0x00": a retry, and three of them a failed write)."""
+    emu, drv = rig({"reply_timeout_s": 0.3})
+    emu.prefix_next_reply(stale_reply())
+    drv.set_duty(0.2, 0.2)
+    assert emu.received().count(DUTY_02) == 1                          # acked at the first attempt
+    assert physics.duty == pytest.approx([0.2, 0.2], abs=1e-4)
+
+
+def test_a_late_reply_before_a_read_reply_is_skipped(rig, physics):
+    emu, drv = rig({"reply_timeout_s": 0.3})
+    drv.read_feedback()                                     # the first set reads everything
+    physics.set_duty(0.5, 0.5)
+    physics.step(0.5)
+    assert emu.encoder_counts()[0] > 7
+    emu.prefix_next_reply(stale_reply(rc.CMD_READ_ISPEEDS, (7, 7)))   # a speeds reply before the encoders'
+    emu.clear_received()
+    fb = drv.read_feedback()
+    assert emu.received().count(H("80 4E")) == 1                        # no retry
+    assert fb.left_counts == emu.encoder_counts()[0] > 7                # its own reply, not the stale one
+    assert fb.left_cps == pytest.approx(physics.encoder_cps()[0], abs=1)
+
+
+def test_replies_late_past_the_timeout_are_not_read_as_the_next_answers(rig, physics):
+    """An emulator that answers late, behind the real driver: every reply to a feedback read comes
+    after the read timed out (three times), so they land in front of the next write's ack."""
+    emu, drv = rig({"reply_timeout_s": 0.3})
+    emu.pace(115200, 0.001)
+    drv.read_feedback()                                     # the first set reads everything
+    emu.delay_next_reply(3, 1.0)                            # a stall: the 3 attempts' replies 1 s late
+    with contextlib.suppress(DeviceTimeout):                # 3 x 0.3 s: given up before they came (a
+        drv.read_feedback()                                 # loaded machine may get there later)
+    drv.set_duty(0.2, 0.2)                                  # its ack comes behind the 3 late replies
+    assert emu.received().count(DUTY_02) == 1
+    assert physics.duty == pytest.approx([0.2, 0.2], abs=1e-4)
+    fb = drv.read_feedback()
+    assert fb.left_counts <= emu.encoder_counts()[0] and fb.left_cps is not None
 
 
 def test_a_blocking_factory_port_still_times_out(physics):

@@ -63,8 +63,10 @@ def validate(messages) -> None:
             assert name == "foxglove.Log"
 
 
-def incidents_by_kind(agent) -> dict[str, object]:
-    return {i.kind: i for i in agent.recorder.incidents}
+def incident(agent, kind: str, source: str):
+    """The first incident of ``kind`` from ``source``, or None: a loaded machine may add others of the
+    same kind from another device or link (the camera lost: "read() blocked for 0.5 s")."""
+    return next((i for i in agent.recorder.incidents if i.kind == kind and i.source == source), None)
 
 
 @contextlib.asynccontextmanager
@@ -81,6 +83,10 @@ async def rig(tmp_path: Path, **extra):
                                         "reconnect_delay_max_s": 0.5},
                             "recorder": {"enabled": True, "dir": str(tmp_path / "rec"), "chunk_max_s": 0.5,
                                          "incident_before_s": 30.0, "incident_after_s": 2.0},
+                            # a pause of a source's timeout re-engages it (docs/safety.md): 1.5 s, so that a
+                            # loaded machine's stall in ARTEX's stream after robot_msg's stop is not taken for
+                            # one (ARTEX drove again before Sim2Bot: a nonzero duty after the stop, at load 16)
+                            "watchdog": {"velocity_timeout_s": 1.5},
                             **extra})
     try:
         async with running_agent(cfg) as agent, controller(bridge) as robot:
@@ -108,9 +114,9 @@ async def test_incidents_on_the_simulated_tank_export_every_channel(tmp_path, ca
             assert await wait_for(lambda: moving(agent), 10), "ARTEX did not drive"
             cmd = await peer.publisher("command")
             await cmd.send(envelope(ControllerCommand(ctrl_mode=0)))
-            assert await wait_for(lambda: "stop" in incidents_by_kind(agent), 5), list(agent.recorder.incidents)
+            assert await wait_for(lambda: incident(agent, "stop", "robot_msg"), 5), list(agent.recorder.incidents)
         assert await wait_for(lambda: agent.control.snapshot().tracks.duty_left == 0.0, 5)
-        stop = incidents_by_kind(agent)["stop"]
+        stop = incident(agent, "stop", "robot_msg")
         assert stop.source == "robot_msg" and "stop from robot_msg while moving" in stop.reason
 
         # 2. Sim2Bot streams, then goes quiet: the watchdog stops the moving tank
@@ -125,21 +131,21 @@ async def test_incidents_on_the_simulated_tank_export_every_channel(tmp_path, ca
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
-        assert await wait_for(lambda: "watchdog" in incidents_by_kind(agent), 5), list(agent.recorder.incidents)
-        wd = incidents_by_kind(agent)["watchdog"]
+        assert await wait_for(lambda: incident(agent, "watchdog", "sim2bot"), 5), list(agent.recorder.incidents)
+        wd = incident(agent, "watchdog", "sim2bot")
         assert wd.source == "sim2bot" and "no fresh velocity command from sim2bot" in wd.reason
 
         # 3. the motor is unplugged: device lost
         agent.sim.motor_emulator.unplug()
-        assert await wait_for(lambda: "device_lost" in incidents_by_kind(agent), 10), list(agent.recorder.incidents)
-        lost = incidents_by_kind(agent)["device_lost"]
+        assert await wait_for(lambda: incident(agent, "device_lost", "motor"), 10), list(agent.recorder.incidents)
+        lost = incident(agent, "device_lost", "motor")
         assert lost.source == "motor" and lost.reason
         agent.sim.motor_emulator.replug()
 
         # 4. the hub goes away: the ARTEX link is lost
         await hub.stop()
-        assert await wait_for(lambda: "link_lost" in incidents_by_kind(agent), 15), list(agent.recorder.incidents)
-        link = incidents_by_kind(agent)["link_lost"]
+        assert await wait_for(lambda: incident(agent, "link_lost", "artex"), 15), list(agent.recorder.incidents)
+        link = incident(agent, "link_lost", "artex")
         assert link.source == "artex"
         assert await asyncio.to_thread(agent.recorder.flush)
 
@@ -183,9 +189,15 @@ async def test_incidents_on_the_simulated_tank_export_every_channel(tmp_path, ca
     stop_ns = int(stop.t_unix_s * 1e9)
     s2b_ns = next(m[3] for m in everything if m[0] == "/commands" and m[4]["source"] == "sim2bot")
     duty_before = [m[4]["duty_left"] for m in everything if m[0] == "/drive" and m[3] < stop_ns]
-    duty_after = [m[4]["duty_left"] for m in everything if m[0] == "/drive" and stop_ns < m[3] < s2b_ns]
+    drives_after = [m[4] for m in everything if m[0] == "/drive" and stop_ns < m[3] < s2b_ns]
+    duty_after = [d["duty_left"] for d in drives_after]
     zero_from = duty_after.index(0.0)      # the tick the stop woke (at once, or a loaded machine's later one)
-    assert max(duty_before) > 0.1 and zero_from <= 2 and all(d == 0.0 for d in duty_after[zero_from:]), duty_after
+    # a tick may apply Sim2Bot's first command before the recorder stamps it (the command tap runs on
+    # the submitter's thread after the submit; a loaded machine holds that thread up): a duty there is
+    # Sim2Bot's own
+    assert max(duty_before) > 0.1 and zero_from <= 2, duty_after
+    assert all(d["duty_left"] == 0.0 or d["active_source"] == "sim2bot" for d in drives_after[zero_from:]), \
+        [(d["duty_left"], d["active_source"]) for d in drives_after]
     # the camera frames decode
     frames = [m[4] for m in everything if m[0] == "/camera/front"]
     assert frames and all(f["format"] == "jpeg" for f in frames)
