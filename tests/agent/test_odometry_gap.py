@@ -13,36 +13,20 @@ import logging
 import pytest
 
 from agent.commands import BaseVelocity
-from agent.config import AgentConfig
-from agent.control import ControlLoop
-from agent.devices.hardware import Hardware
-from agent.devices.simtank import SimTank
-from tests.conftest import sim_config, wait_until
+from tests.agent.test_control_rest import Rig as RestRig
+from tests.conftest import wait_until
 
-DT = 0.02           # s, the loop's period
 SETTLE_S = 10.0
 CPM = 4000.0        # counts per metre (sim_config's base.counts_per_m)
 JUMP_LOG = "encoder jump"
 
 
-class Rig:
-    """A loop on the simulated tank, ticked by the test on its own clock."""
+class Rig(RestRig):
+    """A loop on the simulated tank, ticked by the test on its own clock (test_control_rest's rig)."""
 
     def __init__(self) -> None:
-        base = sim_config()
-        base["drivers"].pop("cameras")
-        self.cfg = AgentConfig.model_validate(base)
+        super().__init__()
         assert self.cfg.base.counts_per_m == CPM
-        self.sim = SimTank(self.cfg)
-        self.hw = Hardware.from_config(self.cfg, self.sim)
-        self.hw.start()
-        self.now = 0.0
-        self.loop = ControlLoop(self.cfg, self.hw, clock=lambda: self.now)
-        assert wait_until(lambda: self.hw.motor is not None and self.hw.motor.state == "ok", SETTLE_S)
-
-    def tick(self):
-        self.now += DT
-        return self.loop.tick(self.now)
 
     def counts(self) -> tuple[int, int] | None:
         fb = self.hw.read_motor()
@@ -56,12 +40,6 @@ class Rig:
         assert wait_until(lambda: (fb := self.hw.read_motor()) is not None and (fb.left_cps or 0) > vx / 2 * CPM,
                           SETTLE_S), f"the tank never moved: {self.sim.physics.vx_mps}"
         self.loop.submit("robot_msg", BaseVelocity(vx, 0.0))    # fresh for the ticks that follow
-
-    def close(self) -> None:
-        self.loop.close(timeout_s=0.1)
-        self.hw.close()
-        self.sim.close()
-
 
 @pytest.fixture
 def rig():
