@@ -172,14 +172,12 @@ class ArtexStreams:
             if wait <= 0:
                 poll = clock()
                 await asyncio.sleep(0)      # behind: the loop's other work first, never a spin
-            elif not skipped:
-                if not rest.rests(snap, wait):
-                    await self._sleep(wait)
-                elif await rest.wait(wait):     # at rest, a poll of the schedule's own: a rouse ends its wait too
+            elif skipped or rest.rests(snap, wait):     # at rest (polls skipped, or the schedule's own next)
+                if await rest.wait(wait):       # roused: a tick woken at rest published its snapshot
                     poll = clock()
-            elif await rest.wait(wait):     # roused: a tick woken at rest published its snapshot
-                poll = clock()
-                skipped = min(skipped, max(0, math.floor((poll - start) / period - 1e-9) + 1))
+                    skipped = min(skipped, max(0, math.floor((poll - start) / period - 1e-9) + 1))
+            else:
+                await self._sleep(wait)
             gate.skip(skipped)              # the polls skipped would each have read the last snapshot
             rest.note()
             new = self._robot.snapshot()

@@ -5,7 +5,7 @@ holds the whole message until then, and no socket option bounds a message's part
 (ZMQ_MAXMSGSIZE bounds each frame). So the agent bounds what it can (docs/robot_msg.md,
 "Receiving: limits, latest-wins, rejections"):
 
-- :func:`read_message_now` (on a receiving thread) reads a message part by part without copies and keep it only within :data:`MAX_PARTS` parts and
+- :func:`read_message_now` (on a receiving thread) reads a message part by part without copies and keeps it only within :data:`MAX_PARTS` parts and
   ``max_frame_bytes``; beyond that every part is freed as it is read.
 - :class:`DropPolicy` counts each dropped message with its reason (``oversize``, ``framing``),
   decides when a socket's peers are dropped (a message of more than twice ``max_frame_bytes``,
@@ -42,7 +42,7 @@ PART_COST_BYTES = 64
 #: back to the OS, TRIM_DELAY_S after the drop that reached it (drops meanwhile share that trim).
 TRIM_AFTER_BYTES = 1 << 20
 TRIM_DELAY_S = 0.2
-#: read_message_now lets the event loop run after every this many parts (a message of a
+#: read_message_now checks its ``stop`` event after every this many parts (a message of a
 #: million 1-byte parts takes about 0.7 s to read on a 2-core x86 box, longer on a Pi).
 YIELD_EVERY_PARTS = 4096
 #: How long :func:`rebind_now` retries binding the address it just unbound (libzmq closes the

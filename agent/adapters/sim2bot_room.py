@@ -65,9 +65,6 @@ TELEMETRY_SHARE = 0.25
 LINK_ERRORS = (OSError, WebSocketException, TimeoutError)
 
 Outcome = Parsed | dict | CommandError
-#: ``json.dumps`` with its defaults (the same text) without the circular-reference bookkeeping: a
-#: telemetry packet is a tree, and ~40 % of its encoding CPU went there.
-_encode = json.JSONEncoder(check_circular=False).encode
 
 
 def refused(err: BaseException) -> bool:
@@ -295,13 +292,11 @@ class RoomLink:
             delay = due - clock()
             if delay <= 0:
                 due = clock()  # fell behind: skip, never burst
-            elif not skipped:
-                if not rest.rests(snap, delay):
-                    await self._sleep(delay)
-                elif await rest.wait(delay):    # at rest, a poll of the schedule's own: a rouse ends its wait too
+            elif skipped or rest.rests(snap, delay):    # at rest (polls skipped, or the schedule's own next)
+                if await rest.wait(delay):      # roused: a tick woken at rest (a command) published its snapshot
                     due = clock()
-            elif await rest.wait(delay):    # roused: a tick woken at rest (a command) published its snapshot
-                due = clock()
+            else:
+                await self._sleep(delay)
             rest.note()
             snap, warning = robot.snapshot(), self.warning
             if snap is not seen[0] or warning != seen[1]:  # a new tick or warning (a resting loop ticks at ~7 Hz)

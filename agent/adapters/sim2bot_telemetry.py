@@ -257,9 +257,7 @@ class TelemetryBuilder:
         """Packet for ``newest``; ``batch`` = ticks since the previous packet, oldest first; ``warning``:
         the room's trouble (another simulator in it), carried as ``bridge_warning`` of the ``control``
         sensor, "" when none."""
-        for snap in batch:
-            self._motion.update(snap)
-        self._motion.update(newest)
+        self._feed(newest, batch)
         j = newest.joints
         packet: dict[str, Any] = {
             "type": "telemetry",
@@ -287,10 +285,14 @@ class TelemetryBuilder:
     def text(self, newest: Snapshot, batch: Sequence[Snapshot], warning: str = "") -> str:
         """The JSON text of :meth:`build` (``json.dumps`` of it, the same characters), with the sections that
         did not change since the last packet reused (agent.adapters.sim2bot_wire)."""
+        self._feed(newest, batch)
+        return self._text.packet(newest, batch, warning, self._motion)
+
+    def _feed(self, newest: Snapshot, batch: Sequence[Snapshot]) -> None:
+        """The packet's ticks (``batch``, then ``newest``) into the motion estimate."""
         for snap in batch:
             self._motion.update(snap)
         self._motion.update(newest)
-        return self._text.packet(newest, batch, warning, self._motion)
 
 
 

@@ -134,8 +134,6 @@ class _Kept:
         self.text: Any = None
 
 
-
-
 class PacketText:
     """Writes telemetry packets for one robot and room (see the module docstring).
 
@@ -193,4 +191,3 @@ class PacketText:
             entry["bridge_warning"] = warning
             kept.key, kept.text = key, encode(entry)
         return kept.text
-

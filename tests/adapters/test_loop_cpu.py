@@ -317,7 +317,7 @@ def test_the_cheaper_json_encoders_write_the_librarys_text():
 
     from engineio import json as eio_json
 
-    from agent.adapters import sim2bot_room
+    from agent.adapters import sim2bot_wire
     from agent.adapters.artex_client import _Json
     from agent.adapters.sim2bot_telemetry import TelemetryBuilder
     from tests.adapters.test_robotmsg_state import DESC
@@ -325,7 +325,7 @@ def test_the_cheaper_json_encoders_write_the_librarys_text():
 
     snap = distinct(random.Random(9))
     packet = TelemetryBuilder(DESC, "tank", "default").build(snap, [snap, rm_snapshot()], "a warning: é")
-    assert sim2bot_room._encode(packet) == json.dumps(packet)
+    assert sim2bot_wire.encode(packet) == json.dumps(packet)
     for data in (["telem", {"payload": telemetry(snap)}], ["x", {"ü": [1.5, None, True, "\u2028"]}], {"n": math.nan}):
         assert _Json.dumps(data, separators=(",", ":")) == eio_json.dumps(data, separators=(",", ":"))
         assert _Json.dumps(data) == eio_json.dumps(data)
