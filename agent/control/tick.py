@@ -102,7 +102,7 @@ def command(state: ControlState, now: float) -> Plan:
     # at most, as the first step of a command at 50 Hz: the time at rest was no motion time (a command
     # 0.149 s after a rest tick stepped the tracks to 0.298 m/s at once, 7.5x the acceleration limit's step)
     motion_dt = min(dt, state.period_s) if state.rested else dt
-    if state.last_t is not None and now - state.last_t > STALL_CHECK_S:    # (check_stall's own test, first)
+    if state.last_t is not None and now - state.last_t > STALL_CHECK_S:    # ControlState.check_stall's own first test
         state.check_stall(now)
     state.last_t = now
     if not state.motor_ok:

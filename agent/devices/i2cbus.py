@@ -172,9 +172,8 @@ class I2cBusIO:
 
     def _check_servo(self) -> float:
         """Whether the servo chip kept its setup (see the module docstring); its next check's period."""
-        servo = self.servo
-        if servo is None:
-            return math.inf
+        servo = self.servo          # set: the check is polled only with a servo chip
+        assert servo is not None
         servo.call(lambda d: d.check_setup())
         driver = servo.driver
         period = SERVO_CHECK_S if driver is None else driver.check_period_s
